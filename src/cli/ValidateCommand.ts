@@ -87,6 +87,7 @@ const text = (experiment: Experiment.Experiment): string => {
     )
   }
   lines.push(`run: ${JSON.stringify(d["run"])}`)
+  if (d["pricing"] !== undefined) lines.push(`pricing: ${JSON.stringify(d["pricing"])}`)
   for (const pl of d["plugins"] as Array<Record<string, any>>) {
     lines.push(`plugin ${pl["specifier"]}: ${pl["error"] === null ? "ok" : `failed: ${pl["error"]}`}`)
   }

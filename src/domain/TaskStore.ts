@@ -94,6 +94,39 @@ export interface StoreStats {
    * compute it (a plugin written before it): readers then fold its attempts.
    */
   readonly accounting?: AccountingFigures | undefined
+  /**
+   * What the call cache did in the scope, counted from the attempt rows (see
+   * {@link CacheFigures}): durable, so a run killed with `kill -9` reads as many as it recorded.
+   * Absent on a store that does not compute it (a plugin written before it): readers then fold
+   * its attempts (`CallCache.statsOf`).
+   */
+  readonly cache?: CacheFigures | undefined
+}
+
+/**
+ * The call cache's figures of a set of attempts, each read from the attempt's own row (its
+ * outcome and the `cache` note of its decision): `hits` the attempts served from the cache
+ * (outcome `cache_hit`), `misses` the attempts of cached tasks that found nothing and called
+ * (succeeded or failed), `refreshed` those run in `refresh` mode, `bypassed` those of `readOnly`
+ * tasks that found nothing (they ran and stored nothing), `writeFailures` the misses and refreshes
+ * that succeeded but whose output the cache failed to store (counted in those too: the next run
+ * calls again), `lookupFailures` the attempts whose lookup the cache failed to answer (counted
+ * as misses or bypassed too); `tokensSaved` the stored usage of the calls the hits replaced and
+ * `costSavedUsd` their priced cost summed (US dollars; `null` when no hit's call had a known
+ * cost).
+ *
+ * @since 0.11.0
+ * @category models
+ */
+export interface CacheFigures {
+  readonly hits: number
+  readonly misses: number
+  readonly refreshed: number
+  readonly bypassed: number
+  readonly writeFailures: number
+  readonly lookupFailures: number
+  readonly tokensSaved: { readonly promptTokens: number; readonly completionTokens: number; readonly totalTokens: number }
+  readonly costSavedUsd: number | null
 }
 
 /**

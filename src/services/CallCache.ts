@@ -24,7 +24,7 @@ import type { CacheNamespace } from "../domain/CallCache.js"
 import type { StoreUnavailable } from "../domain/Errors.js"
 import type { RunId } from "../domain/Ids.js"
 import type { RunRecord } from "../domain/Records.js"
-import type { ReadError, TaskStore } from "../domain/TaskStore.js"
+import type { ReadError, StoreStats, TaskStore } from "../domain/TaskStore.js"
 
 /**
  * One stored output: its `key` (32 hex), the task's name, the {@link CacheNamespace} it was
@@ -119,12 +119,13 @@ export const layerMemory: Layer.Layer<CallCache> = Layer.sync(CallCache, makeMem
 // ---------------------------------------------------------------------------------------------
 
 /**
- * What the cache did for a run (or a whole store): `hits` (attempts served from the cache),
- * `misses` (attempts of cached tasks that ran and were stored: the calls made), `refreshed`
- * (attempts run in `refresh` mode, stored over what was there), `bypassed` (attempts of
- * `readOnly` tasks that found nothing and ran without storing), `writeFailures` (misses and
- * refreshes whose output the cache failed to store, counted in those too: the task's result
- * stands, the next run calls again), `lookupFailures` (attempts whose lookup the cache failed
+ * What the cache did for a run (or a whole store), counted from the attempt rows: `hits`
+ * (attempts served from the cache), `misses` (attempts of cached tasks that found nothing and
+ * called, succeeded or failed: the calls made), `refreshed` (attempts run in `refresh` mode,
+ * stored over what was there), `bypassed` (attempts of `readOnly` tasks that found nothing and
+ * ran without storing), `writeFailures` (misses and refreshes that succeeded but whose output
+ * the cache failed to store, counted in those too: the task's result stands, the next run
+ * calls again), `lookupFailures` (attempts whose lookup the cache failed
  * to answer, a damaged or unreadable cache: the task ran, counted in `misses` or `bypassed`
  * too; since 0.11.0), and what the hits saved:
  * `tokensSaved` (the stored usage of the calls they replaced; `promptTokens`,
@@ -284,16 +285,32 @@ export const statsOfFinished = (data: unknown): CacheStats => {
 }
 
 /**
- * The cache figures of one run, from one indexed read: a finished run's `run.finished` event
- * (`data.cache`), else (running, or died) the latest `cache.stats` event the runner writes with
- * its heartbeat when the figures moved (so up to one heartbeat behind). Nothing is read per
- * attempt ({@link statsOf} is the slow, exact reading).
+ * The cache figures of a scope (`runId`; absent: every run of the store), counted from its
+ * attempt rows: the store's `stats` aggregate (`StoreStats.cache`; `given` when the caller
+ * already read the scope's stats), else, for a store that does not compute it (a plugin
+ * written before it), its attempts folded ({@link statsOf}). Rows are durable: a run killed
+ * with `kill -9` reads every attempt it recorded, and a resumed store's whole-experiment
+ * figures cover every run (no counter flushed at intervals is read).
+ *
+ * @since 0.11.0
+ * @category reads
+ */
+export const statsOfScope = (
+  store: TaskStore,
+  runId: RunId | undefined,
+  given?: StoreStats | undefined
+): Effect.Effect<CacheStats, ReadError> =>
+  Effect.flatMap(
+    given === undefined ? store.stats(runId) : Effect.succeed(given),
+    (st) => st.cache !== undefined ? Effect.succeed(st.cache) : statsOf(store, runId)
+  )
+
+/**
+ * The cache figures of one run, counted from its attempt rows ({@link statsOfScope}): the
+ * same figures whether the run finished, is running, or died.
  *
  * @since 0.7.0
  * @category reads
  */
 export const statsOfRun = (store: TaskStore, run: RunRecord): Effect.Effect<CacheStats, ReadError> =>
-  Effect.map(
-    store.events({ runId: run.runId, kind: run.endedAt === null ? "cache.stats" : "run.finished", limit: 1 }),
-    (events) => events.length === 0 ? emptyStats : statsOfFinished(events[events.length - 1]!.data)
-  )
+  statsOfScope(store, run.runId)

@@ -373,6 +373,7 @@ export type {
   SpecCount,
   ResourceUsage,
   AccountingFigures,
+  CacheFigures,
   PipelineAccounting,
   PipelineAccountingOptions,
   ErrorRow,

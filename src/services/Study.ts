@@ -60,6 +60,7 @@ import * as OutputPath from "../domain/internal/outputPath.js"
 import * as Words from "../domain/internal/words.js"
 import type * as DomainStudy from "../domain/Study.js"
 import type * as Runner from "./Runner.js"
+import * as CallCache from "./CallCache.js"
 import * as StudyMetrics from "./StudyMetrics.js"
 import { SKIPPED_METRIC } from "./internal/runner/run.js"
 import { FAILURES_REACHED_METRIC } from "./internal/suite/metric.js"
@@ -689,6 +690,13 @@ export interface TrialReport {
    * 30% over`): a budget is a start gate, so pipelines running when it was reached finish.
    */
   readonly overshoot?: ReadonlyArray<string> | undefined
+  /**
+   * What the call cache did for its pipelines, from their attempt rows (since 0.11.0): `hits`
+   * (answers served from the cache: no call, no lease, so not in `usage.calls`) and `misses`
+   * (calls its cached tasks made). Absent when the cache did nothing for it. The text says
+   * `cache hits 8, misses 0` beside its calls.
+   */
+  readonly cache?: { readonly hits: number; readonly misses: number } | undefined
 }
 
 /**
@@ -722,8 +730,8 @@ export interface StudyReport {
   toJSON(): Record<string, unknown>
 }
 
-const formatUsage = (u: TrialUsage): string =>
-  `calls ${u.calls} · tokens ${u.tokens} · ${formatCost(u.costUsd, u.unpriced ?? 0)} · ${(u.timeMs / 1000).toFixed(1)} s`
+const formatUsage = (u: TrialUsage, cache?: { readonly hits: number; readonly misses: number } | undefined): string =>
+  `calls ${u.calls}${cache === undefined ? "" : ` · cache hits ${cache.hits}, misses ${cache.misses}`} · tokens ${u.tokens} · ${formatCost(u.costUsd, u.unpriced ?? 0)} · ${(u.timeMs / 1000).toFixed(1)} s`
 
 const formatMetrics = (m: Readonly<Record<string, number>>): string =>
   Object.entries(m).map(([k, v]) => `${k} ${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" · ")
@@ -761,7 +769,7 @@ const makeReport = (input: Omit<StudyReport, "summary" | "toJSON">): StudyReport
         ? ""
         : ` · over budget: ${t.overshoot.join(", ")} (a budget is a start gate: running pipelines finish)`
       lines.push(
-        `  ${t.trialId} ${Words.statusWords(t.status)}${t.reason === null ? "" : ` (${t.reason})`} · ${formatUsage(t.usage)}${shown}${over}`
+        `  ${t.trialId} ${Words.statusWords(t.status)}${t.reason === null ? "" : ` (${t.reason})`} · ${formatUsage(t.usage, t.cache)}${shown}${over}`
       )
     }
     if (input.notStarted.length > 0) lines.push(`not started (left out of comparisons): ${input.notStarted.join(", ")}`)
@@ -985,6 +993,32 @@ const STATE_CHUNK = 500
  * Each trial's stored pipelines by state, read from the root's merged view (the study
  * catalog's one aggregate read, else one walk over the pipelines, grouped by member prefix).
  */
+/**
+ * The call cache's hits and misses of each trial whose cache did anything, from the attempt
+ * rows of the root's merged view (each attempt's pipeline names its trial; one pass over the
+ * attempts, see `CallCache.addAttempt`).
+ */
+const trialCache = (
+  studyId: string,
+  trialIds: ReadonlyArray<string>
+): Effect.Effect<Map<string, { readonly hits: number; readonly misses: number }>, StoreUnavailable | ConfigError, SuiteCatalog> =>
+  Effect.gen(function*() {
+    const store = yield* (yield* SuiteCatalog).view(undefined)
+    const byDigest = new Map(trialIds.map((id) => [memberDigest(studyId, id), id]))
+    const stats = new Map<string, CallCache.CacheStats>()
+    yield* Stream.runForEach(store.streamAttempts({}), (a) =>
+      Effect.sync(() => {
+        if (a.outcome !== "cache_hit" && (a.decision === null || typeof a.decision !== "object" || !("cache" in a.decision))) return
+        const d = memberDigestOf(a.pipelineId)
+        const trial = d === undefined ? undefined : byDigest.get(d)
+        if (trial === undefined) return
+        stats.set(trial, CallCache.addAttempt(stats.get(trial) ?? CallCache.emptyStats, a.outcome, a.decision))
+      }))
+    const out = new Map<string, { readonly hits: number; readonly misses: number }>()
+    for (const [trial, c] of stats) if (c.hits + c.misses > 0) out.set(trial, { hits: c.hits, misses: c.misses })
+    return out
+  })
+
 const trialStates = (
   studyId: string,
   trialIds: ReadonlyArray<string>,
@@ -1311,6 +1345,7 @@ const settle = (
     const now = yield* Clock.currentTimeMillis
     const settlements: Array<TrialSettlement> = []
     const reports: Array<TrialReport> = []
+    const cacheByTrial = yield* trialCache(study.id, ids)
     for (const t of trials) {
       const row: TrialRecord | undefined = rows.get(t.trialId)
       const m = computed.get(t.trialId) ?? {}
@@ -1389,7 +1424,8 @@ const settle = (
             }
           }
           : {}),
-        ...(overshoot.length > 0 ? { overshoot } : {})
+        ...(overshoot.length > 0 ? { overshoot } : {}),
+        ...(cacheByTrial.has(t.trialId) ? { cache: cacheByTrial.get(t.trialId) } : {})
       })
     }
     yield* catalog.settle(settlements, now)

@@ -18,6 +18,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Experiment from "../../src/config/internal/experiment.js"
+import * as Chat from "../../src/tasks/internal/chat.js"
 
 const write = (name: string, text: string) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-chatopts-"))
@@ -79,6 +80,11 @@ describe("unknown options of a resource a chat task leases", () => {
       const strict = yield* Effect.flip(Experiment.fromDefinition(def, { env: {}, strictEnv: true }))
       assert.include(strict.message, "pools.llm.resources[0].options.apiKeyEnv")
     }).pipe(Effect.provide(NodeContext.layer)))
+
+  it("Chat.isEnvName: the one rule of a variable's name that the loader's checks and the task share", () => {
+    for (const name of ["OPENAI_API_KEY", "_k", "k9"]) assert.isTrue(Chat.isEnvName(name), name)
+    for (const name of ["", "9K", "${KEY}", "sk-abc", "A B", "KEY\n"]) assert.isFalse(Chat.isEnvName(name), name)
+  })
 
   it.effect("a key the task's selector matches on is understood (free-form options select resources)", () =>
     Effect.gen(function*() {

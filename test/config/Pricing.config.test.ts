@@ -95,6 +95,13 @@ describe("pricing mistakes in an experiment", () => {
       const byTask = yield* Experiment.fromDefinition(def({ model: "other-model" }, { "other-model": price }, "gpt-x") as never)
       assert.strictEqual(byTask.warnings.length, 1)
       assert.include(byTask.warnings[0]!, "model \"gpt-x\" has no price")
+      // a model from ${VAR} (a model name is no secret): resolved, with its text as written, so the user recognises it
+      const fromEnv = yield* Experiment.fromDefinition(def({ model: "${MODEL_V}" }, { "other-model": price }) as never, { env: { MODEL_V: "gpt-4o-mini-2024" } })
+      assert.deepStrictEqual(fromEnv.warnings, [
+        "warning: pools.llm.resources[0] (clean): model \"gpt-4o-mini-2024\" (written ${MODEL_V}) has no price, so its calls will count as unpriced (priced: \"other-model\")"
+      ])
+      const taskFromEnv = yield* Experiment.fromDefinition(def({ model: "other-model" }, { "other-model": price }, "${MODEL_V}") as never, { env: { MODEL_V: "gpt-x" } })
+      assert.include(taskFromEnv.warnings[0]!, "model \"gpt-x\" (written ${MODEL_V}) has no price")
       // covered, or nothing priced at all: silent
       assert.deepStrictEqual((yield* Experiment.fromDefinition(def({ model: "mock-spam-1" }, { "mock-spam-1": price }) as never)).warnings, [])
       assert.deepStrictEqual((yield* Experiment.fromDefinition(def({ model: "mock-spam-1" }, undefined) as never)).warnings, [])

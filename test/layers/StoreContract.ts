@@ -16,6 +16,7 @@ import { digest } from "../../src/domain/Json.js"
 import { PipelineRecord, TaskRecord } from "../../src/domain/Records.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import type { ArtifactBackend } from "../../src/services/ArtifactBackend.js"
+import * as CallCache from "../../src/services/CallCache.js"
 import type { LoadedArtifact, NewArtifact, NewAttempt, NewEvent, NewHandoff, StoreOptions } from "../../src/services/Store.js"
 import { Store } from "../../src/services/Store.js"
 import { pid, rid } from "../support/ids.js"
@@ -632,6 +633,37 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           assert.strictEqual(s.attemptsTotal, 4)
           assert.strictEqual(s.retries, 1)
           assert.strictEqual((yield* store.stats()).retries, 1)
+        })))
+
+    it.effect("call cache figures from the attempt rows' cache notes (stats.cache, else the fold): hits, misses, failed writes and lookups, what the hits saved", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          yield* store.admit(["c1", "c2", "c3", "c4", "c5"].map((id) => pipeline(id)))
+          const noted = (id: string, attemptNo: number, outcome: NewAttempt["outcome"], cache: unknown, runId = "run-1"): NewAttempt => ({
+            ...attempt(id, 0, attemptNo),
+            runId: rid(runId),
+            outcome,
+            errorClass: outcome === "failed" ? "rate_limit" : null,
+            decision: { retry: outcome === "failed", reason: outcome === "failed" ? "rate_limit" : "ok", cache }
+          })
+          const usage = { promptTokens: 10, completionTokens: 4, totalTokens: 14, costUsd: 0.125 }
+          yield* store.recordAttempt(noted("c1", 1, "failed", { status: "miss", key: "k" }))
+          yield* store.recordAttempt(noted("c1", 2, "succeeded", { status: "miss", key: "k", stored: false, lookupFailed: true }))
+          yield* store.recordAttempt(noted("c2", 1, "cache_hit", { status: "hit", key: "k", usage }))
+          yield* store.recordAttempt(noted("c3", 1, "cache_hit", { status: "hit", key: "k", usage: null }, "run-2"))
+          yield* store.recordAttempt(noted("c4", 1, "succeeded", { status: "refresh", key: "k" }, "run-2"))
+          yield* store.recordAttempt(noted("c5", 1, "succeeded", { status: "bypass", key: "k" }, "run-2"))
+          // an attempt without a note (an uncached task) counts in nothing
+          yield* store.recordAttempt({ ...attempt("c5", 1, 2), decision: null })
+          const run1 = yield* CallCache.statsOfScope(store, rid("run-1"))
+          assert.deepStrictEqual(run1, {
+            hits: 1, misses: 2, refreshed: 0, bypassed: 0, writeFailures: 1, lookupFailures: 1,
+            tokensSaved: { promptTokens: 10, completionTokens: 4, totalTokens: 14 }, costSavedUsd: 0.125
+          })
+          const run2 = yield* CallCache.statsOfScope(store, rid("run-2"))
+          assert.deepStrictEqual([run2.hits, run2.misses, run2.refreshed, run2.bypassed, run2.costSavedUsd], [1, 0, 1, 1, null])
+          const all = yield* CallCache.statsOfScope(store, undefined)
+          assert.deepStrictEqual(all, CallCache.sumStats(run1, run2))
         })))
 
     it.effect("resourceUsage: attempts per lease target (once per attempt), retries after a retry decision of the same task run in scope, rate limits", () =>

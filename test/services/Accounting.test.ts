@@ -149,8 +149,17 @@ describe("token and cost accounting through the runner (mock LLM)", () => {
       const withRows = (rows: typeof top.rows) =>
         renderText({ ...ran.report, accounting: { ...ran.report.accounting, pipelines: { ...top, rows } } })
       const free = top.rows.map((r) => ({ ...r, costUsd: 0, unpriced: 0 }))
-      assert.include(withRows(free), "Top pipelines by cost: none (every pipeline's calls cost $0)")
+      assert.include(withRows(free), "No pipeline's calls cost anything (every call was priced at $0)")
       assert.notInclude(withRows(free), "pipeline(s) by cost")
+      assert.notInclude(withRows(free), "Top pipelines")
+      // a run served entirely from the call cache: said so, with what it saved; no empty ranking
+      const hitsOnly = renderText({
+        ...ran.report,
+        cache: { ...ran.report.cache, hits: free.length, misses: 0, costSavedUsd: 0.43 },
+        accounting: { ...ran.report.accounting, pipelines: { ...top, rows: free.map((r) => ({ ...r, calls: 0, cacheHits: 1, tokensIn: 0, tokensOut: 0 })) } }
+      })
+      assert.include(hitsOnly, `No model call was made: every call was served from the call cache (${free.length} hits; $0.43 saved)`)
+      assert.notInclude(hitsOnly, "Top pipelines")
       const mixed = withRows([top.rows[0]!, ...free.slice(1)])
       assert.include(mixed, `Top 1 pipeline(s) by cost (${top.rows.length - 1} at $0 left out):\n  ${dearest.pipelineId}: calls 1`)
     }))

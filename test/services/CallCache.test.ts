@@ -5,7 +5,7 @@ import { Chunk, Effect, Layer, Logger, LogLevel, Option, Stream, TestClock } fro
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as NodePath from "node:path"
-import { StoreUnavailable } from "../../src/domain/Errors.js"
+import { RetryableError, StoreUnavailable } from "../../src/domain/Errors.js"
 import * as Handoff from "../../src/domain/Handoff.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Resource from "../../src/domain/Resource.js"
@@ -371,6 +371,37 @@ describe("call cache: a write that fails mid-run", () => {
       assert.strictEqual(again.cache.hits, 2)
       assert.strictEqual(again.cache.misses, 2)
       assert.strictEqual(again.cache.writeFailures, 2)
+    }))
+})
+
+describe("call cache: a failed call of a cached task (issue 18 N2: misses are the calls made)", () => {
+  it.effect("a 429 then a success is two misses, one stored answer: the attempt rows, the run's own figures and report agree", () =>
+    Effect.gen(function*() {
+      const cache = CallCache.makeMemory()
+      let calls = 0
+      const flaky = Task.make("model", { cache: true, retry: { maxAttempts: 2, base: "1 second", jitter: "none" } }, (row: { readonly q: string }) =>
+        Effect.suspend(() =>
+          ++calls === 1
+            ? Effect.fail(new RetryableError({ message: "HTTP 429", errorClass: "rate_limit" }))
+            : Effect.succeed({ q: row.q, answer: `a${calls}` })
+        ))
+      const out = yield* runWith(
+        cache,
+        Effect.gen(function*() {
+          const fiber = yield* Effect.fork(Runner.run(Pipeline.make("f", flaky).map([{ q: "a" }])))
+          yield* TestClock.adjust("2 seconds")
+          const run = yield* Effect.flatMap(fiber.await, (exit) => exit)
+          const store = yield* Store
+          const finished = yield* store.events({ runId: run.runId, kind: "run.finished", limit: 1 })
+          return { run, finished, report: yield* Report.buildReport([{ source: "mem", store }]) }
+        })
+      )
+      assert.strictEqual(calls, 2)
+      assert.strictEqual(yield* cache.size, 1)
+      assert.strictEqual(out.report.attempts, 2)
+      assert.deepStrictEqual([out.report.cache.hits, out.report.cache.misses, out.report.cache.writeFailures], [0, 2, 0])
+      // the counters the run itself keeps (its summary, its run.finished event) say the same
+      assert.deepStrictEqual(CallCache.statsOfFinished(out.finished[0]!.data).misses, 2)
     }))
 })
 

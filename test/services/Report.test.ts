@@ -1,8 +1,11 @@
 import { assert, describe, it, layer } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Context, Effect, Layer, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
+import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as StoreResolver from "../../src/layers/StoreResolver.js"
+import * as Monitor from "../../src/services/internal/monitor.js"
+import { Store } from "../../src/services/Store.js"
 import * as Report from "../../src/services/Report.js"
 import { buildStore, pid, storeFixture, tmpDir } from "./ExportFixture.js"
 import { rid } from "../support/ids.js"
@@ -103,8 +106,8 @@ describe("Report (pipelines in flight when a run died, issue 18 F3)", () => {
         }))
       const latest = yield* Report.reportPaths([killed])
       assert.deepStrictEqual(latest.inFlightAtStop, [
-        { source: killed, runId: "dead", pipelines: 5, concurrency: 3, mayHaveCalled: 3, claimedBy: ["resume"], legacyRows: 0 },
-        { source: killed, runId: "vanished", pipelines: 1, concurrency: null, mayHaveCalled: 1, claimedBy: ["resume"], legacyRows: 0 }
+        { source: killed, runId: "dead", pipelines: 5, concurrency: 3, leasedPools: [], poolCapacity: null, mayHaveCalled: 3, claimedBy: ["resume"], legacyRows: 0 },
+        { source: killed, runId: "vanished", pipelines: 1, concurrency: null, leasedPools: [], poolCapacity: null, mayHaveCalled: 1, claimedBy: ["resume"], legacyRows: 0 }
       ])
       assert.strictEqual(latest.attempts, 0)
       const text = Report.renderText(latest)
@@ -117,6 +120,37 @@ describe("Report (pipelines in flight when a run died, issue 18 F3)", () => {
       // the dead run's own report says it too (the events are the claiming run's)
       const dead = yield* Report.reportPaths([killed], { runId: "dead" })
       assert.deepStrictEqual(dead.inFlightAtStop.map((f) => [f.runId, f.pipelines]), [["dead", 5]])
+    }).pipe(Effect.provide(StoreResolver.layerOpener())))
+
+  it.effect("bounded by the capacity of the pools its calls leased when that is below its concurrency (2 leases, concurrency 8)", () =>
+    Effect.gen(function*() {
+      const narrow = nodePath.join(dir, "killed-narrow.db")
+      yield* buildStore(narrow, [], (s) =>
+        Effect.gen(function*() {
+          const dead = rid("dead")
+          yield* s.openRun({ runId: dead, startedAt: 1000, config: { concurrency: 8 } })
+          for (const r of ["k1", "k2"]) {
+            yield* s.putResource({ pool: "llm", resourceId: r, kind: "chat", spec: { capacity: 1 }, health: { state: "ready", capacity: 1 }, updatedAt: 1 })
+          }
+          yield* s.recordAttempt({
+            pipelineId: pid(9), runId: dead, taskRunId: "9/0", taskName: "ask", seq: 0, attemptNo: 1, outcome: "succeeded",
+            errorClass: null, errorType: null, errorMessage: null, decision: null, leaseIds: ["llm/k1#1"], startedAt: 1000, endedAt: 1001, durationMs: 1
+          })
+          yield* s.openRun({ runId: rid("resume"), startedAt: 5000, config: { concurrency: 8 } })
+          for (let i = 0; i < 6; i++) {
+            yield* s.emitEvent({ kind: "pipeline.abandoned", pipelineId: pid(i), runId: rid("resume"), data: { run: "dead", task: "ask", seq: 0, attemptNo: 1 }, ts: 5001 })
+          }
+          yield* s.finishRun(rid("resume"), { status: "completed", endedAt: 6000 })
+        }))
+      const r = yield* Report.reportPaths([narrow])
+      assert.deepStrictEqual(
+        r.inFlightAtStop.map((f) => [f.runId, f.pipelines, f.concurrency, f.leasedPools, f.poolCapacity, f.mayHaveCalled]),
+        [["dead", 6, 8, ["llm"], 2, 2]]
+      )
+      assert.include(
+        Report.renderText(r),
+        "up to 2 of them (the pool llm its calls leased holds 2 leases at once; the run's concurrency is 8) may have had a call in progress"
+      )
     }).pipe(Effect.provide(StoreResolver.layerOpener())))
 
   it.effect("a store written before (Abandoned attempt rows, no event): reported the same way, not counted as attempts", () =>
@@ -148,7 +182,7 @@ describe("Report (pipelines in flight when a run died, issue 18 F3)", () => {
       const r = yield* Report.reportPaths([legacy])
       assert.strictEqual(r.attempts, 3)
       assert.deepStrictEqual(r.inFlightAtStop, [
-        { source: legacy, runId: "dead", pipelines: 3, concurrency: 2, mayHaveCalled: 2, claimedBy: ["old-resume"], legacyRows: 3 }
+        { source: legacy, runId: "dead", pipelines: 3, concurrency: 2, leasedPools: [], poolCapacity: null, mayHaveCalled: 2, claimedBy: ["old-resume"], legacyRows: 3 }
       ])
       assert.include(
         Report.renderText(r),
@@ -161,6 +195,58 @@ describe("Report (pipelines in flight when a run died, issue 18 F3)", () => {
       const dead = yield* Report.reportPaths([legacy], { runId: "dead" })
       assert.strictEqual(dead.attempts, 0)
       assert.deepStrictEqual(dead.inFlightAtStop.map((f) => [f.runId, f.pipelines, f.legacyRows]), [["dead", 3, 3]])
+    }).pipe(Effect.provide(StoreResolver.layerOpener())))
+})
+
+describe("Report (call cache figures from the attempt rows, issue 18 N2)", () => {
+  it.effect("a run killed with kill -9: its hits and misses are its rows, not its last heartbeat; --run-id all keeps them after a resume; /stats and watch agree", () =>
+    Effect.gen(function*() {
+      const killed = nodePath.join(dir, "cache-killed.db")
+      const note = (status: string, extra: Record<string, unknown> = {}) => ({ status, key: "0123456789abcdef", ...extra })
+      const att = (runId: ReturnType<typeof rid>, i: number, attemptNo: number, outcome: "succeeded" | "failed" | "cache_hit", decision: unknown) => ({
+        pipelineId: pid(i), runId, taskRunId: `${i}/0`, taskName: "ask", seq: 0, attemptNo, outcome,
+        errorClass: outcome === "failed" ? "rate_limit" as const : null, errorType: null, errorMessage: null, decision,
+        leaseIds: outcome === "cache_hit" ? [] : ["llm/k1#1"], startedAt: 1000, endedAt: 1001, durationMs: 1
+      })
+      const hitUsage = { promptTokens: 10, completionTokens: 5, totalTokens: 15, costUsd: 0.25 }
+      yield* buildStore(killed, [], (s) =>
+        Effect.gen(function*() {
+          const dead = rid("dead")
+          yield* s.openRun({ runId: dead, startedAt: 1000, config: { concurrency: 8 } })
+          // the killed run: 4 calls made (one failed with a 429, then retried), 1 hit, 1 write that failed
+          yield* s.recordAttempt(att(dead, 0, 1, "succeeded", { retry: false, reason: "ok", cache: note("miss") }))
+          yield* s.recordAttempt(att(dead, 1, 1, "failed", { retry: true, reason: "rate_limit", delayMs: 10, cache: note("miss") }))
+          yield* s.recordAttempt(att(dead, 1, 2, "succeeded", { retry: false, reason: "ok", cache: note("miss", { stored: false }) }))
+          yield* s.recordAttempt(att(dead, 2, 1, "cache_hit", { retry: false, reason: "ok", cache: note("hit", { usage: hitUsage }) }))
+          // its last heartbeat's figures (one behind: what report showed before)
+          yield* s.emitEvent({ kind: "cache.stats", pipelineId: null, runId: dead, data: { cache: { hits: 0, misses: 1 } }, ts: 1500 })
+          const resume = rid("resume")
+          yield* s.openRun({ runId: resume, startedAt: 5000, config: { concurrency: 8 } })
+          yield* s.recordAttempt(att(resume, 3, 1, "succeeded", { retry: false, reason: "ok", cache: note("miss") }))
+          yield* s.recordAttempt(att(resume, 4, 1, "cache_hit", { retry: false, reason: "ok", cache: note("hit", { usage: hitUsage }) }))
+          yield* s.emitEvent({ kind: "run.finished", pipelineId: null, runId: resume, data: { cache: { hits: 1, misses: 1 } }, ts: 6000 })
+          yield* s.finishRun(resume, { status: "completed", endedAt: 6000 })
+        }))
+      const dead = yield* Report.reportPaths([killed], { runId: "dead" })
+      assert.deepStrictEqual(
+        [dead.cache.hits, dead.cache.misses, dead.cache.writeFailures, dead.cache.costSavedUsd, dead.cache.tokensSaved.totalTokens],
+        [1, 3, 1, 0.25, 15]
+      )
+      assert.include(Report.renderText(dead), "Call cache: hits 1, misses 3")
+      const all = yield* Report.reportPaths([killed], { runId: "all" })
+      assert.deepStrictEqual([all.cache.hits, all.cache.misses, all.cache.costSavedUsd], [2, 4, 0.5])
+      assert.include(Report.renderText(all), "Call cache: hits 2, misses 4")
+      assert.strictEqual(JSON.parse(JSON.stringify(all)).cache.misses, 4)
+      // what /stats serves and watch draws, from the same rows
+      const snap = yield* Effect.scoped(
+        Effect.flatMap(
+          Effect.flatMap(Layer.build(SqliteStore.layerReadOnly(killed)), (ctx) => Effect.succeed(Context.get(ctx, Store))),
+          (store) => Effect.zip(Monitor.readSnapshot(store, { runId: "all" }), Monitor.readSnapshot(store, { runId: "dead" }))
+        )
+      )
+      assert.deepStrictEqual([snap[0].cache?.hits, snap[0].cache?.misses], [2, 4])
+      assert.deepStrictEqual([snap[1].cache?.hits, snap[1].cache?.misses, snap[1].cache?.write_failures], [1, 3, 1])
+      assert.include(Monitor.renderSnapshot(snap[0], { width: 200 }), "call cache: hits 2 · misses 4")
     }).pipe(Effect.provide(StoreResolver.layerOpener())))
 })
 

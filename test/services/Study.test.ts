@@ -416,6 +416,29 @@ describe("Study.run", () => {
       assert.include(report.summary(), "study demo (protocol version 1): completed")
     }).pipe(Effect.provide(studyEnv("demo"))))
 
+  it.effect("a trial served from the call cache says so beside its calls: hits and misses per trial (issue 18, tester18b N7)", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ qualities: ["good"], repeats: 1 })
+      // every case of a trial asks the same thing (one key): the first calls, the others are served
+      const ask = Task.make("ask", { cache: true, cacheKey: () => Effect.succeed("same") }, (n: number) => Effect.succeed(n))
+      const template = Pipeline.make("cached", ask)
+      const cached: Study.StudyInput = {
+        ...study,
+        suiteFor: (version) => {
+          const base = study.suiteFor(version) as Suite.Suite<any, any, any>
+          return {
+            ...base,
+            experiments: base.experiments.map((m: Suite.Member<any, any, any>) =>
+              Suite.member(m.id, () => template.map([0, 1, 2]), { definitionDigest: `${m.id}-cached` })
+            )
+          }
+        }
+      }
+      const report = yield* Study.run(cached)
+      assert.deepStrictEqual(report.trials.map((t) => [t.trialId, t.cache]), [["p1-v01-r1", { hits: 2, misses: 1 }]])
+      assert.match(report.summary(), /p1-v01-r1 [^\n]*· calls 0 · cache hits 2, misses 1 · tokens 0/)
+    }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, cache: "readWrite" }))))
+
   it.effect("a study where every trial failed settles failed, with no eligible trial and no best", () =>
     Effect.gen(function*() {
       const { study } = makeStudy({ qualities: ["broken", "broken"], repeats: 1 })

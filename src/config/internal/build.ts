@@ -629,7 +629,7 @@ export const build = (
       ...(source.kind === "jsonl" && source.scan !== undefined
         ? [unsafeIntegersWarning(source.path, source.scan, keyField)].filter((w): w is string => w !== undefined)
         : []),
-      ...unpricedModelWarnings(def),
+      ...unpricedModelWarnings(def, ctx.interpolated ?? []),
       ...unknownChatOptionWarnings(def, template.tasks as ReadonlyArray<Task.Any>)
     ]
     const experiment: Experiment = {
@@ -674,13 +674,22 @@ export const build = (
               }
               : {})
           },
-        run: JSON.parse(JSON.stringify(RunConfig.toJson(resolvedRun.right))) as Json,
+        // the top-level `pricing` at its own level, as written (not inside `run`)
+        run: withoutPricing(JSON.parse(JSON.stringify(RunConfig.toJson(resolvedRun.right))) as Json),
+        ...(def.pricing !== undefined ? { pricing: JSON.parse(JSON.stringify(def.pricing)) as Json } : {}),
         plugins: ctx.plugins.plugins.map((p) => ({ ...p })) as unknown as Json,
         unresolvedEnv: ctx.unresolved.map((u) => ({ ...u }))
       })
     }
     return experiment
   })
+
+/** A run's JSON without its `pricing` (the experiment's top-level table, described apart). */
+const withoutPricing = (run: Json): Json => {
+  if (run === null || typeof run !== "object" || Array.isArray(run)) return run
+  const { pricing: _, ...rest } = run as { readonly [k: string]: Json }
+  return rest
+}
 
 /**
  * The strings under `at` in the (expanded) definition that took a value from `${VAR}`: each
@@ -805,10 +814,21 @@ const taskModelsByPool = (def: Definition): Map<string, Set<string>> => {
  * counted as unpriced (`cost unpriced (N calls)`). The model in use is the one the tasks
  * leasing from the pool name (`options.model`), else the resource's `options.model`; a
  * resource with a single price of its own prices every model. The line names the resource,
- * the model and the priced models, with a did-you-mean when one is close. Empty when nothing
- * is priced at all (costs may then come from what the servers report).
+ * the model and the priced models, with a did-you-mean when one is close; a model given by a
+ * `${VAR}` (`interpolated`) is shown resolved with its text as written (`"gpt-4o" (written
+ * ${MODEL})`). Empty when nothing is priced at all (costs may then come from what the servers
+ * report).
  */
-export const unpricedModelWarnings = (def: Definition): Array<string> => {
+export const unpricedModelWarnings = (def: Definition, interpolated: ReadonlyArray<Interpolation> = []): Array<string> => {
+  // a model name is no secret: shown resolved, with its text when a `${VAR}` gave it
+  const written = new Map<string, string>()
+  for (const i of interpolated) {
+    if (i.path[i.path.length - 1] !== "model") continue
+    let v: unknown = def
+    for (const k of i.path) v = v !== null && typeof v === "object" ? (v as Record<PropertyKey, unknown>)[k] : undefined
+    if (typeof v === "string" && v !== i.template) written.set(v, i.template)
+  }
+  const shown = (model: string) => written.has(model) ? `"${model}" (written ${written.get(model)})` : `"${model}"`
   const table = def.pricing !== undefined ? Object.keys(def.pricing) : []
   const pools = Object.entries(def.pools ?? {})
   const ownTable = (pricing: unknown): Array<string> | "all" | undefined =>
@@ -832,7 +852,7 @@ export const unpricedModelWarnings = (def: Definition): Array<string> => {
         if (priced.includes(model)) continue
         const near = closest(model, priced)
         out.push(
-          `warning: pools.${name}.resources[${i}] (${r.id}): model "${model}" has no price, so its calls will count as unpriced (priced: ${
+          `warning: pools.${name}.resources[${i}] (${r.id}): model ${shown(model)} has no price, so its calls will count as unpriced (priced: ${
             priced.length === 0 ? "none" : priced.map((m) => `"${m}"`).join(", ")
           })${near !== undefined ? `; did you mean "${near}"?` : ""}`
         )

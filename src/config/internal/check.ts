@@ -27,7 +27,7 @@ import {
   suggestPool,
   type TaskSection
 } from "./build.js"
-import { envPattern, expandEnv, type Interpolation } from "./env.js"
+import { expandEnv, hidingEnvValues, type Interpolation } from "./env.js"
 import { unboundRefIssues } from "./refs.js"
 import {
   decodeIssues,
@@ -224,34 +224,28 @@ export const check = (
         if (!(yield* Effect.orElseSucceed(fs.exists(p), () => false))) issues.push(issue("source.jsonl.path", `no such file: ${p}`))
       }
     }
-    // Credentials: a key with a trailing newline, an unset key variable under --strict-env, …
+    // Credentials (one walk over the pools' resources): a key with a trailing newline, an
+    // unset key variable under --strict-env, …; without --strict-env an unset key variable is
+    // not refused, but every call would fail: a warning
+    const env = options.env ?? process.env
+    const keyWarnings: Array<string> = []
     for (const [name, p] of Object.entries(rawPools ?? {})) {
       if (!isRecord(p) || !Array.isArray(p["resources"])) continue
       p["resources"].forEach((r: unknown, j: number) => {
-        if (isRecord(r) && isRecord(r["options"])) {
-          issues.push(...Chat.credentialIssues(r["options"], `pools.${name}.resources[${j}].options`, options.env ?? process.env, options.strictEnv === true))
+        if (!isRecord(r) || !isRecord(r["options"])) return
+        const at = `pools.${name}.resources[${j}].options`
+        issues.push(...Chat.credentialIssues(r["options"], at, env, options.strictEnv === true))
+        if (options.strictEnv === true) return
+        for (const k of ["apiKeyEnv", "api_key_env"]) {
+          const v = r["options"][k]
+          if (typeof v !== "string" || !Chat.isEnvName(v) || (env[v] ?? "") !== "") continue
+          keyWarnings.push(
+            `warning: ${at}.${k}: environment variable ${v} (the key) is ${
+              env[v] === undefined ? "not set" : "empty"
+            }: every call to this resource will fail (export ${v}=...; --strict-env refuses it)`
+          )
         }
       })
-    }
-    // without --strict-env an unset key variable is not refused, but every call would fail
-    const keyWarnings: Array<string> = []
-    if (options.strictEnv !== true) {
-      const env = options.env ?? process.env
-      for (const [name, p] of Object.entries(rawPools ?? {})) {
-        if (!isRecord(p) || !Array.isArray(p["resources"])) continue
-        p["resources"].forEach((r: unknown, j: number) => {
-          if (!isRecord(r) || !isRecord(r["options"])) return
-          for (const k of ["apiKeyEnv", "api_key_env"]) {
-            const v = r["options"][k]
-            if (typeof v !== "string" || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(v) || (env[v] ?? "") !== "") continue
-            keyWarnings.push(
-              `warning: pools.${name}.resources[${j}].options.${k}: environment variable ${v} (the key) is ${
-                env[v] === undefined ? "not set" : "empty"
-              }: every call to this resource will fail (export ${v}=...; --strict-env refuses it)`
-            )
-          }
-        })
-      }
     }
     if (issues.length > 0 || experiment === undefined) {
       const shown = issues.map(hidingEnvValues(interpolated, options.env ?? process.env))
@@ -260,38 +254,4 @@ export const check = (
     return keyWarnings.length === 0 ? experiment : { ...experiment, warnings: [...experiment.warnings, ...keyWarnings] }
   })
 
-/** Values shorter than this are not hidden in messages (a `3` or a `gpt` is no secret, and hiding it would garble the text). */
-const HIDDEN_MIN_LENGTH = 6
-
-/**
- * A problem's message and suggestion with every value that went into the config from
- * `${VAR}` written back as `${VAR}`: a value may be a secret whatever field it went into
- * (`temperature: "${KEY}"` is refused with the text it got), and a problem is printed.
- *
- * @param interpolated the strings that took a value from the environment
- * @param env the environment they were read from
- * @returns a function from a problem to the problem as it may be shown
- */
-const hidingEnvValues = (
-  interpolated: ReadonlyArray<Interpolation>,
-  env: Readonly<Record<string, string | undefined>>
-): (i: ConfigIssue) => ConfigIssue => {
-  const values = new Map<string, string>()
-  for (const { template } of interpolated) {
-    for (const m of template.matchAll(envPattern)) {
-      const name = m[1]
-      const value = name === undefined ? undefined : env[name]
-      if (name !== undefined && value !== undefined && value.length >= HIDDEN_MIN_LENGTH) values.set(value, `\${${name}}`)
-    }
-  }
-  if (values.size === 0) return (i) => i
-  // longest first: a value that contains another is replaced whole
-  const ordered = Array.from(values).sort((a, b) => b[0].length - a[0].length)
-  const hide = (text: string): string => ordered.reduce((t, [value, shown]) => t.split(value).join(shown), text)
-  return (i) => ({
-    ...i,
-    message: hide(i.message),
-    ...(i.suggestion === undefined ? {} : { suggestion: hide(i.suggestion) })
-  })
-}
 

@@ -3,6 +3,8 @@
  *
  * `${VAR}` / `${VAR:-default}` expansion in every string value of a parsed experiment.
  */
+import { Effect } from "effect"
+import { ConfigError, type ConfigIssue } from "../../domain/Errors.js"
 import * as Task from "../../domain/Task.js"
 
 import { formatPath, isRecord } from "./issues.js"
@@ -73,3 +75,81 @@ export const expandEnv = (
   return value
 }
 
+/** Values shorter than this are not hidden in messages (a `3` or a `gpt` is no secret, and hiding it would garble the text). */
+const HIDDEN_MIN_LENGTH = 6
+
+/**
+ * A problem's message and suggestion with every value that went into the config from
+ * `${VAR}` written back as `${VAR}`: a value may be a secret whatever field it went into
+ * (`temperature: "${KEY}"` is refused with the text it got), and a problem is printed.
+ *
+ * @param interpolated the strings that took a value from the environment
+ * @param env the environment they were read from
+ * @returns a function from a problem to the problem as it may be shown
+ * @internal
+ */
+export const hidingEnvValues = (
+  interpolated: ReadonlyArray<Interpolation>,
+  env: Readonly<Record<string, string | undefined>>
+): (i: ConfigIssue) => ConfigIssue => {
+  const values = new Map<string, string>()
+  for (const { template } of interpolated) {
+    for (const m of template.matchAll(envPattern)) {
+      const name = m[1]
+      const value = name === undefined ? undefined : env[name]
+      if (name !== undefined && value !== undefined && value.length >= HIDDEN_MIN_LENGTH) values.set(value, `\${${name}}`)
+    }
+  }
+  if (values.size === 0) return (i) => i
+  const hide = hiderOf(values)
+  return (i) => ({
+    ...i,
+    message: hide(i.message),
+    ...(i.suggestion === undefined ? {} : { suggestion: hide(i.suggestion) })
+  })
+}
+
+/** Replaces each value of `values` in a text by what it is shown as (longest first: a value that contains another is replaced whole). */
+const hiderOf = (values: ReadonlyMap<string, string>): (text: string) => string => {
+  const ordered = Array.from(values).sort((a, b) => b[0].length - a[0].length)
+  return (text) => ordered.reduce((t, [value, shown]) => t.split(value).join(shown), text)
+}
+
+/**
+ * A loader's `ConfigError` with every value that went into its file from `${VAR}` written back
+ * as `${VAR}`, in its message and in each problem ({@link hidingEnvValues}): what the study
+ * and suite loaders fail with, so their exit-2 messages never show an environment value.
+ *
+ * @param error the loader's error
+ * @param interpolated the strings of the file that took a value from the environment
+ * @param env the environment they were read from
+ * @returns the error as it may be shown
+ * @internal
+ */
+export const hidingEnvValuesIn = (
+  error: ConfigError,
+  interpolated: ReadonlyArray<Interpolation>,
+  env: Readonly<Record<string, string | undefined>>
+): ConfigError => {
+  const hideIssue = hidingEnvValues(interpolated, env)
+  return new ConfigError({ message: hideIssue({ path: "", message: error.message }).message, issues: error.issues.map(hideIssue) })
+}
+
+/**
+ * Runs a loader with a list it fills with the strings that took a value from `${VAR}` (pass it
+ * to `expandEnv`), and hides those values again in the `ConfigError` it fails with
+ * ({@link hidingEnvValuesIn}).
+ *
+ * @param env the environment the loader expands from
+ * @param body the loader, given the list
+ * @returns the loader, failing with its problems as they may be shown
+ * @internal
+ */
+export const hidingEnvValuesOf = <A, R>(
+  env: Readonly<Record<string, string | undefined>>,
+  body: (interpolated: Array<Interpolation>) => Effect.Effect<A, ConfigError, R>
+): Effect.Effect<A, ConfigError, R> =>
+  Effect.suspend(() => {
+    const interpolated: Array<Interpolation> = []
+    return Effect.mapError(body(interpolated), (e) => hidingEnvValuesIn(e, interpolated, env))
+  })

@@ -26,7 +26,7 @@ import { JudgeOutput } from "../../tasks/Judge.js"
 import type { Experiment, Format, LoadOptions } from "../Experiment.js"
 import { describeAlgorithm } from "./build.js"
 import { check } from "./check.js"
-import { expandEnv } from "./env.js"
+import { expandEnv, hidingEnvValuesOf } from "./env.js"
 import { closest, decodeIssues, formatPath, isRecord, issue } from "./issues.js"
 import { findRefs, isPlain, VAR_KEY } from "./refs.js"
 import * as parse from "./parse.js"
@@ -1055,6 +1055,8 @@ export const load = (
   file: string,
   options: StudyLoadOptions = {}
 ): Effect.Effect<LoadedStudy, ConfigError, FileSystem.FileSystem> =>
+  // the strings that took a value from `${VAR}` are hidden again in any problem it fails with
+  hidingEnvValuesOf(options.env ?? process.env, (interpolated) =>
   Effect.gen(function*() {
     const abs = path.resolve(file)
     if (parse.formatOf(abs) === undefined) {
@@ -1067,7 +1069,7 @@ export const load = (
     const warnings: Array<string> = []
     const unresolved: Array<{ name: string; path: string }> = []
     const emptyEnv: Array<{ name: string; path: string }> = []
-    const expanded = expandEnv(read.raw, env, unresolved, [], emptyEnv)
+    const expanded = expandEnv(read.raw, env, unresolved, [], emptyEnv, interpolated)
     if (options.strictEnv === true) {
       for (const u of unresolved) issues.push(issue(u.path, `environment variable ${u.name} is not set (--strict-env)`))
       for (const u of emptyEnv) issues.push(issue(u.path, `environment variable ${u.name} is set but empty (--strict-env)`))
@@ -1892,7 +1894,7 @@ export const load = (
         })
     }
     return loaded
-  })
+  }))
 
 // ---------------------------------------------------------------------------------------------
 // Plan text

@@ -21,7 +21,7 @@ import type { ExperimentDefinition } from "../Config.js"
 import type { Experiment, Format, LoadOptions } from "../Experiment.js"
 import { buildPools, describeAlgorithm } from "./build.js"
 import { check } from "./check.js"
-import { expandEnv, type Interpolation } from "./env.js"
+import { expandEnv, hidingEnvValuesOf } from "./env.js"
 import { closest, decodeIssues, failWith, isRecord, issue } from "./issues.js"
 import * as parse from "./parse.js"
 import { SuiteFile } from "./suiteSchema.js"
@@ -406,6 +406,8 @@ export const load = (
   file: string,
   options: SuiteLoadOptions = {}
 ): Effect.Effect<LoadedSuite, ConfigError, FileSystem.FileSystem> =>
+  // the strings that took a value from `${VAR}` are hidden again in any problem it fails with
+  hidingEnvValuesOf(options.env ?? process.env, (interpolated) =>
   Effect.gen(function*() {
     const abs = path.resolve(file)
     if (parse.formatOf(abs) === undefined) {
@@ -426,7 +428,6 @@ export const load = (
     // ${VAR} expansion (the raw document is kept: pools are digested before expansion)
     const unresolved: Array<{ name: string; path: string }> = []
     const emptyEnv: Array<{ name: string; path: string }> = []
-    const interpolated: Array<Interpolation> = []
     const doc = expandEnv(read.raw, env, unresolved, [], emptyEnv, interpolated)
     if (strictEnv) {
       for (const u of unresolved) {
@@ -702,4 +703,4 @@ export const load = (
         })
     }
     return suite
-  })
+  }))

@@ -1293,10 +1293,10 @@ const snapshotIn = (
       : null
     const storedRows = stats.resources.map(resourceRow)
     const metrics = metricRows.map(metricRow)
-    let cache = CallCache.emptyStats
-    for (const r of selection._tag === "Run" ? [selection.run] : selection._tag === "All" ? selection.runs : []) {
-      cache = CallCache.sumStats(cache, yield* CallCache.statsOfRun(store, r))
-    }
+    // the call cache's figures, from the scope's attempt rows (the `stats` aggregate read above)
+    const cache = selection._tag === "Run" || selection._tag === "All"
+      ? yield* CallCache.statsOfScope(store, runId, stats)
+      : CallCache.emptyStats
     // token and cost totals: one aggregate read (nothing when there is no run yet)
     let accounting: AccountingWire | undefined
     if (selection._tag === "Run" || selection._tag === "All") {

@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Stream } from "effect"
+import { Clock, Effect, Predicate, Stream } from "effect"
 import { ConfigError, type PluginError, type StoreUnavailable } from "../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../domain/Ids.js"
 import type { EventRecord, MetricDisplay, PipelineRecord, PipelineState, RunRecord } from "../../domain/Records.js"
@@ -376,8 +376,9 @@ export interface ReportData {
  * One run that stopped without recording what it had in flight (killed, crashed), as the runs
  * that claimed its pipelines saw it: `pipelines` were in flight (admitted, waiting for a worker
  * slot or a retry's delay, or running an attempt), and at most `mayHaveCalled` of them
- * (`min(pipelines, concurrency)`, the run's worker slots) can have had an attempt running: a
- * model call made and paid for, its answer lost. No attempt row is recorded for them (the
+ * (`min(pipelines, concurrency, poolCapacity)`: the run's worker slots, and the leases the
+ * pools its attempts leased hold at once) can have had a call running: a model call made and
+ * paid for, its answer lost. No attempt row is recorded for them (the
  * store keeps no durable mark of an attempt's start); the claiming run ran them again.
  * `concurrency` is `null` when the dead run's record is gone (then `mayHaveCalled` is
  * `pipelines`). `claimedBy`: the runs that claimed them. A store written before 0.12 has no
@@ -391,6 +392,13 @@ export interface ReportInFlight {
   readonly runId: string
   readonly pipelines: number
   readonly concurrency: number | null
+  /** The pools the dead run's recorded attempts leased (sorted; empty when it recorded none). */
+  readonly leasedPools: ReadonlyArray<string>
+  /**
+   * The total capacity (leases at once) of the resources of `leasedPools`, as the store last
+   * recorded them; `null` when unknown (no leased pool, or a resource without a capacity).
+   */
+  readonly poolCapacity: number | null
   readonly mayHaveCalled: number
   readonly claimedBy: ReadonlyArray<string>
   /**
@@ -426,6 +434,32 @@ interface Selected {
   readonly store: TaskStore
   readonly runs: ReadonlyArray<RunRecord>
 }
+
+/**
+ * The pools a run's recorded attempts leased (from its resource usage) and their resources'
+ * total capacity as the store last recorded it (`health.capacity`, else `spec.capacity`):
+ * how many calls the run can have had in progress at once. `capacity` is `null` when the run
+ * leased nothing it recorded, or a resource of those pools has no known capacity.
+ */
+const leasedCapacity = (
+  store: TaskStore,
+  runId: RunId
+): Effect.Effect<{ readonly pools: ReadonlyArray<string>; readonly capacity: number | null }, ReadError> =>
+  Effect.gen(function*() {
+    const usage = yield* usageOf(store, runId)
+    const pools = Array.from(new Set(usage.filter((u) => u.attempts > 0).map((u) => u.target.split("/")[0]!))).sort()
+    if (pools.length === 0) return { pools, capacity: null }
+    let capacity = 0
+    for (const r of yield* store.resources) {
+      if (!pools.includes(r.pool)) continue
+      const of = (u: unknown) =>
+        Predicate.isObject(u) && typeof (u as { capacity?: unknown }).capacity === "number" ? (u as { capacity: number }).capacity : null
+      const c = of(r.health) ?? of(r.spec)
+      if (c === null || !Number.isFinite(c)) return { pools, capacity: null }
+      capacity += c
+    }
+    return { pools, capacity: capacity > 0 ? capacity : null }
+  })
 
 /** The run scopes of a store: every pipeline (`undefined`) or each selected run's own. */
 const scopesOf = (s: Selected, all: boolean): ReadonlyArray<RunId | undefined> =>
@@ -642,6 +676,7 @@ export const buildReport = (
     const usage = new Map<string, Omit<ResourceUsage, "target">>()
     const runAccounting: Array<AccountingFigures & { readonly source: string; readonly runId: string }> = []
     let total: AccountingFigures = zeroFigures()
+    let cache = CallCache.emptyStats
     const storeTotals = new Map<TaskStore, AccountingFigures>()
     /** Per store, its scopes: where the per-pipeline figures are read when there are any. */
     const accounted: Array<{ readonly source: string; readonly store: TaskStore; readonly runId: RunId | undefined }> = []
@@ -671,6 +706,8 @@ export const buildReport = (
           const { target: _, ...figures } = u
           usage.set(key, sumUsage(usage.get(key) ?? zeroUsage(), figures))
         }
+        // the call cache's figures, from the scope's attempt rows
+        cache = CallCache.sumStats(cache, yield* CallCache.statsOfScope(s.store, runId, st))
         // each attempt once (the resources' figures count it on every resource it leased)
         const figures = yield* figuresOf(s.store, runId, st)
         total = sumFigures(total, figures)
@@ -696,11 +733,6 @@ export const buildReport = (
       : yield* mergedScopes(selected, all, errorsLimit)
     const { byState, duplicates, errors, inScope, latencyMs, pipelines } = merged
 
-    // the call cache's figures of the selected runs (a finished run's from its run.finished event)
-    let cache = CallCache.emptyStats
-    for (const s of selected) {
-      for (const run of s.runs) cache = CallCache.sumStats(cache, yield* CallCache.statsOfRun(s.store, run))
-    }
 
     const resources: Array<ReportResource> = []
     const metrics: Array<ReportMetric> = []
@@ -796,12 +828,15 @@ export const buildReport = (
         const config = records.find((r) => r.runId === runId)?.config as { readonly concurrency?: unknown } | null | undefined
         const concurrency = typeof config?.concurrency === "number" ? config.concurrency : null
         const pipelines = entry.pipelines.size
+        const leased = yield* leasedCapacity(s.store, runId as RunId)
         inFlightAtStop.push({
           source: s.source,
           runId,
           pipelines,
           concurrency,
-          mayHaveCalled: concurrency === null ? pipelines : Math.min(pipelines, concurrency),
+          leasedPools: leased.pools,
+          poolCapacity: leased.capacity,
+          mayHaveCalled: Math.min(pipelines, concurrency ?? Infinity, leased.capacity ?? Infinity),
           claimedBy: Array.from(entry.claimedBy).sort(),
           legacyRows: legacyRows.get(runId) ?? 0
         })
@@ -938,7 +973,15 @@ export const scopeText = (r: ReportData): string => {
 const inFlightText = (f: ReportInFlight, manyStores: boolean): string => {
   const n = `${f.pipelines} pipeline${f.pipelines === 1 ? "" : "s"}`
   const by = f.claimedBy.length === 0 ? "" : ` (claimed by ${f.claimedBy.length === 1 ? "run" : "runs"} ${f.claimedBy.join(", ")}, which ran them again)`
-  const bound = f.concurrency === null
+  const byPools = f.poolCapacity !== null && (f.concurrency === null || f.poolCapacity < f.concurrency)
+  const pools = `the ${f.leasedPools.length === 1 ? "pool" : "pools"} ${f.leasedPools.join(", ")} its calls leased ${
+    f.leasedPools.length === 1 ? "holds" : "hold"
+  } ${f.poolCapacity} lease${f.poolCapacity === 1 ? "" : "s"} at once`
+  const bound = byPools
+    ? `up to ${f.mayHaveCalled} of them (${pools}${
+      f.concurrency === null ? "" : `; the run's concurrency is ${f.concurrency}`
+    }) may have had a call in progress, made and maybe paid for, its answer lost`
+    : f.concurrency === null
     ? `each of them may have had a call in progress (the run's record is gone: its concurrency is unknown)`
     : `up to ${f.mayHaveCalled} of them (the run's concurrency is ${f.concurrency}) may have had a call in progress, made and maybe paid for, its answer lost`
   const recorded = f.legacyRows > 0
@@ -1050,8 +1093,17 @@ export const renderText = (r: ReportData): string => {
       for (const p of ranked) {
         out.push(`  ${p.pipelineId}${r.stores.length > 1 ? ` in ${p.source}` : ""}: ${figuresText(p)}`)
       }
+    } else if (acc.pipelines.rows.every((p) => p.calls === 0)) {
+      // no call at all: every answer came from the call cache (no empty ranking)
+      const hits = acc.pipelines.rows.reduce((n, p) => n + p.cacheHits, 0)
+      const saved = r.cache?.costSavedUsd ?? null
+      out.push(
+        `No model call was made: every call was served from the call cache (${hits} hit${hits === 1 ? "" : "s"}${
+          saved === null ? "" : `; ${formatUsd(saved)} saved`
+        })`
+      )
     } else {
-      out.push(`Top pipelines by ${by}: none (every pipeline's calls ${by === "cost" ? "cost $0" : "used 0 tokens"})`)
+      out.push(`No pipeline's calls ${by === "cost" ? "cost anything (every call was priced at $0)" : "used a token"}`)
     }
   }
   if (r.cache !== undefined && CallCache.isActive(r.cache)) {

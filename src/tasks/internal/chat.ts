@@ -329,7 +329,7 @@ export const endpointOf = (resource: ResourceInfo): Effect.Effect<Endpoint, Conf
       if (checkKey(rawKey, "the apiKey", `${at}.apiKey`)) apiKey = Redacted.make(rawKey)
     } else {
       const envName = str(o, "apiKeyEnv", "api_key_env")
-      if (envName !== undefined && !ENV_NAME.test(envName)) {
+      if (envName !== undefined && !isEnvName(envName)) {
         // not a variable's name: maybe the key itself (`apiKeyEnv: "${KEY}"`), never shown
         issues.push({ path: `${at}.apiKeyEnv`, message: `apiKeyEnv holds no environment variable's name (what it holds is not shown)` })
       } else if (envName !== undefined) {
@@ -1213,8 +1213,19 @@ export const endpointIdentity = (
 export const isEndpointFault = (errorClass: unknown): boolean =>
   isErrorClass(errorClass) && endpointFaultClasses.has(errorClass)
 
-/** A POSIX environment variable name (what `apiKeyEnv` must hold). */
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+/**
+ * Whether `name` is a POSIX environment variable's name (`[A-Za-z_][A-Za-z0-9_]*`): what
+ * `apiKeyEnv` / `api_key_env` must hold. Anything else (`${KEY}` expanded to the key itself, a
+ * value) is refused, and never printed.
+ *
+ * @param name the text to check
+ * @returns true when it is a variable's name
+ * @since 0.11.0
+ * @category guards
+ */
+export const isEnvName = (name: string): boolean => ENV_NAME.test(name)
 
 /**
  * The credential problems of one resource's options, found before a run starts (what
@@ -1255,7 +1266,7 @@ export const credentialIssues = (
     }
     if (typeof name !== "string" || name === "") continue
     // `apiKeyEnv: "${KEY}"` puts the key itself here: it must never be printed or stored
-    if (!ENV_NAME.test(name)) {
+    if (!isEnvName(name)) {
       issues.push({
         path: `${path}.${k}`,
         message: `${k} takes the name of the environment variable that holds the key, not a value or a \${...} reference (what it holds is not shown)`,

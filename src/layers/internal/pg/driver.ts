@@ -51,6 +51,8 @@ import {
   succeededIndexOf,
   ACCOUNTED_CONDITION,
   ACCOUNTING_COLUMNS,
+  cacheFiguresOfRow,
+  pgCacheFigures,
   accountingOrderSql,
   figuresOfRow
 } from "../../../services/internal/store/shared.js"
@@ -1161,6 +1163,8 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
           `SELECT count(*) AS n, count(*) FILTER (WHERE decision IS NOT NULL AND decision::jsonb @> '{"retry": true}'::jsonb) AS r, ${ACCOUNTING_COLUMNS} FROM assay_attempts WHERE ${cond}`,
           params
         )
+        // the call cache's figures, from the attempt rows' cache notes
+        const [cache] = yield* q(pgCacheFigures(cond), params)
         const [ev] = yield* q(`SELECT count(*) AS n FROM assay_events WHERE ${cond}`, params)
         const [ho] = yield* q(`SELECT count(*) AS n FROM assay_handoffs WHERE ${cond}`, params)
         const resources = yield* resourcesRead
@@ -1174,7 +1178,8 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
           handoffsTotal: Number(ho?.n ?? 0),
           latencyMs,
           resources,
-          accounting: figuresOfRow(att)
+          accounting: figuresOfRow(att),
+          cache: cacheFiguresOfRow(cache)
         } satisfies StoreStats
       }),
     claimAdmission,

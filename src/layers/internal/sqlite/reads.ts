@@ -33,6 +33,8 @@ import {
   ACCOUNTED_CONDITION,
   ACCOUNTED_CONDITION_V11,
   ACCOUNTING_COLUMNS,
+  cacheFiguresOfRow,
+  sqliteCacheFigures,
   ACCOUNTING_COLUMNS_V11,
   accountingOrderSql,
   figuresOfRow
@@ -640,6 +642,10 @@ export const makeReads = (
             sql.literal(accounting ? ACCOUNTING_COLUMNS : ACCOUNTING_COLUMNS_V11)
           } FROM attempts WHERE ${byRun()}`
         ))[0]
+        // the call cache's figures, from the attempt rows' cache notes
+        const [cache] = yield* rows(
+          runId === undefined ? sql.unsafe(sqliteCacheFigures("1=1")) : sql.unsafe(sqliteCacheFigures("run_id = ?"), [runId])
+        )
         const [ev] = yield* rows(sql`SELECT count(*) AS n FROM events WHERE ${byRun()}`)
         const [ho] = visits ? yield* rows(sql`SELECT count(*) AS n FROM handoffs WHERE ${byRun()}`) : [undefined]
         const resources = yield* Effect.map(rows(sql`SELECT * FROM resources ORDER BY pool, resource_id`), (r) => r.map(toResource))
@@ -655,6 +661,7 @@ export const makeReads = (
           latencyMs,
           resources,
           accounting: figuresOfRow(att),
+          cache: cacheFiguresOfRow(cache as Record<string, unknown> | undefined),
           ...(walPendingFrames > 0 ? { walPendingFrames } : {})
         } satisfies StoreStats
       }),

@@ -196,7 +196,7 @@ const usageToStore = (value: unknown, accounted: AttemptUsage | undefined) => {
 /**
  * After an attempt ran under `plan`: stores its successful output (not a control directive,
  * not an output the registry cannot encode) unless the plan is `readOnly`, and returns the
- * attempt's {@link CacheNote}. A failed write is logged (once per run as a warning), never
+ * attempt's {@link CacheNote} (a failed attempt's too: it called, a miss with nothing stored). A failed write is logged (once per run as a warning), never
  * fails the attempt: its note says `stored: false` (the attempt still counts as a miss, and as
  * a failed write); a failed lookup before it (`plan.lookupFailed`) is said as `lookupFailed`.
  *
@@ -211,9 +211,13 @@ export const afterRun = (
   nowMs: number,
   accounted?: AttemptUsage | undefined
 ): Effect.Effect<CacheNote | undefined> => {
-  if (!Exit.isSuccess(exit) || isHandoff(exit.value)) return Effect.succeed(undefined)
   const key = plan.key.slice(0, 16)
   const failed = plan.lookupFailed === true ? { lookupFailed: true as const } : {}
+  // a failed attempt called too: a miss (refresh, bypass) with nothing to store
+  if (!Exit.isSuccess(exit)) {
+    return Effect.succeed({ status: plan.mode === "readOnly" ? "bypass" : plan.mode === "refresh" ? "refresh" : "miss", key, ...failed })
+  }
+  if (isHandoff(exit.value)) return Effect.succeed(undefined)
   if (plan.mode === "readOnly") return Effect.succeed({ status: "bypass", key, ...failed })
   const encoded = registry.dump(exit.value)
   if (Either.isLeft(encoded)) return Effect.succeed(plan.lookupFailed === true ? { status: "miss", key, ...failed } : undefined)
@@ -260,6 +264,15 @@ export const succeededAs = (
     decision: { ...decision, cache: note } as RetryPolicy.RetryDecision
   }
 }
+
+/**
+ * A failed attempt's decision with its {@link CacheNote} as `cache` when there is one (so
+ * `report` counts the call it made as a miss from its row).
+ *
+ * @internal
+ */
+export const failedWithNote = <D extends RetryPolicy.RetryDecision>(decision: D, note: CacheNote | undefined): D =>
+  note === undefined ? decision : { ...decision, cache: note }
 
 /**
  * Counts an attempt's {@link CacheNote} in the run's figures (`RunState.cache`).

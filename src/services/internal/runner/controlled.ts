@@ -50,7 +50,7 @@ import {
   withUncommitted,
   writeAdmission
 } from "./pipeline.js"
-import { countNote, succeededAs } from "./cache.js"
+import { countNote, failedWithNote, succeededAs } from "./cache.js"
 import * as Rows from "./rows.js"
 import type { AttemptUsage } from "./attemptContext.js"
 import { emptyHold, type SlotHold } from "./slotGate.js"
@@ -421,12 +421,13 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
         attempt,
         ended - taskStarted
       )
+      countNote(state.cache, result.cache)
       const attemptRow = Rows.attemptRow(
         current,
         attempt,
         outcome,
         fields,
-        decision,
+        failedWithNote(decision, result.cache),
         result.leaseIds,
         result.startedAt,
         ended,

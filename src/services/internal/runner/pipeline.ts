@@ -45,7 +45,7 @@ import { effectBodyOf, isSyncRun, syncBodyOf } from "../../../domain/internal/sy
 import { HoldNowTypeId } from "../holdNow.js"
 import { afterClose, AttemptGenerator, attemptExit, attemptScoped, AttemptScope } from "./attemptScope.js"
 import { evalNow, neverHolds, Pending } from "./evalNow.js"
-import { afterRun, type CacheEnv, type CacheNote, countNote, lookup, planOf, succeededAs } from "./cache.js"
+import { afterRun, type CacheEnv, type CacheNote, countNote, failedWithNote, lookup, planOf, succeededAs } from "./cache.js"
 import { type AttemptShared, AttemptContext, type AttemptUsage, type MemberFacts, memberOf } from "./attemptContext.js"
 import * as Rows from "./rows.js"
 import type { SlotGate, SlotHold } from "./slotGate.js"
@@ -586,12 +586,13 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
       if (terminal) State.decideFailure(state, spec)
       slots.release(holder)
       yield* commitUncommitted
+      countNote(state.cache, result.cache)
       const attemptRow = Rows.attemptRow(
         current,
         attempt,
         outcome,
         fields,
-        decision,
+        failedWithNote(decision, result.cache),
         result.leaseIds,
         result.startedAt,
         ended,

@@ -10,8 +10,10 @@ import { ArtifactRecord, trusted } from "../../../domain/Records.js"
 import * as ResourceHelpers from "../../../domain/internal/resource.js"
 import type { ArtifactBackendService } from "../../ArtifactBackend.js"
 import { retryTracker } from "../../../domain/internal/retries.js"
+import { roundUsd } from "../../../domain/Pricing.js"
 import type {
   AccountingFigures,
+  CacheFigures,
   Latency,
   NewArtifact,
   NewAttempt,
@@ -326,6 +328,79 @@ export const figuresOfRow = (r: Readonly<Record<string, unknown>> | undefined): 
   estimated: Number(r?.estimated ?? 0),
   unpriced: Number(r?.unpriced ?? 0)
 })
+
+/**
+ * The SQL of a scope's call cache figures (see `CacheFigures`) over SQLite's `attempts` table
+ * (`scope`: the condition keeping the scope's rows): only the rows whose decision mentions a
+ * cache note are parsed (`json_extract` once per such row, then on the note alone).
+ *
+ * @since 0.11.0
+ * @category statistics
+ */
+export const sqliteCacheFigures = (scope: string): string =>
+  `SELECT count(*) FILTER (WHERE hit) AS hits,
+    count(*) FILTER (WHERE NOT hit AND s = 'miss') AS misses,
+    count(*) FILTER (WHERE NOT hit AND s = 'refresh') AS refreshed,
+    count(*) FILTER (WHERE NOT hit AND s = 'bypass') AS bypassed,
+    count(*) FILTER (WHERE s IN ('miss', 'refresh') AND json_type(c, '$.stored') = 'false') AS write_failures,
+    count(*) FILTER (WHERE json_type(c, '$.lookupFailed') = 'true') AS lookup_failures,
+    coalesce(sum(CASE WHEN hit AND json_type(c, '$.usage.promptTokens') IN ('integer', 'real') THEN json_extract(c, '$.usage.promptTokens') END), 0) AS prompt_tokens,
+    coalesce(sum(CASE WHEN hit AND json_type(c, '$.usage.completionTokens') IN ('integer', 'real') THEN json_extract(c, '$.usage.completionTokens') END), 0) AS completion_tokens,
+    coalesce(sum(CASE WHEN hit AND json_type(c, '$.usage.totalTokens') IN ('integer', 'real') THEN json_extract(c, '$.usage.totalTokens') END), 0) AS total_tokens,
+    sum(CASE WHEN hit AND json_type(c, '$.usage.costUsd') IN ('integer', 'real') THEN json_extract(c, '$.usage.costUsd') END) AS cost_saved_usd
+  FROM (SELECT c, json_extract(c, '$.status') AS s, (o = 'cache_hit' OR json_extract(c, '$.status') = 'hit') AS hit
+    FROM (SELECT outcome AS o, json_extract(decision, '$.cache') AS c FROM attempts
+      WHERE ${scope} AND instr(decision, '"cache"') > 0)
+    WHERE json_type(c) = 'object')`
+
+/**
+ * {@link sqliteCacheFigures} for Postgres's `assay_attempts` table (`decision` is JSON text).
+ *
+ * @since 0.11.0
+ * @category statistics
+ */
+export const pgCacheFigures = (scope: string): string => {
+  const num = (path: string) => `CASE WHEN hit AND jsonb_typeof(c #> '{${path}}') = 'number' THEN (c #>> '{${path}}')::double precision END`
+  return `SELECT count(*) FILTER (WHERE hit) AS hits,
+    count(*) FILTER (WHERE NOT hit AND s = 'miss') AS misses,
+    count(*) FILTER (WHERE NOT hit AND s = 'refresh') AS refreshed,
+    count(*) FILTER (WHERE NOT hit AND s = 'bypass') AS bypassed,
+    count(*) FILTER (WHERE s IN ('miss', 'refresh') AND c -> 'stored' = 'false'::jsonb) AS write_failures,
+    count(*) FILTER (WHERE c -> 'lookupFailed' = 'true'::jsonb) AS lookup_failures,
+    coalesce(sum(${num("usage,promptTokens")}), 0) AS prompt_tokens,
+    coalesce(sum(${num("usage,completionTokens")}), 0) AS completion_tokens,
+    coalesce(sum(${num("usage,totalTokens")}), 0) AS total_tokens,
+    sum(${num("usage,costUsd")}) AS cost_saved_usd
+  FROM (SELECT c, c ->> 'status' AS s, (o = 'cache_hit' OR c ->> 'status' = 'hit') AS hit
+    FROM (SELECT outcome AS o, decision::jsonb -> 'cache' AS c FROM assay_attempts
+      WHERE ${scope} AND strpos(decision, '"cache"') > 0) n
+    WHERE jsonb_typeof(c) = 'object') m`
+}
+
+/**
+ * {@link CacheFigures} of a row selected with {@link sqliteCacheFigures} or
+ * {@link pgCacheFigures} (drivers return counts as numbers or strings).
+ *
+ * @since 0.11.0
+ * @category statistics
+ */
+export const cacheFiguresOfRow = (r: Readonly<Record<string, unknown>> | undefined): CacheFigures => {
+  const cost = r?.cost_saved_usd
+  return {
+    hits: Number(r?.hits ?? 0),
+    misses: Number(r?.misses ?? 0),
+    refreshed: Number(r?.refreshed ?? 0),
+    bypassed: Number(r?.bypassed ?? 0),
+    writeFailures: Number(r?.write_failures ?? 0),
+    lookupFailures: Number(r?.lookup_failures ?? 0),
+    tokensSaved: {
+      promptTokens: Number(r?.prompt_tokens ?? 0),
+      completionTokens: Number(r?.completion_tokens ?? 0),
+      totalTokens: Number(r?.total_tokens ?? 0)
+    },
+    costSavedUsd: cost === null || cost === undefined || !Number.isFinite(Number(cost)) ? null : roundUsd(Number(cost))
+  }
+}
 
 /**
  * A `SucceededIndex` of the ids of the succeeded pipelines (`ids`: the ids as an array, or an

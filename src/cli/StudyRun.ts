@@ -357,6 +357,9 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
       yield* Console.error(
         `${signalled ? "stopped by a signal; " : ""}continue with: ${resumeCommand(args)}`
       )
+    } else if (report.trials.some((t) => t.status === "incomplete" && (t.reason ?? "").startsWith(Study.ENDPOINT_FAULT_REASON))) {
+      // not results: the endpoint refused them; resume runs their failed pipelines again
+      yield* Console.error(`a model endpoint failed some trials (see their reasons): fix it, then continue with: ${resumeCommand(args)}`)
     }
     const named = namedOutcome(report.trials, args.trials, args.namedWhat ?? "named trial")
     if (named !== undefined && !signalled) yield* Console.error(named)

@@ -524,7 +524,7 @@ export const progressOf = (ended: number, admitted: number, planned: number | nu
 
 /**
  * How the reason of a trial left `incomplete` by endpoint faults begins (see
- * {@link settleTrial}): `every failure was an endpoint fault: 401 on resource a (6 pipelines);
+ * {@link settleTrial}): `every failure was an endpoint fault: 401 on resource a for 6 pipelines;
  * ...`.
  *
  * @since 0.11.0
@@ -562,7 +562,7 @@ export const settleTrial = (
         endpointFault: true
       }
     }
-    const also = faults.length === 0 ? "" : ` (${faults.length} of them by an endpoint fault: ${EndpointFault.faultsText(faults)})`
+    const also = faults.length === 0 ? "" : `, ${faults.length} of them by an endpoint fault: ${EndpointFault.faultsText(faults)}`
     return { status: "failed", reason: `${Words.count(failed, "pipeline")} failed${also}` }
   }
   if (trialComplete(f)) {

@@ -104,16 +104,18 @@ describe("settleTrial / settleStudy: endpoint faults", () => {
     assert.strictEqual(s.status, "incomplete")
     assert.strictEqual(
       s.reason,
-      "every failure was an endpoint fault: 401 on resource a (2 pipelines); 404 on resource b (1 pipeline); 1 of 4 pipelines succeeded; " +
+      "every failure was an endpoint fault: 401 on resource a for 2 pipelines; 404 on resource b for 1 pipeline; 1 of 4 pipelines succeeded; " +
         "fix the endpoint, then resume runs its failed pipelines again"
     )
     assert.isFalse(Study.isEligible(s.status))
+    // the summary prints a reason in parentheses: none of its own
+    assert.notMatch(s.reason, /[()]/)
   })
 
   it("a mix of real failures and endpoint faults: failed (a real failure is a result), the reason counts the faults", () => {
     const s = Study.settleTrial(facts({ endpointFaults: [fault401] }), objectives)
     assert.strictEqual(s.status, "failed")
-    assert.strictEqual(s.reason, "3 pipelines failed (1 of them by an endpoint fault: 401 on resource a (1 pipeline))")
+    assert.strictEqual(s.reason, "3 pipelines failed, 1 of them by an endpoint fault: 401 on resource a for 1 pipeline")
   })
 
   it("a study with a trial left incomplete by endpoint faults is inconclusive, whatever the others did", () => {
@@ -143,10 +145,10 @@ describe("a study whose endpoint refused its calls", () => {
       const first = yield* Study.run(study)
       const byTrial = new Map(first.trials.map((t) => [t.trialId, t]))
       assert.strictEqual(byTrial.get("p1-v02-r1")!.status, "incomplete")
-      assert.include(byTrial.get("p1-v02-r1")!.reason, "every failure was an endpoint fault: 401 on resource a (2 pipelines)")
+      assert.include(byTrial.get("p1-v02-r1")!.reason, "every failure was an endpoint fault: 401 on resource a for 2 pipelines")
       // a real failure among them: a result of its variant
       assert.strictEqual(byTrial.get("p1-v01-r1")!.status, "failed")
-      assert.include(byTrial.get("p1-v01-r1")!.reason, "2 pipelines failed (1 of them by an endpoint fault")
+      assert.include(byTrial.get("p1-v01-r1")!.reason, "2 pipelines failed, 1 of them by an endpoint fault")
       assert.strictEqual(first.status, "inconclusive")
       assert.notInclude(first.eligible, "p1-v02-r1")
       // the endpoint fixed: resume runs the incomplete trial's failed pipelines only; the failed trial stays

@@ -61,16 +61,16 @@ export const endpointFaultOf = (
     return STATUSES.has(status) ? { resourceId: http[1]!, what: String(status) } : undefined
   }
   const config = CONFIG.exec(m)
-  if (config !== null) return { resourceId: config[1]!, what: `a configuration fault (${config[2]!.trim()})` }
+  if (config !== null) return { resourceId: config[1]!, what: `a configuration fault [${config[2]!.trim()}]` }
   const noModel = NO_MODEL.exec(m)
-  if (noModel !== null) return { resourceId: noModel[1]!, what: "a configuration fault (no model given)" }
+  if (noModel !== null) return { resourceId: noModel[1]!, what: "a configuration fault [no model given]" }
   return undefined
 }
 
 /**
  * The endpoint faults of some failures in words, each kind once with how many failures had it:
- * `401 on resource a (6 pipelines)`, `404 on resource b (2 pipelines); 401 on resource a (1
- * pipeline)`, most frequent first.
+ * `401 on resource a for 6 pipelines`, `404 on resource b for 2 pipelines; 401 on resource a
+ * for 1 pipeline`, most frequent first (no parentheses: a reason is printed inside them).
  *
  * @param faults the faults, one per failed pipeline
  * @returns the phrase ("" for none)
@@ -82,5 +82,5 @@ export const faultsText = (faults: ReadonlyArray<EndpointFault>): string => {
     const k = `${f.what} on resource ${f.resourceId}`
     byKind.set(k, (byKind.get(k) ?? 0) + 1)
   }
-  return [...byKind].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k} (${count(n, "pipeline")})`).join("; ")
+  return [...byKind].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k} for ${count(n, "pipeline")}`).join("; ")
 }

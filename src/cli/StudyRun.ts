@@ -455,13 +455,19 @@ export const progressText = (
     ? "-"
     : `${p.ended}${p.planned === null || p.planned === undefined ? "" : ` of ${p.planned}`} ended, ${p.admitted} admitted`
 
+/** The states `study status` shows for a trial not settled since its pipelines last changed. */
+const UNSETTLED_STATES: ReadonlySet<string> = new Set(["running", "ended", "interrupted", "pending"])
+
 /**
  * A trial's metrics cell in `assay study status`: `k=v` pairs, prefixed `partial: ` when they
  * are partial, the rule of a run's report (`TrialReport.partialMetrics`): the trial has not
  * succeeded and not every planned pipeline of it ended (it is running, ended early, or was
  * interrupted), so its figures cover only some of its pipelines (its succeeded ones, as of its
- * last settlement), never a result. With `pipelines.succeeded` the prefix counts them:
- * `partial (2 of 40 pipelines): ` (`Study.partialLabel`; since 0.11.0).
+ * last settlement), never a result. With `pipelines.succeeded` the prefix of a settled trial
+ * counts them: `partial (2 of 40 pipelines): ` (`Study.partialLabel`; since 0.11.0); a trial not
+ * settled since its pipelines changed (`running`, `ended`, `interrupted`, `pending`) shows its
+ * last settlement's metrics as `partial, as last settled: ` (the live counts, in the pipelines
+ * column, are not what they cover).
  *
  * @param t the row: its shown state, its stored metrics and its pipelines (`ended`, `planned`,
  *   `succeeded`)
@@ -480,13 +486,16 @@ export const metricsCell = (
     }
   }
 ): { readonly partial: boolean; readonly text: string } => {
-  const pairs = Object.entries(t.metrics ?? {}).map(([k, v]) => `${k}=${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" ")
+  const pairs = Object.entries(t.metrics ?? {}).map(([k, v]) => `${k}=${Words.figure(v)}`).join(" ")
   const planned = t.pipelines.planned
-  const complete = planned !== null && planned !== undefined && t.pipelines.ended >= planned
+  // the stored metrics are its last settlement's: while it runs again (or its process died)
+  // the live counts are not what they cover, so they are labelled by when, not by a count
+  const since = UNSETTLED_STATES.has(t.state)
+  const complete = !since && planned !== null && planned !== undefined && t.pipelines.ended >= planned
   const partial = pairs !== "" && t.state !== "succeeded" && !complete
-  const label = Study.partialLabel(
-    t.pipelines.succeeded === undefined ? undefined : { succeeded: t.pipelines.succeeded, planned }
-  )
+  const label = since
+    ? "partial, as last settled"
+    : Study.partialLabel(t.pipelines.succeeded === undefined ? undefined : { succeeded: t.pipelines.succeeded, planned })
   return { partial, text: partial ? `${label}: ${pairs}` : pairs }
 }
 

@@ -771,8 +771,7 @@ export interface StudyReport {
 const formatUsage = (u: TrialUsage): string =>
   `calls ${u.calls} · tokens ${u.tokens} · ${formatCost(u.costUsd, u.unpriced ?? 0)} · ${(u.timeMs / 1000).toFixed(1)} s`
 
-const formatMetrics = (m: Readonly<Record<string, number>>): string =>
-  Object.entries(m).map(([k, v]) => `${k} ${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" · ")
+const formatMetrics = (m: Readonly<Record<string, number>>): string => Object.entries(m).map(([k, v]) => `${k} ${Words.figure(v)}`).join(" · ")
 
 /**
  * The label of partial metrics: `partial (2 of 40 pipelines)` (their succeeded pipelines, of

@@ -761,3 +761,26 @@ describe("Study.run", () => {
       assert.isNull(row.stopReason)
     }).pipe(Effect.provide(studyEnv("demo"))))
 })
+
+describe("StudyReport.summary: figures", () => {
+  it.effect("a metric prints as every study view prints figures: from 10,000 up rounded, never 1.235e+4 (issue 16 item 3)", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ qualities: ["good"], repeats: 1 })
+      const big = Task.make("big", (n: number, ctx) => Effect.as(Effect.orDie(ctx.reportMetric("latencyMs", 12345.678)), n))
+      const template = Pipeline.make("big", big)
+      const report = yield* Study.run({
+        ...study,
+        suiteFor: (version) => {
+          const base = study.suiteFor(version) as Suite.Suite<any, any, any>
+          return {
+            ...base,
+            experiments: base.experiments.map((m: Suite.Member<any, any, any>) =>
+              Suite.member(m.id, () => template.map([0, 1]), { definitionDigest: `${m.id}-big` })
+            )
+          }
+        }
+      })
+      assert.include(report.summary(), "latencyMs 12346")
+      assert.notInclude(report.summary(), "e+4")
+    }).pipe(Effect.provide(studyEnv("demo"))))
+})

@@ -937,6 +937,31 @@ describe("StudyConfig.load: endpoints the study cannot call (tester16 F7)", () =
       assert.deepStrictEqual(ok.endpointProblems, [])
     }))
 
+  it.effect("only resources a task can lease are looked at: a pool no task uses, a resource the chat task's selector leaves out (issue 16 item 4)", () =>
+    Effect.gen(function*() {
+      const base = experiment() as { pipeline: { tasks: Array<Record<string, any>> } }
+      const chat = base.pipeline.tasks[0]!
+      const file = write(study(), {
+        "experiment.json": {
+          ...base,
+          pools: {
+            llm: {
+              resources: [
+                { id: "a", capacity: 2, options: { baseUrl: "http://127.0.0.1:9/v1", apiKeyEnv: "T16R_KEY_A", model: "base" } },
+                { id: "b", capacity: 2, options: { baseUrl: "http://127.0.0.1:9/v1", apiKeyEnv: "T16R_KEY_B", model: "base" } }
+              ]
+            },
+            spare: { resources: [{ id: "s", capacity: 1, options: { baseUrl: "http://127.0.0.1:9/v1", apiKeyEnv: "T16R_KEY_S" } }] }
+          },
+          pipeline: { ...base.pipeline, tasks: [{ ...chat, options: { ...chat.options, selector: { id: "a" } } }, ...base.pipeline.tasks.slice(1)] }
+        }
+      })
+      const s = yield* load(file, { env: {} })
+      assert.deepStrictEqual(s.endpointProblems.map((i) => i.message), [
+        "experiment.json: pools.llm.resources[0].options.apiKeyEnv: environment variable T16R_KEY_A (the key) is not set: every call to this endpoint would fail"
+      ])
+    }))
+
   it.effect("study run refuses to start (a ConfigError, exit 2) before anything is frozen: no output root is created", () =>
     Effect.gen(function*() {
       const file = unset()

@@ -14,6 +14,7 @@ import { ConfigError, type ConfigIssue } from "../../domain/Errors.js"
 import { canonicalJsonUnsafe, digest, type Json } from "../../domain/Json.js"
 import * as Control from "../../domain/Control.js"
 import * as Pricing from "../../domain/Pricing.js"
+import type { ResourceInfo, Selector } from "../../domain/Lease.js"
 import * as Resource from "../../domain/Resource.js"
 import * as RunConfig from "../../domain/RunConfig.js"
 import * as OutputPath from "../../domain/internal/outputPath.js"
@@ -931,18 +932,38 @@ const literalChoice = (i: ConfigIssue): ConfigIssue => {
 }
 
 /**
+ * What a template's tasks can lease: each task's pool (its `resource`, the pipeline's when it
+ * names none; fanout branches included) and, for a task that gives one, its `selector` (the
+ * `chat` and `judge` tasks' option): a resource of another pool, or one the selector does not
+ * match, is never leased by that task.
+ */
+export const leasesOf = (tasks: ReadonlyArray<Task.Any>): Array<{ readonly pool: string; readonly selector: Selector | undefined }> =>
+  tasks.flatMap((t) => {
+    const own = t.options.resource === null ? [] : [{
+      pool: t.options.resource,
+      selector: ((t.parameters as { readonly selector?: Selector | null } | null)?.selector) ?? undefined
+    }]
+    return [...own, ...leasesOf(t.children)]
+  })
+
+/**
  * The endpoints of an experiment's pools that cannot be called as configured: `apiKeyEnv`
  * (`api_key_env`) naming an unset or empty variable of `env`; a `baseUrl` (`base_url`) that is
- * empty, with the unset variable that emptied it when `unresolved` names one under it.
+ * empty, with the unset variable that emptied it when `unresolved` names one under it. Only
+ * the resources some task can lease (`leases`, see {@link leasesOf}: its pool, and its selector
+ * when it has one) are looked at: a pool no task uses is never called.
  */
 export const endpointProblems = (
-  pools: ReadonlyArray<{ readonly name: string; readonly resources: ReadonlyArray<{ readonly options: Readonly<Record<string, unknown>> }> }>,
+  pools: ReadonlyArray<{ readonly name: string; readonly resources: ReadonlyArray<ResourceInfo> }>,
   env: Readonly<Record<string, string | undefined>>,
   unresolved: ReadonlyArray<{ readonly name: string; readonly path: string }>,
-  rel: string
+  rel: string,
+  leases: ReadonlyArray<{ readonly pool: string; readonly selector: Selector | undefined }>
 ): Array<ConfigIssue> =>
   pools.flatMap((pool) =>
     pool.resources.flatMap((r, j) => {
+      const leased = leases.some((l) => l.pool === pool.name && (l.selector === undefined || Resource.matches(l.selector, r)))
+      if (!leased) return []
       const at = `pools.${pool.name}.resources[${j}].options`
       const out: Array<ConfigIssue> = []
       for (const k of ["apiKeyEnv", "api_key_env"]) {
@@ -1487,7 +1508,9 @@ export const load = (
     const experiment = baselineExp.right
     warnings.push(...experiment.warnings)
     // endpoints that cannot be called as configured: warned here (plan), refused by run
-    const endpoints = endpointProblems(experiment.pools, env, [...unresolved, ...experiment.unresolvedEnv], rel)
+    // the resources some task of some variant can lease (a variable may pick the pool or a selector)
+    const leases = [experiment, ...experiments.values()].flatMap((e) => leasesOf(e.template.tasks))
+    const endpoints = endpointProblems(experiment.pools, env, [...unresolved, ...experiment.unresolvedEnv], rel, leases)
     for (const i of endpoints) warnings.push(`warning: ${i.path}: ${i.message}${i.suggestion === undefined ? "" : ` (${i.suggestion})`}; study run refuses to start`)
 
     // a declared metric's output path, checked before anything is spent: against the final

@@ -7,6 +7,8 @@
  *   `--new-version`), runs every trial of the current version not settled for good (or the
  *   named ones), settles them and the study, prints the study's report;
  * - `resume FILE`: the same for a study that already ran (refused, exit 2, when it never ran);
+ *   both count the version's registered trials, the confirmation trials among them
+ *   ({@link registeredTrials}), so their tally is `study report`'s;
  * - `versions FILE [--json]`: the frozen protocol versions with what changed from one to the
  *   next, and whether the file's protocol matches the current version;
  * - `stop FILE [--cancel]`: asks the process running the study to stop (running trials drain,
@@ -87,8 +89,45 @@ export interface LoadedStudyFile extends Study.StudyInput {
  */
 export type LoadStudy = (
   file: string,
-  options: { readonly outputRoot?: string | undefined; readonly strictEnv?: boolean | undefined; readonly newVersion?: boolean | undefined }
+  options: {
+    readonly outputRoot?: string | undefined
+    readonly strictEnv?: boolean | undefined
+    readonly newVersion?: boolean | undefined
+    /** Trials registered beyond the declared repeats (confirmations: `StudyConfig.load`'s `extraTrials`; since 0.11.0). */
+    readonly extraTrials?: ReadonlyArray<{ readonly variantId: string; readonly repeat: number }> | undefined
+  }
 ) => Effect.Effect<LoadedStudyFile, ConfigError, FileSystem.FileSystem>
+
+/**
+ * The trials a version of a study has registered, read-only from the study's root: the
+ * declared ones it ran and the confirmation trials `study confirm` added, the trials every
+ * run, resume and report of the version counts. `version` is `null` (and `trials` empty) when
+ * the study never ran there.
+ *
+ * @param root the study's output root
+ * @param studyId the study
+ * @param version the version (default: the study's current one)
+ * @returns the version and its registered trials (variant id, repeat)
+ * @since 0.11.0
+ * @category models
+ */
+export const registeredTrials = (
+  root: string,
+  studyId: string,
+  version?: number | undefined
+): Effect.Effect<
+  { readonly version: number | null; readonly trials: ReadonlyArray<{ readonly variantId: string; readonly repeat: number }> },
+  StoreUnavailable | ConfigError,
+  FileSystem.FileSystem
+> =>
+  Effect.scoped(Effect.gen(function*() {
+    if (!(yield* SuiteStore.isSuiteRoot(root))) return { version: null, trials: [] }
+    const h = yield* SuiteStore.makeRead(root)
+    const row = yield* h.study.study(studyId)
+    if (Option.isNone(row)) return { version: null, trials: [] }
+    const v = version ?? row.value.currentVersion
+    return { version: v, trials: (yield* h.study.trials(studyId, v)).map((t) => ({ variantId: t.variantId, repeat: t.repeat })) }
+  }))
 
 /**
  * The pieces the commands take from the study group: the loader, the plan's text printed
@@ -271,11 +310,23 @@ export const statusReason = (t: { readonly status: string; readonly reason: stri
  */
 export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
   Effect.gen(function*() {
-    const loaded = yield* deps.load(args.file, {
+    const loadOptions = {
       strictEnv: args.strictEnv,
       newVersion: args.newVersion,
       ...(Option.isSome(args.outputRoot) ? { outputRoot: nodePath.resolve(args.outputRoot.value) } : {})
-    })
+    }
+    let loaded = yield* deps.load(args.file, loadOptions)
+    if (!args.newVersion) {
+      // the version's confirmation trials are its trials too: run, resume and report tally the
+      // same ones (tester16 F10.1: resume said 12 of 18 where report said 14 of 20)
+      const version = args.version !== undefined && Option.isSome(args.version) ? args.version.value : undefined
+      const registered = yield* registeredTrials(rootOf(loaded).root, loaded.id, version)
+      if (registered.version !== null) {
+        const known = new Set(loaded.trialsFor(registered.version).map((t) => `${t.variant.id}\u0000${t.repeat}`))
+        const extra = registered.trials.filter((t) => !known.has(`${t.variantId}\u0000${t.repeat}`))
+        if (extra.length > 0) loaded = yield* deps.load(args.file, { ...loadOptions, extraTrials: [...registered.trials] })
+      }
+    }
     // an endpoint the study cannot call (its key's variable unset, its URL empty): refused
     // before anything is frozen or run, rather than failing every trial and settling them
     const ps = loaded.endpointProblems ?? []

@@ -187,16 +187,6 @@ export interface StudyInput {
    */
   readonly variantPrice?: ((variantId: string) => StudyControl.ModelPrice | null) | undefined
   /**
-   * What one pipeline of a variant is expected to call and spend (since 0.9.0): the model
-   * calls it makes and the tokens and dollars per call, from the plan (a study file gives the
-   * declared `maxTokens` and the prompt estimate, priced at the dearest of its calls).
-   *
-   * @deprecated since 0.11.0 the budget gate does not read it (a trial runs one pipeline at a
-   * time until its first ended, then by the mean cost of its ended pipelines: see
-   * `StudyControl`'s module docs).
-   */
-  readonly callEstimate?: ((variantId: string) => StudyControl.CallEstimate | null) | undefined
-  /**
    * The declared metrics (`metrics:` of the study file; default none): computed for every
    * trial at settlement, with the built-in metrics the objectives name (see `StudyMetrics`).
    */

@@ -655,8 +655,8 @@ describe("Study.run", () => {
       assert.deepStrictEqual((report.toJSON().trials as Array<{ overshoot?: unknown }>)[0]!.overshoot, t.overshoot)
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
 
-  for (const withEstimate of [true, false]) {
-    it.effect(`a plan's estimate is no prior: one pipeline at a time until one ended, then by the mean (concurrency 4, calls reporting after 1 s): ${withEstimate ? "with" : "without"} it`, () =>
+  {
+    it.effect("no prior: one pipeline at a time until one ended, then by the mean (concurrency 4, calls reporting after 1 s)", () =>
       Effect.gen(function*() {
         const { study } = makeStudy({
           qualities: ["good"],
@@ -664,8 +664,7 @@ describe("Study.run", () => {
           cases: 4,
           leases: true,
           callMs: 1000,
-          budget: { perTrial: { tokens: 250 }, total: {} },
-          ...(withEstimate ? { callEstimate: () => ({ callsPerPipeline: 1, tokens: 10 }) } : {})
+          budget: { perTrial: { tokens: 250 }, total: {} }
         })
         const fiber = yield* Effect.fork(Study.run(study))
         while (Option.isNone(yield* Fiber.poll(fiber))) yield* TestClock.adjust("500 millis")

@@ -36,7 +36,6 @@ export interface FixtureOptions {
   readonly trialConcurrency?: number
   /** With `leases`: the call reports after this long (TestClock: drive it), as a model call does. */
   readonly callMs?: number
-  readonly callEstimate?: Study.StudyInput["callEstimate"]
   /** Asked before each case runs: an error to fail it with (an endpoint fault), or undefined. */
   readonly fault?: ((trialId: string, n: number) => unknown) | undefined
 }
@@ -111,7 +110,6 @@ export const makeStudy = (o: FixtureOptions) => {
     stop: o.stop ?? [{ when: "allTrialsTerminal" }],
     ...(o.budget === undefined ? {} : { budget: o.budget }),
     ...(o.trialConcurrency === undefined ? {} : { trialConcurrency: o.trialConcurrency }),
-    ...(o.callEstimate === undefined ? {} : { callEstimate: o.callEstimate }),
     protocolDigest: JSON.stringify(parts),
     protocolParts: parts,
     describe: (): Json => ({ parts }),

@@ -245,21 +245,6 @@ export interface LoadedStudy {
    * trial's study control falls back on for a report the run could not price.
    */
   readonly variantPrice: (variantId: string) => { readonly promptPer1k: number; readonly completionPer1k: number } | null
-  /**
-   * What one pipeline of a variant is expected to call and spend, from the plan's figures:
-   * `callsPerPipeline` (each model-calling task once: no retry, no repair), and per call the
-   * tokens (the prompt estimated from the task's own text, 4 characters a token, plus the
-   * declared `maxTokens`; the mean over the calls the plan counts) and the cost in US dollars
-   * (those tokens at the dearest input and output price of the variant's calls; absent when a
-   * call has no price). `null`: the variant makes no model call. Since 0.11.0 the study's
-   * control does not read it (`StudyControl`'s module docs: a trial runs one pipeline at a time
-   * until the first ended); kept for `StudyInput.callEstimate`.
-   */
-  readonly callEstimate: (variantId: string) => {
-    readonly callsPerPipeline: number
-    readonly tokens: number
-    readonly costUsd?: number | undefined
-  } | null
   readonly suiteFor: (version: number) => LoadedSuite
   readonly trialsFor: (version: number) => ReadonlyArray<Trial>
   readonly warnings: ReadonlyArray<string>
@@ -1871,21 +1856,6 @@ export const load = (
         const v = variants.find((x) => x.id === variantId) ?? (variantId === baseline.id ? baseline : undefined)
         const range = v === undefined ? null : priceRange(pricedOf(v))
         return range === null ? null : { promptPer1k: range.max.inputPer1M / 1000, completionPer1k: range.max.outputPer1M / 1000 }
-      },
-      callEstimate: (variantId: string) => {
-        const v = variants.find((x) => x.id === variantId) ?? (variantId === baseline.id ? baseline : undefined)
-        if (v === undefined) return null
-        const f = figuresOf(experiments.get(v.id) ?? experiment, runConfig.maxHandoffs)
-        if (f.callsMax === 0) return null
-        const completion = f.completionTokensMax ?? 0
-        const range = priceRange(pricedOf(v))
-        return {
-          callsPerPipeline: Math.max(1, f.callsMin),
-          tokens: (f.promptTokensMax + completion) / f.callsMax,
-          ...(range === null
-            ? {}
-            : { costUsd: (f.promptTokensMax * range.max.inputPer1M + completion * range.max.outputPer1M) / 1e6 / f.callsMax })
-        }
       },
       suiteFor,
       trialsFor,

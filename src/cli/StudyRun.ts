@@ -320,7 +320,11 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
       // the version's confirmation trials are its trials too: run, resume and report tally the
       // same ones (tester16 F10.1: resume said 12 of 18 where report said 14 of 20)
       const version = args.version !== undefined && Option.isSome(args.version) ? args.version.value : undefined
-      const registered = yield* registeredTrials(rootOf(loaded).root, loaded.id, version)
+      // a root another process is creating or holds cannot be read yet: no extra trials here
+      // (opening it for writing below then says it is busy: exit 75, not a read error)
+      const registered = yield* registeredTrials(rootOf(loaded).root, loaded.id, version).pipe(
+        Effect.orElseSucceed(() => ({ version: null, trials: [] }))
+      )
       if (registered.version !== null) {
         const known = new Set(loaded.trialsFor(registered.version).map((t) => `${t.variant.id}\u0000${t.repeat}`))
         const extra = registered.trials.filter((t) => !known.has(`${t.variantId}\u0000${t.repeat}`))

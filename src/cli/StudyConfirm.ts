@@ -19,9 +19,9 @@
  * exit 1`), or the store failed; 130 when interrupted); 2 for an invalid study file or flag, an
  * unknown variant, `--repeats` below 1, a study that never ran, a changed protocol.
  *
- * Known limit: `assay study resume` and `run` resume the declared trials only. A confirmation
- * trial that was interrupted stays `incomplete` (compared nowhere); `confirm` always adds new
- * repeats, it does not resume earlier ones.
+ * A later `assay study resume` or `run` of the version counts the confirmation trials as its
+ * trials (`StudyRun.registeredTrials`: its tally is the report's) and resumes one that was
+ * interrupted; `confirm` itself always adds new repeats.
  *
  * @since 0.7.0
  */

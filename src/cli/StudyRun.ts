@@ -7,6 +7,8 @@
  *   `--new-version`), runs every trial of the current version not settled for good (or the
  *   named ones), settles them and the study, prints the study's report;
  * - `resume FILE`: the same for a study that already ran (refused, exit 2, when it never ran);
+ *   both count the version's registered trials, the confirmation trials among them
+ *   ({@link registeredTrials}), so their tally is `study report`'s;
  * - `versions FILE [--json]`: the frozen protocol versions with what changed from one to the
  *   next, and whether the file's protocol matches the current version;
  * - `stop FILE [--cancel]`: asks the process running the study to stop (running trials drain,
@@ -87,8 +89,45 @@ export interface LoadedStudyFile extends Study.StudyInput {
  */
 export type LoadStudy = (
   file: string,
-  options: { readonly outputRoot?: string | undefined; readonly strictEnv?: boolean | undefined; readonly newVersion?: boolean | undefined }
+  options: {
+    readonly outputRoot?: string | undefined
+    readonly strictEnv?: boolean | undefined
+    readonly newVersion?: boolean | undefined
+    /** Trials registered beyond the declared repeats (confirmations: `StudyConfig.load`'s `extraTrials`; since 0.11.0). */
+    readonly extraTrials?: ReadonlyArray<{ readonly variantId: string; readonly repeat: number }> | undefined
+  }
 ) => Effect.Effect<LoadedStudyFile, ConfigError, FileSystem.FileSystem>
+
+/**
+ * The trials a version of a study has registered, read-only from the study's root: the
+ * declared ones it ran and the confirmation trials `study confirm` added, the trials every
+ * run, resume and report of the version counts. `version` is `null` (and `trials` empty) when
+ * the study never ran there.
+ *
+ * @param root the study's output root
+ * @param studyId the study
+ * @param version the version (default: the study's current one)
+ * @returns the version and its registered trials (variant id, repeat)
+ * @since 0.11.0
+ * @category models
+ */
+export const registeredTrials = (
+  root: string,
+  studyId: string,
+  version?: number | undefined
+): Effect.Effect<
+  { readonly version: number | null; readonly trials: ReadonlyArray<{ readonly variantId: string; readonly repeat: number }> },
+  StoreUnavailable | ConfigError,
+  FileSystem.FileSystem
+> =>
+  Effect.scoped(Effect.gen(function*() {
+    if (!(yield* SuiteStore.isSuiteRoot(root))) return { version: null, trials: [] }
+    const h = yield* SuiteStore.makeRead(root)
+    const row = yield* h.study.study(studyId)
+    if (Option.isNone(row)) return { version: null, trials: [] }
+    const v = version ?? row.value.currentVersion
+    return { version: v, trials: (yield* h.study.trials(studyId, v)).map((t) => ({ variantId: t.variantId, repeat: t.repeat })) }
+  }))
 
 /**
  * The pieces the commands take from the study group: the loader, the plan's text printed
@@ -271,11 +310,27 @@ export const statusReason = (t: { readonly status: string; readonly reason: stri
  */
 export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
   Effect.gen(function*() {
-    const loaded = yield* deps.load(args.file, {
+    const loadOptions = {
       strictEnv: args.strictEnv,
       newVersion: args.newVersion,
       ...(Option.isSome(args.outputRoot) ? { outputRoot: nodePath.resolve(args.outputRoot.value) } : {})
-    })
+    }
+    let loaded = yield* deps.load(args.file, loadOptions)
+    if (!args.newVersion) {
+      // the version's confirmation trials are its trials too: run, resume and report tally the
+      // same ones (tester16 F10.1: resume said 12 of 18 where report said 14 of 20)
+      const version = args.version !== undefined && Option.isSome(args.version) ? args.version.value : undefined
+      // a root another process is creating or holds cannot be read yet: no extra trials here
+      // (opening it for writing below then says it is busy: exit 75, not a read error)
+      const registered = yield* registeredTrials(rootOf(loaded).root, loaded.id, version).pipe(
+        Effect.orElseSucceed(() => ({ version: null, trials: [] }))
+      )
+      if (registered.version !== null) {
+        const known = new Set(loaded.trialsFor(registered.version).map((t) => `${t.variant.id}\u0000${t.repeat}`))
+        const extra = registered.trials.filter((t) => !known.has(`${t.variantId}\u0000${t.repeat}`))
+        if (extra.length > 0) loaded = yield* deps.load(args.file, { ...loadOptions, extraTrials: [...registered.trials] })
+      }
+    }
     // an endpoint the study cannot call (its key's variable unset, its URL empty): refused
     // before anything is frozen or run, rather than failing every trial and settling them
     const ps = loaded.endpointProblems ?? []
@@ -357,6 +412,9 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
       yield* Console.error(
         `${signalled ? "stopped by a signal; " : ""}continue with: ${resumeCommand(args)}`
       )
+    } else if (report.trials.some((t) => t.status === "incomplete" && (t.reason ?? "").startsWith(Study.ENDPOINT_FAULT_REASON))) {
+      // not results: the endpoint refused them; resume runs their failed pipelines again
+      yield* Console.error(`a model endpoint failed some trials (see their reasons): fix it, then continue with: ${resumeCommand(args)}`)
     }
     const named = namedOutcome(report.trials, args.trials, args.namedWhat ?? "named trial")
     if (named !== undefined && !signalled) yield* Console.error(named)
@@ -452,13 +510,19 @@ export const progressText = (
     ? "-"
     : `${p.ended}${p.planned === null || p.planned === undefined ? "" : ` of ${p.planned}`} ended, ${p.admitted} admitted`
 
+/** The states `study status` shows for a trial not settled since its pipelines last changed. */
+const UNSETTLED_STATES: ReadonlySet<string> = new Set(["running", "ended", "interrupted", "pending"])
+
 /**
  * A trial's metrics cell in `assay study status`: `k=v` pairs, prefixed `partial: ` when they
  * are partial, the rule of a run's report (`TrialReport.partialMetrics`): the trial has not
  * succeeded and not every planned pipeline of it ended (it is running, ended early, or was
  * interrupted), so its figures cover only some of its pipelines (its succeeded ones, as of its
- * last settlement), never a result. With `pipelines.succeeded` the prefix counts them:
- * `partial (2 of 40 pipelines): ` (`Study.partialLabel`; since 0.11.0).
+ * last settlement), never a result. With `pipelines.succeeded` the prefix of a settled trial
+ * counts them: `partial (2 of 40 pipelines): ` (`Study.partialLabel`; since 0.11.0); a trial not
+ * settled since its pipelines changed (`running`, `ended`, `interrupted`, `pending`) shows its
+ * last settlement's metrics as `partial, as last settled: ` (the live counts, in the pipelines
+ * column, are not what they cover).
  *
  * @param t the row: its shown state, its stored metrics and its pipelines (`ended`, `planned`,
  *   `succeeded`)
@@ -477,13 +541,16 @@ export const metricsCell = (
     }
   }
 ): { readonly partial: boolean; readonly text: string } => {
-  const pairs = Object.entries(t.metrics ?? {}).map(([k, v]) => `${k}=${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" ")
+  const pairs = Object.entries(t.metrics ?? {}).map(([k, v]) => `${k}=${Words.figure(v)}`).join(" ")
   const planned = t.pipelines.planned
-  const complete = planned !== null && planned !== undefined && t.pipelines.ended >= planned
+  // the stored metrics are its last settlement's: while it runs again (or its process died)
+  // the live counts are not what they cover, so they are labelled by when, not by a count
+  const since = UNSETTLED_STATES.has(t.state)
+  const complete = !since && planned !== null && planned !== undefined && t.pipelines.ended >= planned
   const partial = pairs !== "" && t.state !== "succeeded" && !complete
-  const label = Study.partialLabel(
-    t.pipelines.succeeded === undefined ? undefined : { succeeded: t.pipelines.succeeded, planned }
-  )
+  const label = since
+    ? "partial, as last settled"
+    : Study.partialLabel(t.pipelines.succeeded === undefined ? undefined : { succeeded: t.pipelines.succeeded, planned })
   return { partial, text: partial ? `${label}: ${pairs}` : pairs }
 }
 

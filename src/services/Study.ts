@@ -17,12 +17,12 @@
  *
  * | trial status | when |
  * | --- | --- |
- * | `failed` | a pipeline failed, or its source failed, or it ran to its end but broke a hard constraint |
+ * | `failed` | a pipeline failed (and not every failure was an endpoint fault), or its source failed, or it ran to its end but broke a hard constraint |
  * | `succeeded` | its source was read to its end, every pipeline it submitted ended succeeded, no hard constraint broken |
  * | `budget_exhausted` | not complete, and one of its budget figures was spent (its next pipelines were not started); or complete but its final usage went past a per-trial budget figure (pipelines running when the budget was reached finished) |
  * | `not_started` | a stop fired (or the run ended) before the trial started (the window never started it, no pipeline of it stored, no call used) |
  * | `cancelled` | started and not complete, and a stop with `running: cancel` fired |
- * | `incomplete` | anything else not complete (drained or interrupted mid-way, even before its first pipeline ran; a limit) |
+ * | `incomplete` | every failed pipeline failed by an endpoint fault (a model endpoint answered 401, 403, 404 or 407, or could not be called as configured: a failure that says nothing about the variant; `resume` runs those pipelines again), or anything else not complete (drained or interrupted mid-way, even before its first pipeline ran; a limit) |
  *
  * | study status | when (over the trials of the current protocol version) |
  * | --- | --- |
@@ -30,7 +30,7 @@
  * | `failed` | no stop fired early, every trial settled, none succeeded (and not every clean one excluded by a hard constraint) |
  * | `stopped_with_results` | a stop condition fired early (it left a trial not started, cancelled or incomplete) and ≥ 1 succeeded trial has every objective's metric |
  * | `cancelled` | a stop condition fired early and no trial succeeded |
- * | `inconclusive` | succeeded trials lack an objective's metric, or every trial that ran clean broke a hard constraint |
+ * | `inconclusive` | succeeded trials lack an objective's metric, or every trial that ran clean broke a hard constraint, or a trial is `incomplete` by endpoint faults (fix the endpoint, then `resume`) |
  * | `interrupted` | the process was stopped (a signal) before the study settled: `resume` continues it |
  * | `pending` | some trials of the version were not run (a run of named trials only) |
  *
@@ -57,6 +57,7 @@ import type { Json } from "../domain/Json.js"
 import type * as Pipeline from "../domain/Pipeline.js"
 import { memberDigest, memberDigestOf } from "../domain/Suite.js"
 import * as OutputPath from "../domain/internal/outputPath.js"
+import * as EndpointFault from "../domain/internal/endpointFault.js"
 import * as Words from "../domain/internal/words.js"
 import type * as DomainStudy from "../domain/Study.js"
 import type * as Runner from "./Runner.js"
@@ -186,16 +187,6 @@ export interface StudyInput {
    * for a trial whose model profile has no `price`; `null` or absent: none.
    */
   readonly variantPrice?: ((variantId: string) => StudyControl.ModelPrice | null) | undefined
-  /**
-   * What one pipeline of a variant is expected to call and spend (since 0.9.0): the model
-   * calls it makes and the tokens and dollars per call, from the plan (a study file gives the
-   * declared `maxTokens` and the prompt estimate, priced at the dearest of its calls).
-   *
-   * @deprecated since 0.11.0 the budget gate does not read it (a trial runs one pipeline at a
-   * time until its first ended, then by the mean cost of its ended pipelines: see
-   * `StudyControl`'s module docs).
-   */
-  readonly callEstimate?: ((variantId: string) => StudyControl.CallEstimate | null) | undefined
   /**
    * The declared metrics (`metrics:` of the study file; default none): computed for every
    * trial at settlement, with the built-in metrics the objectives name (see `StudyMetrics`).
@@ -429,6 +420,14 @@ export interface TrialFacts {
    * ...`): the reason reads `its cost budget NOTE: PROGRESS`.
    */
   readonly budgetNote?: string | undefined
+  /**
+   * The endpoint faults among its failed pipelines (since 0.11.0), one per failed pipeline
+   * whose stored failure is one (an HTTP 401, 403, 404 or 407 of a model endpoint, or an
+   * endpoint that cannot be called as configured: see `domain/internal/endpointFault.ts`):
+   * `resourceId` and `what` (`401`, `a configuration fault (...)`). When every failed pipeline
+   * has one, the trial is `incomplete`, not `failed` (see {@link settleTrial}).
+   */
+  readonly endpointFaults?: ReadonlyArray<{ readonly resourceId: string; readonly what: string }> | undefined
 }
 
 const OPS: Readonly<Record<MetricOp, (a: number, b: number) => boolean>> = {
@@ -515,6 +514,16 @@ export const progressOf = (ended: number, admitted: number, planned: number | nu
     : `${ended} of ${Words.count(planned, "planned pipeline")} ended, ${admitted} admitted`
 
 /**
+ * How the reason of a trial left `incomplete` by endpoint faults begins (see
+ * {@link settleTrial}): `every failure was an endpoint fault: 401 on resource a for 6 pipelines;
+ * ...`.
+ *
+ * @since 0.11.0
+ * @category settlement
+ */
+export const ENDPOINT_FAULT_REASON = "every failure was an endpoint fault"
+
+/**
  * A trial's settlement: its status and the reason (see the module's table).
  *
  * @param f what it is judged on
@@ -526,11 +535,27 @@ export const progressOf = (ended: number, admitted: number, planned: number | nu
 export const settleTrial = (
   f: TrialFacts,
   objectives: ReadonlyArray<StudyObjective>
-): { readonly status: TrialStatus; readonly reason: string } => {
+): { readonly status: TrialStatus; readonly reason: string; readonly endpointFault?: boolean } => {
   const failed = count(f.byState.failed)
-  if (f.sourceError !== null) return { status: "failed", reason: `its source failed: ${f.sourceError}` }
-  if (failed > 0) return { status: "failed", reason: `${Words.count(failed, "pipeline")} failed` }
   const stored = Object.values(f.byState).reduce((a: number, b) => a + count(b), 0)
+  if (f.sourceError !== null) return { status: "failed", reason: `its source failed: ${f.sourceError}` }
+  if (failed > 0) {
+    const faults = f.endpointFaults ?? []
+    if (faults.length >= failed) {
+      // every failure is the endpoint's (a key refused, a model it does not know, an endpoint
+      // that cannot be called as configured): nothing about the variant; resume runs them again
+      const of = f.planned ?? Math.max(f.admitted, stored)
+      return {
+        status: "incomplete",
+        reason: `${ENDPOINT_FAULT_REASON}: ${EndpointFault.faultsText(faults)}; ${count(f.byState.succeeded)} of ${
+          Words.count(of, "pipeline")
+        } succeeded; fix the endpoint, then resume runs its failed pipelines again`,
+        endpointFault: true
+      }
+    }
+    const also = faults.length === 0 ? "" : `, ${faults.length} of them by an endpoint fault: ${EndpointFault.faultsText(faults)}`
+    return { status: "failed", reason: `${Words.count(failed, "pipeline")} failed${also}` }
+  }
   if (trialComplete(f)) {
     const broken = brokenConstraints(f.metrics, objectives)
     if (broken.length > 0) return { status: "failed", reason: broken.join("; ") }
@@ -599,6 +624,8 @@ export interface StudyFacts {
     readonly status: TrialStatus
     readonly metrics: Readonly<Record<string, number>> | null
     readonly brokeConstraint: boolean
+    /** It is `incomplete` because every failure of it was an endpoint fault (since 0.11.0). */
+    readonly endpointFault?: boolean | undefined
   }>
   readonly stoppedEarly: boolean
   readonly interrupted: boolean
@@ -632,6 +659,15 @@ export const settleStudy = (
       }
     }
     return { status: "cancelled", reason: `stopped early; no trial succeeded` }
+  }
+  const faulted = f.trials.filter((t) => t.endpointFault === true).length
+  if (faulted > 0) {
+    // not a result: the endpoint failed them, whatever the variants; resume runs them again
+    return {
+      status: "inconclusive",
+      reason: `${faulted} of ${Words.count(total, "trial")} not settled: every failure of ${faulted === 1 ? "it" : "theirs"} was an endpoint fault ` +
+        `(fix the endpoint, then resume runs ${faulted === 1 ? "it" : "them"} again); ${tally}`
+    }
   }
   if (succeeded.length === 0) {
     const byConstraint = f.trials.filter((t) => t.status === "failed" && t.brokeConstraint).length
@@ -733,8 +769,7 @@ export interface StudyReport {
 const formatUsage = (u: TrialUsage, cache?: { readonly hits: number; readonly misses: number } | undefined): string =>
   `calls ${u.calls}${cache === undefined ? "" : ` · cache hits ${cache.hits}, misses ${cache.misses}`} · tokens ${u.tokens} · ${formatCost(u.costUsd, u.unpriced ?? 0)} · ${(u.timeMs / 1000).toFixed(1)} s`
 
-const formatMetrics = (m: Readonly<Record<string, number>>): string =>
-  Object.entries(m).map(([k, v]) => `${k} ${Number.isInteger(v) ? v : v.toPrecision(4)}`).join(" · ")
+const formatMetrics = (m: Readonly<Record<string, number>>): string => Object.entries(m).map(([k, v]) => `${k} ${Words.figure(v)}`).join(" · ")
 
 /**
  * The label of partial metrics: `partial (2 of 40 pipelines)` (their succeeded pipelines, of
@@ -1144,6 +1179,34 @@ const trialFigures = (
   })
 
 /**
+ * The endpoint faults of the given trials' failed pipelines (see `TrialFacts.endpointFaults`),
+ * read from the failed rows of the root's merged view only (one pass over the failed
+ * pipelines; none read when no trial has one).
+ */
+const trialFaults = (
+  studyId: string,
+  trialIds: ReadonlyArray<string>
+): Effect.Effect<ReadonlyMap<string, ReadonlyArray<EndpointFault.EndpointFault>>, StoreUnavailable | ConfigError, SuiteCatalog> =>
+  Effect.gen(function*() {
+    const out = new Map<string, Array<EndpointFault.EndpointFault>>()
+    if (trialIds.length === 0) return out
+    const byDigest = new Map(trialIds.map((id) => [memberDigest(studyId, id), id]))
+    const store = yield* Effect.flatMap(SuiteCatalog, (c) => c.view(undefined))
+    yield* Stream.runForEach(store.streamPipelines({ state: "failed" }), (p) =>
+      Effect.sync(() => {
+        const d = memberDigestOf(p.pipelineId)
+        const trial = d === undefined ? undefined : byDigest.get(d)
+        if (trial === undefined) return
+        const fault = EndpointFault.endpointFaultOf(p)
+        if (fault === undefined) return
+        const list = out.get(trial) ?? []
+        list.push(fault)
+        out.set(trial, list)
+      }))
+    return out
+  })
+
+/**
  * The metrics settlement computes beyond the reported ones: the declared metrics and the
  * built-in ones an objective or a `metricThreshold` names (see `StudyMetrics`).
  */
@@ -1341,6 +1404,7 @@ const settle = (
     const usage = yield* catalog.ledger(study.id).usage(ids)
     const computed = yield* withComputedMetrics(study, ids, figures.metrics, usage)
     const rows = new Map((yield* catalog.trials(study.id, version)).map((r) => [r.trialId, r]))
+    const faults = yield* trialFaults(study.id, ids.filter((id) => ran.has(id) && count(figures.byState.get(id)?.failed) > 0))
     const outcome = new Map(membership.map((m) => [m.experimentId, m]))
     const now = yield* Clock.currentTimeMillis
     const settlements: Array<TrialSettlement> = []
@@ -1372,7 +1436,8 @@ const settle = (
           stop,
           // the window started it (its row's start) or it used a call: it began, even with nothing stored
           started: (row?.startedAt ?? null) !== null || (usage.get(t.trialId)?.calls ?? 0) > 0,
-          planned: study.pipelinesPerTrial ?? null
+          planned: study.pipelinesPerTrial ?? null,
+          endpointFaults: faults.get(t.trialId)
         }, study.objectives)
         status = settled.status
         reason = settled.reason
@@ -1436,7 +1501,9 @@ const settle = (
       trials: reports.map((r) => ({
         status: r.status,
         metrics: r.metrics,
-        brokeConstraint: r.status === "failed" && (r.reason ?? "").startsWith("hard constraint")
+        brokeConstraint: r.status === "failed" && (r.reason ?? "").startsWith("hard constraint"),
+        // this run's settlement or an earlier one's (a trial not run now keeps its reason)
+        endpointFault: r.status === "incomplete" && (r.reason ?? "").startsWith(ENDPOINT_FAULT_REASON)
       })),
       stoppedEarly,
       interrupted

@@ -288,35 +288,11 @@ export interface TrialInput {
   readonly trialId: string
   readonly price?: ModelPrice | null | undefined
   /**
-   * What one pipeline of the trial is expected to call and spend (since 0.9.0; see
-   * {@link CallEstimate}).
-   *
-   * @deprecated since 0.11.0 the gate does not read it: before the trial's first pipeline
-   * ended it runs one pipeline at a time (module docs, "Pipelines' cost").
-   */
-  readonly estimate?: CallEstimate | null | undefined
-  /**
    * Its pipelines stored ended (succeeded or failed) by earlier runs, whose spend is in the
    * usage the ledger recorded (since 0.11.0; default 0): on a resume, the mean cost of an ended
    * pipeline starts from `recorded usage / endedBefore` (module docs).
    */
   readonly endedBefore?: number | undefined
-}
-
-/**
- * What a trial's pipelines are expected to spend, each optional: `callsPerPipeline` (model
- * calls one pipeline makes, default 1), `tokens` and `costUsd` (US dollars) per call. A study
- * file's plan gives one per variant (`Study.StudyInput.callEstimate`). Since 0.11.0 the
- * budget gate does not use it (it measures the mean cost of the trial's ended pipelines; see
- * the module docs).
- *
- * @since 0.9.0
- * @category models
- */
-export interface CallEstimate {
-  readonly callsPerPipeline?: number | undefined
-  readonly tokens?: number | undefined
-  readonly costUsd?: number | undefined
 }
 
 /**
@@ -354,9 +330,7 @@ export interface StudyControlInput {
  * - `settled`: trials settled by an earlier run (trial id → whether it succeeded), which this
  *   run need not start again: they count as ended (`allTrialsTerminal`) and, when they
  *   succeeded, toward `successfulTrials`. The conditions are evaluated once at the start, so a
- *   condition these already meet fires before any trial starts;
- * - `perCallEstimate` (since 0.9.0; deprecated, not read since 0.11.0): the
- *   {@link CallEstimate} of a trial that gives none of its own.
+ *   condition these already meet fires before any trial starts.
  *
  * @since 0.6.0
  * @category models
@@ -368,8 +342,6 @@ export interface ControlOptions {
   readonly signals?: boolean | undefined
   readonly pollMs?: number | undefined
   readonly settled?: ReadonlyMap<string, boolean> | undefined
-  /** @deprecated since 0.11.0 not read (see {@link ControlOptions}). */
-  readonly perCallEstimate?: CallEstimate | undefined
 }
 
 /**

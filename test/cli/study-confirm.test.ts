@@ -73,6 +73,11 @@ describe("assay study confirm", () => {
       // a later plain run keeps them (nothing to run) and the report counts them
       const again = yield* assay(["study", "run", study, "--output-root", out, "-q"], { killAfterMs: 120_000 })
       assert.strictEqual(again.code, 0, again.stderr)
+      // resume and report tally the same trials, the confirmations among them (tester16 F10.1:
+      // resume said 12 of 18 where report said 14 of 20)
+      const resumed = yield* assay(["study", "resume", study, "--output-root", out, "--json", "-q"], { killAfterMs: 120_000 })
+      assert.strictEqual(resumed.code, 0, resumed.stderr)
+      const rj = JSON.parse(resumed.stdout) as { reason: string; trials: Array<{ trialId: string; status: string }> }
       const json = yield* assay(["study", "report", study, "--output-root", out, "--format", "json"])
       assert.strictEqual(json.code, 0, json.stderr)
       const c = JSON.parse(json.stdout) as StudyCompare.StudyComparison
@@ -85,6 +90,10 @@ describe("assay study confirm", () => {
       assert.strictEqual(v03.values.accuracy!.perRepeat.filter((x) => x !== null).length, 5)
       const v04 = c.variants.find((v) => v.variantId === "v04")!
       assert.strictEqual(v04.succeeded, 2)
+      const reported = c.variants.flatMap((v) => v.trials.map((t) => t.trialId)).sort()
+      assert.deepStrictEqual(rj.trials.map((t) => t.trialId).sort(), reported)
+      const succeeded = c.variants.reduce((n, v) => n + v.succeeded, 0)
+      assert.include(rj.reason, `${succeeded} of ${reported.length} trials succeeded`)
 
       const unknown = yield* assay(["study", "confirm", study, "v9", "--repeats", "1", "--output-root", out])
       assert.strictEqual(unknown.code, 2)

@@ -399,7 +399,7 @@ describe("assay study status", () => {
 
   it("a trial's metrics in status say they are partial unless it succeeded or every planned pipeline ended: '0 of 40 ended' never beside a bare accuracy (issue 16 leftovers)", () => {
     const running = { state: "running", metrics: { accuracy: 0.75 }, pipelines: { ended: 0, planned: 40 } }
-    assert.deepStrictEqual(StudyRun.metricsCell(running), { partial: true, text: "partial: accuracy=0.7500" })
+    assert.deepStrictEqual(StudyRun.metricsCell(running), { partial: true, text: "partial, as last settled: accuracy=0.7500" })
     assert.isTrue(StudyRun.metricsCell({ ...running, state: "incomplete", pipelines: { ended: 12, planned: 40 } }).partial)
     assert.isTrue(StudyRun.metricsCell({ ...running, state: "interrupted", pipelines: { ended: 3, planned: null } }).partial)
     // a result: succeeded, or every planned pipeline ended (failed on a hard constraint, say)
@@ -407,6 +407,27 @@ describe("assay study status", () => {
     assert.isFalse(StudyRun.metricsCell({ ...running, state: "failed", pipelines: { ended: 40, planned: 40 } }).partial)
     // no metrics: nothing to call partial
     assert.deepStrictEqual(StudyRun.metricsCell({ ...running, metrics: {} }), { partial: false, text: "" })
+  })
+
+  it("a trial running again shows its last settlement's metrics as such, never beside the live count they do not cover (issue 16 item 6)", () => {
+    // settled incomplete at 12 succeeded, resumed: 20 succeeded now, the metrics still the 12's
+    const row = { state: "running", metrics: { accuracy: 0.75 }, pipelines: { ended: 20, planned: 40, succeeded: 20 } }
+    assert.deepStrictEqual(StudyRun.metricsCell(row), { partial: true, text: "partial, as last settled: accuracy=0.7500" })
+    // every planned pipeline ended, not settled yet: still the last settlement's partial figures
+    assert.deepStrictEqual(
+      StudyRun.metricsCell({ ...row, state: "ended", pipelines: { ended: 40, planned: 40, succeeded: 40 } }),
+      { partial: true, text: "partial, as last settled: accuracy=0.7500" }
+    )
+    // settled: the live count is the one they cover
+    assert.deepStrictEqual(
+      StudyRun.metricsCell({ ...row, state: "incomplete", pipelines: { ended: 12, planned: 40, succeeded: 12 } }),
+      { partial: true, text: "partial (12 of 40 pipelines): accuracy=0.7500" }
+    )
+  })
+
+  it("metric values print as every study view prints figures: from 10,000 up rounded, never 1.235e+4 (issue 16 item 3)", () => {
+    const row = { state: "succeeded", metrics: { wallMs: 12345.678, accuracy: 2 / 3 }, pipelines: { ended: 40, planned: 40 } }
+    assert.strictEqual(StudyRun.metricsCell(row).text, "wallMs=12346 accuracy=0.6667")
   })
 
   it("partial metrics say how many pipelines they cover: the succeeded ones, of the planned (issue 16: 'n of N')", () => {

@@ -617,15 +617,6 @@ describe("StudyConfig.load: caps, budgets, stop conditions", () => {
       assert.deepStrictEqual(priced.budget.perTrial, { costUsd: 0.5 })
       const small = priced.variants.find((v) => v.assignment["model"] === "small")!
       assert.deepStrictEqual(priced.variantPrice(small.id), { promptPer1k: 0.001, completionPer1k: 0.002 })
-      // what the control reserves for a trial's first wave: one chat call per pipeline (retries
-      // not expected); per call the prompt estimate ("Spam? " = 2 tokens) + maxTokens 10, priced
-      const terseSmall = priced.variants.find((v) => v.assignment["model"] === "small" && v.assignment["prompt"] === "terse")!
-      const estimate = priced.callEstimate(terseSmall.id)!
-      assert.strictEqual(estimate.callsPerPipeline, 1)
-      assert.strictEqual(estimate.tokens, 12)
-      assert.closeTo(estimate.costUsd!, (2 * 1 + 10 * 2) / 1e6, 1e-15)
-      const large = priced.variants.find((v) => v.assignment["model"] === "large" && v.assignment["prompt"] === "terse")!
-      assert.closeTo(priced.callEstimate(large.id)!.costUsd!, (2 * 10 + 10 * 20) / 1e6, 1e-15)
       // a resource's own pricing prices every model it serves
       const own = experiment()
       ;(own.pools as any).llm.resources[0].pricing = { inputPer1M: 3, outputPer1M: 4 }
@@ -935,6 +926,31 @@ describe("StudyConfig.load: endpoints the study cannot call (tester16 F7)", () =
       // both set: nothing to say
       const ok = yield* load(unset(), { env: { T16Q_URL: "http://127.0.0.1:9/v1", T16Q_KEY: "k" } })
       assert.deepStrictEqual(ok.endpointProblems, [])
+    }))
+
+  it.effect("only resources a task can lease are looked at: a pool no task uses, a resource the chat task's selector leaves out (issue 16 item 4)", () =>
+    Effect.gen(function*() {
+      const base = experiment() as { pipeline: { tasks: Array<Record<string, any>> } }
+      const chat = base.pipeline.tasks[0]!
+      const file = write(study(), {
+        "experiment.json": {
+          ...base,
+          pools: {
+            llm: {
+              resources: [
+                { id: "a", capacity: 2, options: { baseUrl: "http://127.0.0.1:9/v1", apiKeyEnv: "T16R_KEY_A", model: "base" } },
+                { id: "b", capacity: 2, options: { baseUrl: "http://127.0.0.1:9/v1", apiKeyEnv: "T16R_KEY_B", model: "base" } }
+              ]
+            },
+            spare: { resources: [{ id: "s", capacity: 1, options: { baseUrl: "http://127.0.0.1:9/v1", apiKeyEnv: "T16R_KEY_S" } }] }
+          },
+          pipeline: { ...base.pipeline, tasks: [{ ...chat, options: { ...chat.options, selector: { id: "a" } } }, ...base.pipeline.tasks.slice(1)] }
+        }
+      })
+      const s = yield* load(file, { env: {} })
+      assert.deepStrictEqual(s.endpointProblems.map((i) => i.message), [
+        "experiment.json: pools.llm.resources[0].options.apiKeyEnv: environment variable T16R_KEY_A (the key) is not set: every call to this endpoint would fail"
+      ])
     }))
 
   it.effect("study run refuses to start (a ConfigError, exit 2) before anything is frozen: no output root is created", () =>

@@ -36,7 +36,8 @@ export interface FixtureOptions {
   readonly trialConcurrency?: number
   /** With `leases`: the call reports after this long (TestClock: drive it), as a model call does. */
   readonly callMs?: number
-  readonly callEstimate?: Study.StudyInput["callEstimate"]
+  /** Asked before each case runs: an error to fail it with (an endpoint fault), or undefined. */
+  readonly fault?: ((trialId: string, n: number) => unknown) | undefined
 }
 
 export const variantId = (i: number) => `v${String(i + 1).padStart(2, "0")}`
@@ -65,6 +66,8 @@ export const makeStudy = (o: FixtureOptions) => {
           const k = `${trialId}/${n}`
           executions.set(k, (executions.get(k) ?? 0) + 1)
           if (quality === "broken") return yield* new FatalError({ message: "broken variant" })
+          const fault = o.fault?.(trialId, n)
+          if (fault !== undefined) return yield* Effect.fail(fault)
           if (o.leases === true) {
             yield* Effect.scoped(Effect.gen(function*() {
               const lease = yield* Effect.orDie(ctx.acquire())
@@ -107,7 +110,6 @@ export const makeStudy = (o: FixtureOptions) => {
     stop: o.stop ?? [{ when: "allTrialsTerminal" }],
     ...(o.budget === undefined ? {} : { budget: o.budget }),
     ...(o.trialConcurrency === undefined ? {} : { trialConcurrency: o.trialConcurrency }),
-    ...(o.callEstimate === undefined ? {} : { callEstimate: o.callEstimate }),
     protocolDigest: JSON.stringify(parts),
     protocolParts: parts,
     describe: (): Json => ({ parts }),

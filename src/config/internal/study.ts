@@ -14,6 +14,7 @@ import { ConfigError, type ConfigIssue } from "../../domain/Errors.js"
 import { canonicalJsonUnsafe, digest, type Json } from "../../domain/Json.js"
 import * as Control from "../../domain/Control.js"
 import * as Pricing from "../../domain/Pricing.js"
+import type { ResourceInfo, Selector } from "../../domain/Lease.js"
 import * as Resource from "../../domain/Resource.js"
 import * as RunConfig from "../../domain/RunConfig.js"
 import * as OutputPath from "../../domain/internal/outputPath.js"
@@ -244,21 +245,6 @@ export interface LoadedStudy {
    * trial's study control falls back on for a report the run could not price.
    */
   readonly variantPrice: (variantId: string) => { readonly promptPer1k: number; readonly completionPer1k: number } | null
-  /**
-   * What one pipeline of a variant is expected to call and spend, from the plan's figures:
-   * `callsPerPipeline` (each model-calling task once: no retry, no repair), and per call the
-   * tokens (the prompt estimated from the task's own text, 4 characters a token, plus the
-   * declared `maxTokens`; the mean over the calls the plan counts) and the cost in US dollars
-   * (those tokens at the dearest input and output price of the variant's calls; absent when a
-   * call has no price). `null`: the variant makes no model call. Since 0.11.0 the study's
-   * control does not read it (`StudyControl`'s module docs: a trial runs one pipeline at a time
-   * until the first ended); kept for `StudyInput.callEstimate`.
-   */
-  readonly callEstimate: (variantId: string) => {
-    readonly callsPerPipeline: number
-    readonly tokens: number
-    readonly costUsd?: number | undefined
-  } | null
   readonly suiteFor: (version: number) => LoadedSuite
   readonly trialsFor: (version: number) => ReadonlyArray<Trial>
   readonly warnings: ReadonlyArray<string>
@@ -931,18 +917,38 @@ const literalChoice = (i: ConfigIssue): ConfigIssue => {
 }
 
 /**
+ * What a template's tasks can lease: each task's pool (its `resource`, the pipeline's when it
+ * names none; fanout branches included) and, for a task that gives one, its `selector` (the
+ * `chat` and `judge` tasks' option): a resource of another pool, or one the selector does not
+ * match, is never leased by that task.
+ */
+export const leasesOf = (tasks: ReadonlyArray<Task.Any>): Array<{ readonly pool: string; readonly selector: Selector | undefined }> =>
+  tasks.flatMap((t) => {
+    const own = t.options.resource === null ? [] : [{
+      pool: t.options.resource,
+      selector: ((t.parameters as { readonly selector?: Selector | null } | null)?.selector) ?? undefined
+    }]
+    return [...own, ...leasesOf(t.children)]
+  })
+
+/**
  * The endpoints of an experiment's pools that cannot be called as configured: `apiKeyEnv`
  * (`api_key_env`) naming an unset or empty variable of `env`; a `baseUrl` (`base_url`) that is
- * empty, with the unset variable that emptied it when `unresolved` names one under it.
+ * empty, with the unset variable that emptied it when `unresolved` names one under it. Only
+ * the resources some task can lease (`leases`, see {@link leasesOf}: its pool, and its selector
+ * when it has one) are looked at: a pool no task uses is never called.
  */
 export const endpointProblems = (
-  pools: ReadonlyArray<{ readonly name: string; readonly resources: ReadonlyArray<{ readonly options: Readonly<Record<string, unknown>> }> }>,
+  pools: ReadonlyArray<{ readonly name: string; readonly resources: ReadonlyArray<ResourceInfo> }>,
   env: Readonly<Record<string, string | undefined>>,
   unresolved: ReadonlyArray<{ readonly name: string; readonly path: string }>,
-  rel: string
+  rel: string,
+  leases: ReadonlyArray<{ readonly pool: string; readonly selector: Selector | undefined }>
 ): Array<ConfigIssue> =>
   pools.flatMap((pool) =>
     pool.resources.flatMap((r, j) => {
+      const leased = leases.some((l) => l.pool === pool.name && (l.selector === undefined || Resource.matches(l.selector, r)))
+      if (!leased) return []
       const at = `pools.${pool.name}.resources[${j}].options`
       const out: Array<ConfigIssue> = []
       for (const k of ["apiKeyEnv", "api_key_env"]) {
@@ -1489,7 +1495,9 @@ export const load = (
     const experiment = baselineExp.right
     warnings.push(...experiment.warnings)
     // endpoints that cannot be called as configured: warned here (plan), refused by run
-    const endpoints = endpointProblems(experiment.pools, env, [...unresolved, ...experiment.unresolvedEnv], rel)
+    // the resources some task of some variant can lease (a variable may pick the pool or a selector)
+    const leases = [experiment, ...experiments.values()].flatMap((e) => leasesOf(e.template.tasks))
+    const endpoints = endpointProblems(experiment.pools, env, [...unresolved, ...experiment.unresolvedEnv], rel, leases)
     for (const i of endpoints) warnings.push(`warning: ${i.path}: ${i.message}${i.suggestion === undefined ? "" : ` (${i.suggestion})`}; study run refuses to start`)
 
     // a declared metric's output path, checked before anything is spent: against the final
@@ -1850,21 +1858,6 @@ export const load = (
         const v = variants.find((x) => x.id === variantId) ?? (variantId === baseline.id ? baseline : undefined)
         const range = v === undefined ? null : priceRange(pricedOf(v))
         return range === null ? null : { promptPer1k: range.max.inputPer1M / 1000, completionPer1k: range.max.outputPer1M / 1000 }
-      },
-      callEstimate: (variantId: string) => {
-        const v = variants.find((x) => x.id === variantId) ?? (variantId === baseline.id ? baseline : undefined)
-        if (v === undefined) return null
-        const f = figuresOf(experiments.get(v.id) ?? experiment, runConfig.maxHandoffs)
-        if (f.callsMax === 0) return null
-        const completion = f.completionTokensMax ?? 0
-        const range = priceRange(pricedOf(v))
-        return {
-          callsPerPipeline: Math.max(1, f.callsMin),
-          tokens: (f.promptTokensMax + completion) / f.callsMax,
-          ...(range === null
-            ? {}
-            : { costUsd: (f.promptTokensMax * range.max.inputPer1M + completion * range.max.outputPer1M) / 1e6 / f.callsMax })
-        }
       },
       suiteFor,
       trialsFor,

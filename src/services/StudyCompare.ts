@@ -354,6 +354,11 @@ export interface StudyComparison {
     /** `unpriced`: calls with tokens but no price (`costUsd` leaves them out; since 0.9.0). */
     readonly usage: { readonly calls: number; readonly tokens: number; readonly costUsd: number; readonly timeMs: number; readonly unpriced?: number | undefined }
     readonly budget: Json
+    /**
+     * The study's usage past its total budget, one phrase per figure (`cost $0.0090 of
+     * $0.0050, 80% over`; empty when within it; since 0.12.0, issue 16 N1).
+     */
+    readonly overTotal: ReadonlyArray<string>
     readonly notStarted: ReadonlyArray<string>
   }
   readonly variants: ReadonlyArray<VariantComparison>
@@ -1190,6 +1195,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         trialsByStatus,
         usage: total,
         budget: (study.budget ?? { perTrial: {}, total: {} }) as Json,
+        overTotal: StudyControl.overshoot(total, study.budget?.total ?? {}),
         notStarted: rows.filter((r) => r.status === "not_started").map((r) => r.trialId)
       },
       variants,
@@ -1511,6 +1517,7 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
       return f === undefined ? `${k} ${v}` : `${StudyControl.figureWord(f)} ${StudyControl.figureValue(f, v)}`
     }).join(", ")
   lines.push(`${bullet}budget: per trial ${budgetText(budget.perTrial)}; total ${budgetText(budget.total)}`)
+  if (c.run.overTotal.length > 0) lines.push(`${bullet}over the total budget: ${c.run.overTotal.join("; ")}`)
   if (c.run.notStarted.length > 0) lines.push(`${bullet}never started (left out): ${c.run.notStarted.join(", ")}`)
   for (const v of c.variants) {
     for (const t of v.trials) if (!t.compared) lines.push(`${bullet}${t.trialId}: ${Words.statusWords(t.status)}${t.reason === null ? "" : ` (${t.reason})`} — not compared`)

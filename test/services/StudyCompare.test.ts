@@ -725,6 +725,24 @@ describe("StudyCompare: the paired test's unit is the case; ties; survivorship (
       assert.include(text, "\n    accuracy: percentile bootstrap over cases and repeats, 2000 resamples, seed 1 (case draws shared by 2 variants)\n")
     }).pipe(Effect.provide(studyEnv("hand"))))
 
+  it.effect("a study past its total budget: the Run section says by how much, and the Study page shows the real use past 100 % (issue 16, N1)", () =>
+    Effect.gen(function*() {
+      // 2 variants × 4 cases, 100 tokens a case: 800 tokens used, the total (declared after the
+      // run) is 400
+      const { input, study } = handMade({ correct: [BASE, CAND], cases: 4, flaky: true })
+      const fiber = yield* Effect.fork(Study.run(study))
+      // the retry waits 1 ms of TestClock per task
+      for (let i = 0; i < 50; i++) yield* Effect.yieldNow().pipe(Effect.zipRight(Effect.sleep("0 millis")))
+      yield* TestClock.adjust("1 second")
+      yield* fiber.await.pipe(Effect.flatten)
+      const c = yield* StudyCompare.compare({ ...input, budget: { perTrial: {}, total: { tokens: 400 } } })
+      assert.deepStrictEqual(c.run.overTotal, ["tokens 800 of 400, 100% over"])
+      assert.include(StudyCompare.renderText(c), "\n  over the total budget: tokens 800 of 400, 100% over\n")
+      const page = renderStudyPage(c)
+      assert.include(page, "200% <span class=\"over\">(over the total budget)</span>")
+      assert.notInclude(page, "width:200")
+    }).pipe(Effect.provide(studyEnv("hand"))))
+
   it.effect("the report's budget line gives each figure its unit; a time under a second reads in ms, never 0.0 s (issue 16 leftovers)", () =>
     Effect.gen(function*() {
       const { input, study } = handMade({ correct: [BASE, CAND], cases: 4 })

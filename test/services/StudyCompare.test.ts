@@ -147,6 +147,25 @@ const range = (from: number, to: number) => Array.from({ length: to - from }, (_
 const BASE = new Set(range(0, 28))
 const CAND = new Set([...range(0, 26), ...range(28, 40)])
 
+/**
+ * 30 cases, 5 repeats registered; the baseline keeps repeats 1-3 (4 and 5 re-settled as failed:
+ * as if only the candidate had been confirmed). The candidate is right on 27 cases in repeats
+ * 1-3 and on 10 in repeats 4-5; the baseline on 25 in every repeat. Its comparison.
+ */
+const confirmedStudy = Effect.gen(function*() {
+  const { input, study } = handMade({
+    id: "confirmed",
+    correct: [new Set(range(0, 25)), new Set(range(0, 27))],
+    cases: 30,
+    repeats: 5,
+    correctOf: (trialId, n) => trialId.startsWith("p1-v02-r4") || trialId.startsWith("p1-v02-r5") ? n < 10 : undefined
+  })
+  yield* Study.run(study)
+  const catalog = yield* StudyCatalog
+  yield* catalog.settle(["p1-v01-r4", "p1-v01-r5"].map((trialId) => ({ trialId, status: "failed" as const, reason: "not run", metrics: null, startedAt: null, endedAt: 1 })), 1)
+  return yield* StudyCompare.compare(input)
+})
+
 describe("StudyCompare: what a fresh user read wrong (issue 16, tester16 F4, F5, F10)", () => {
   it.effect("one paired repeat of a trial-level metric: a difference without an interval (null bounds, no bracket), \"1 paired repeat\" (F4)", () =>
     Effect.gen(function*() {
@@ -251,17 +270,7 @@ describe("StudyCompare: what a fresh user read wrong (issue 16, tester16 F4, F5,
       // 30 cases, 5 repeats registered; the baseline keeps repeats 1-3 (4 and 5 re-settled as
       // failed: as if only the candidate had been confirmed). The candidate is right on 27 cases
       // in repeats 1-3 and on 10 in repeats 4-5; the baseline on 25 in every repeat.
-      const { input, study } = handMade({
-        id: "confirmed",
-        correct: [new Set(range(0, 25)), new Set(range(0, 27))],
-        cases: 30,
-        repeats: 5,
-        correctOf: (trialId, n) => trialId.startsWith("p1-v02-r4") || trialId.startsWith("p1-v02-r5") ? n < 10 : undefined
-      })
-      yield* Study.run(study)
-      const catalog = yield* StudyCatalog
-      yield* catalog.settle(["p1-v01-r4", "p1-v01-r5"].map((trialId) => ({ trialId, status: "failed" as const, reason: "not run", metrics: null, startedAt: null, endedAt: 1 })), 1)
-      const c = yield* StudyCompare.compare(input)
+      const c = yield* confirmedStudy
       const v02 = c.variants[1]!
       // the variant's own value uses every repeat: (3 × 27 + 2 × 10) / 150
       assert.closeTo(v02.values.accuracy!.mean!, 101 / 150, 1e-12)
@@ -278,17 +287,7 @@ describe("StudyCompare: what a fresh user read wrong (issue 16, tester16 F4, F5,
     Effect.gen(function*() {
       // as above: over repeats 1-3 v02 (27/30) beats v01 (25/30); its confirmation repeats 4
       // and 5 (10/30 each) pull its mean over 5 repeats (101/150) below v01's
-      const { input, study } = handMade({
-        id: "confirmed",
-        correct: [new Set(range(0, 25)), new Set(range(0, 27))],
-        cases: 30,
-        repeats: 5,
-        correctOf: (trialId, n) => trialId.startsWith("p1-v02-r4") || trialId.startsWith("p1-v02-r5") ? n < 10 : undefined
-      })
-      yield* Study.run(study)
-      const catalog = yield* StudyCatalog
-      yield* catalog.settle(["p1-v01-r4", "p1-v01-r5"].map((trialId) => ({ trialId, status: "failed" as const, reason: "not run", metrics: null, startedAt: null, endedAt: 1 })), 1)
-      const c = yield* StudyCompare.compare(input)
+      const c = yield* confirmedStudy
       const [v01, v02] = c.variants
       // the shared repeats decide: v02 is on the point-estimate front and dominates v01 there
       assert.isTrue(v02!.pareto.strict)

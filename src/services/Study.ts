@@ -417,7 +417,8 @@ export interface TrialFacts {
   /**
    * Why its budget stopped it, with the figures (since 0.11.0; the control's
    * `exhaustedNotes`: `is spent: $0.0010 used of $0.0010`, `has no room for another pipeline:
-   * ...`): the reason reads `its cost budget NOTE: PROGRESS`.
+   * ...`): the reason reads `its cost budget NOTE: PROGRESS`; a note of the study's total
+   * (`the study's total cost budget ...`, since 0.12.0) reads `NOTE; PROGRESS`.
    */
   readonly budgetNote?: string | undefined
   /**
@@ -576,8 +577,11 @@ export const settleTrial = (
   if (f.budgetSpent !== null) {
     const figure = f.budgetSpent as StudyControl.BudgetFigure
     const word = StudyControl.figureWord(figure)
+    // the study's total stopped it: its note says so in full
     const reason = f.budgetNote === undefined || f.budgetNote === ""
       ? `its ${word} budget is spent: ${progress}`
+      : f.budgetNote.startsWith("the study's total ")
+      ? `${f.budgetNote}; ${progress}`
       : `its ${word} budget ${f.budgetNote}; ${progress}`
     return { status: "budget_exhausted", reason }
   }
@@ -1337,10 +1341,6 @@ const outputMismatch = (checks: ReadonlyArray<DomainStudy.OutputCheck>, value: u
   })
 }
 
-const FIGURE_NAMES = ["calls", "tokens", "costUsd", "timeMs"] as const
-
-const formatFigure = StudyControl.figureValue
-
 /**
  * The per-trial budget figures `usage` went past, one phrase each (`cost $0.0009 of $0.0005,
  * 84% over`; `costUsd` within a relative 1e-9 of its limit is not past it); empty when none.
@@ -1352,13 +1352,7 @@ const formatFigure = StudyControl.figureValue
  * @category settlement
  */
 export const overshootOf = (usage: TrialUsage, perTrial: StudyControl.BudgetFigures): ReadonlyArray<string> =>
-  FIGURE_NAMES.flatMap((f) => {
-    const limit = perTrial[f]
-    const used = usage[f]
-    if (limit === undefined || !(used > limit + (f === "costUsd" ? 1e-9 * Math.max(1, limit) : 0))) return []
-    const pct = limit > 0 ? `, ${Math.round(((used - limit) / limit) * 100)}% over` : ""
-    return [`${StudyControl.figureWord(f)} ${formatFigure(f, used)} of ${formatFigure(f, limit)}${pct}`]
-  })
+  StudyControl.overshoot(usage, perTrial)
 
 /** One line per variant without a succeeded trial, with its trials' statuses. */
 const limitationsOf = (reports: ReadonlyArray<TrialReport>): ReadonlyArray<string> => {
@@ -1494,9 +1488,22 @@ const settle = (
       })
     }
     yield* catalog.settle(settlements, now)
-    // a stop that left nothing unfinished (every trial ran to its settlement) ended nothing early
+    // a stop that left nothing unfinished (every trial ran to its settlement) ended nothing early;
+    // the study's total stopping a trial's pipelines did (issue 16, N1)
     const stoppedEarly = isEarly(stop) &&
-      reports.some((r) => r.status === "not_started" || r.status === "cancelled" || r.status === "incomplete" || r.status === "pending")
+      reports.some((r) =>
+        r.status === "not_started" || r.status === "cancelled" || r.status === "incomplete" || r.status === "pending" ||
+        (r.status === "budget_exhausted" && (r.reason ?? "").startsWith("the study's total "))
+      )
+    // a budget stop's reason has the figures when it fired; running pipelines may have spent
+    // more: the study's final use past the total is said too (never capped at the limit)
+    const overTotal = overshootOf(
+      reports.reduce((a, r) => StudyControl.addUsage(a, r.usage), ZERO_USAGE),
+      study.budget?.total ?? {}
+    )
+    const shownStop: StopFired | null = stop !== null && stop.condition.when === "budget" && overTotal.length > 0
+      ? { ...stop, reason: `${stop.reason}; in the end: ${overTotal.join("; ")}` }
+      : stop
     const settledStudy = settleStudy({
       trials: reports.map((r) => ({
         status: r.status,
@@ -1514,13 +1521,13 @@ const settle = (
       ? `${settledStudy.reason}; ${Words.count(limitations.length, "variant")} without a succeeded trial (see the limitations)`
       : settledStudy.reason
     // a stop that ended nothing early (it fired at the natural end) is not the study's stop
-    yield* catalog.setStatus(study.id, settledStudy.status, stoppedEarly ? stop : null, now)
+    yield* catalog.setStatus(study.id, settledStudy.status, stoppedEarly ? shownStop : null, now)
     return makeReport({
       studyId: study.id,
       version,
       status: settledStudy.status,
       reason,
-      stop,
+      stop: shownStop,
       trials: reports,
       eligible: reports.filter((r) => isEligible(r.status)).map((r) => r.trialId),
       notStarted: reports.filter((r) => r.status === "not_started").map((r) => r.trialId),

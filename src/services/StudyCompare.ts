@@ -248,6 +248,13 @@ export interface VersusBaseline {
   readonly adjustedPValue: number | null
   readonly sufficiency: Statistics.Sufficiency
   readonly claim: "case" | "repeat"
+  /**
+   * The objective's target when its direction is `target` (since 0.12.0, issue 16 N4): the
+   * wins then count the cases (or repeats) where the candidate is higher / lower, not closer to
+   * the target (a case's 0 or 1 says nothing about a mean's distance to 0.9); the variant
+   * values and the Pareto front judge the distance.
+   */
+  readonly target?: number | undefined
 }
 
 /**
@@ -354,6 +361,11 @@ export interface StudyComparison {
     /** `unpriced`: calls with tokens but no price (`costUsd` leaves them out; since 0.9.0). */
     readonly usage: { readonly calls: number; readonly tokens: number; readonly costUsd: number; readonly timeMs: number; readonly unpriced?: number | undefined }
     readonly budget: Json
+    /**
+     * The study's usage past its total budget, one phrase per figure (`cost $0.0090 of
+     * $0.0050, 80% over`; empty when within it; since 0.12.0, issue 16 N1).
+     */
+    readonly overTotal: ReadonlyArray<string>
     readonly notStarted: ReadonlyArray<string>
   }
   readonly variants: ReadonlyArray<VariantComparison>
@@ -854,7 +866,11 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
 
       // against the baseline
       const baseK = sharedNo.get(baselineId)
-      const dir = directionOf(d)
+      // a target objective: the wins count higher / lower (see VersusBaseline.target)
+      const objective = objectives.find((o) => o.metric === d.name)
+      const towardTarget = objective?.direction === "target" || d.direction === "target" ? objective?.target : undefined
+      const dir = towardTarget !== undefined ? { direction: "maximize" as const } : directionOf(d)
+      const targetField = towardTarget === undefined ? {} : { target: towardTarget }
       for (const v of variantBase) {
         if (v.variantId === baselineId) continue
         salt++
@@ -903,7 +919,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
             // count. b = baseline better, c = candidate better (see Statistics.mcnemarExact).
             mcnemar = Statistics.mcnemarExact(paired.baselineWins, paired.candidateWins)
           }
-          vs[d.name] = { paired, mcnemar, adjustedPValue: null, sufficiency, claim: "case" }
+          vs[d.name] = { paired, mcnemar, adjustedPValue: null, sufficiency, claim: "case", ...targetField }
         } else {
           // one value per repeat: Student's t on the per-repeat differences (repeat r of each side)
           const pairs: Array<[number, number]> = []
@@ -921,7 +937,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
             cases: pairs.length,
             ...winsOf(pairs, dir)
           }
-          vs[d.name] = { paired, mcnemar: null, adjustedPValue: null, sufficiency, claim: "repeat" }
+          vs[d.name] = { paired, mcnemar: null, adjustedPValue: null, sufficiency, claim: "repeat", ...targetField }
         }
       }
     })
@@ -952,24 +968,30 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     // front makes (Bonferroni), so that among many equal variants none is dropped by chance
     const defOf = new Map(defs.map((d) => [d.name, d]))
     const comparedRepeats = new Map(variantBase.map((v) => [v.variantId, comparedOf.get(v.variantId)!.filter((t) => t !== null).length]))
+    // the objectives some pair is below the minimums on (the conclusion names them: N5)
+    const shortMetrics = new Set<string>()
     const pairSample = (a: string, b: string): { readonly ok: boolean; readonly reason: string | null } => {
+      let first: string | null = null
       for (const o of objectives) {
         const d = defOf.get(o.metric)
         if (d === undefined) continue
-        const r = Math.min(comparedRepeats.get(a) ?? 0, comparedRepeats.get(b) ?? 0)
-        if (kindOf(d) === "trial") {
-          if (r < minRepeats) return { ok: false, reason: `${Words.count(r, "repeat")} (< ${minRepeats}) on ${o.metric}` }
-          continue
-        }
+        // the repeats both have (repeats pair by number)
+        const r = Math.min(comparedRepeats.get(a) ?? 0, comparedRepeats.get(b) ?? 0, onCommonRepeats(comparedOf.get(a) ?? [], comparedOf.get(b) ?? []).common)
+        let reason: string | null = null
         // a trial-level statistic of per-pipeline values needs both: cases and repeats
-        if (kindOf(d) === "reduced" && r < minRepeats) return { ok: false, reason: `${Words.count(r, "repeat")} (< ${minRepeats}) on ${o.metric}` }
-        const ma = presentOf.get(o.metric)?.get(a)
-        const mb = presentOf.get(o.metric)?.get(b)
-        let common = 0
-        if (ma !== undefined && mb !== undefined) for (let c = 0; c < ma.length; c++) common += ma[c]! & mb[c]!
-        if (common < minPairedCases) return { ok: false, reason: `${Words.count(common, "paired case")} (< ${minPairedCases}) on ${o.metric}` }
+        if ((kindOf(d) === "trial" || kindOf(d) === "reduced") && r < minRepeats) reason = `${Words.count(r, "repeat")} (< ${minRepeats}) on ${o.metric}`
+        else if (kindOf(d) !== "trial") {
+          const ma = presentOf.get(o.metric)?.get(a)
+          const mb = presentOf.get(o.metric)?.get(b)
+          let common = 0
+          if (ma !== undefined && mb !== undefined) for (let c = 0; c < ma.length; c++) common += ma[c]! & mb[c]!
+          if (common < minPairedCases) reason = `${Words.count(common, "paired case")} (< ${minPairedCases}) on ${o.metric}`
+        }
+        if (reason === null) continue
+        shortMetrics.add(o.metric)
+        first ??= reason
       }
-      return { ok: true, reason: null }
+      return { ok: first === null, reason: first }
     }
     const shortPairs: Array<string> = []
     const comparable = new Map<string, boolean>()
@@ -1012,11 +1034,70 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       separatedMemo.set(key, out)
       return out
     }
+    /** Whether some two of `ids` differ in their compared repeats. */
+    const unequalRepeats = (ids: ReadonlyArray<string>): boolean =>
+      ids.some((a, i) => ids.slice(i + 1).some((b) => !onCommonRepeats(comparedOf.get(a) ?? [], comparedOf.get(b) ?? []).same))
+    /** `a`'s point estimate of `metric` over the repeats it shares with `b` (the mean of their values). */
+    const onShared = (a: string, b: string, metric: string): number | null => {
+      const common = onCommonRepeats(comparedOf.get(a) ?? [], comparedOf.get(b) ?? [])
+      const xs = finite(common.a.map((t) => t?.values[metric] ?? null))
+      return xs.length === 0 ? null : Statistics.mean(xs)
+    }
+    /**
+     * Both fronts' dominators, pair by pair over the repeats each pair shares: the point
+     * estimates are the pair's means over them; an interval (used only where the paired
+     * difference gives no answer: a target objective) keeps its width around that mean.
+     */
+    const pairedDominators = (
+      pts: ReadonlyArray<Statistics.ParetoPoint>,
+      wide: ReadonlyArray<Statistics.ParetoPoint>,
+      objs: ReadonlyArray<Statistics.ParetoObjective>,
+      metrics: ReadonlyArray<string>,
+      options: Statistics.UncertainFrontOptions
+    ) => {
+      const strictOut = new Map<string, Array<string>>()
+      const uncertainOut = new Map<string, Array<string>>()
+      const shifted = (p: Statistics.ParetoPoint, other: string): Statistics.ParetoPoint => ({
+        id: p.id,
+        values: p.values.map((x, k) => {
+          const m = onShared(p.id, other, metrics[k]!) ?? (typeof x === "number" ? x : x.estimate)
+          return typeof x === "number" ? m : { ...x, estimate: m, lower: x.lower + m - x.estimate, upper: x.upper + m - x.estimate }
+        })
+      })
+      const estimateOf = (p: Statistics.ParetoPoint): Statistics.ParetoPoint => ({ id: p.id, values: p.values.map((x) => typeof x === "number" ? x : x.estimate) })
+      for (let i = 0; i < pts.length; i++) {
+        const sBy: Array<string> = []
+        const uBy: Array<string> = []
+        for (let j = 0; j < pts.length; j++) {
+          if (i === j) continue
+          const a = pts[i]!.id
+          const b = pts[j]!.id
+          const pair = [shifted(wide[j]!, a), shifted(wide[i]!, b)]
+          if ((Statistics.paretoDominators(pair.map(estimateOf), objs, false).get(a) ?? []).length > 0) sBy.push(b)
+          if ((Statistics.paretoDominators(pair, objs, true, options).get(a) ?? []).length > 0) uBy.push(b)
+        }
+        strictOut.set(pts[i]!.id, sBy)
+        uncertainOut.set(pts[i]!.id, uBy)
+      }
+      return { strict: strictOut as ReadonlyMap<string, ReadonlyArray<string>>, uncertain: uncertainOut as ReadonlyMap<string, ReadonlyArray<string>> }
+    }
     const frontOptions: Statistics.UncertainFrontOptions = { comparable: (a, b) => comparable.get(`${a}\u0000${b}`) ?? false, separated }
-    const uncertain = new Set(Statistics.paretoFrontUncertain(widened, paretoObjectives, frontOptions))
+    let uncertain = new Set(Statistics.paretoFrontUncertain(widened, paretoObjectives, frontOptions))
     const estimates = points.map((p) => ({ id: p.id, values: p.values.map((x) => typeof x === "number" ? x : x.estimate) }))
-    const strictBy = Statistics.paretoDominators(estimates, paretoObjectives, false)
-    const uncertainBy = Statistics.paretoDominators(widened, paretoObjectives, true, frontOptions)
+    let strictBy = Statistics.paretoDominators(estimates, paretoObjectives, false)
+    let uncertainBy = Statistics.paretoDominators(widened, paretoObjectives, true, frontOptions)
+    // repeats pair by number (issue 16, N2): when two variants do not have the same repeats (a
+    // confirmation ran more of one), whether one dominates the other is read on the repeats both
+    // have (their means over those repeats; the paired differences already pair them), so a
+    // confirmation run at another moment does not move a variant on or off the front
+    if (unequalRepeats(points.map((p) => p.id))) {
+      const pairwiseBy = pairedDominators(points, widened, paretoObjectives, objectives.map((o) => o.metric), frontOptions)
+      strictBy = pairwiseBy.strict
+      uncertainBy = pairwiseBy.uncertain
+      strict.clear()
+      for (const p of points) if ((strictBy.get(p.id) ?? []).length === 0) strict.add(p.id)
+      uncertain = new Set(points.filter((p) => (uncertainBy.get(p.id) ?? []).length === 0).map((p) => p.id))
+    }
     const ranking = points.length === 0
       ? []
       : Statistics.weightedRanking(points, objectives.map((o, i) => ({ ...paretoObjectives[i]!, weight: o.weight })))
@@ -1085,6 +1166,15 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       // cannot compare, and the conclusion names the highest-scoring candidate(s), never a best
       // the candidates are the top of the weighted ranking (ties listed), as the wording says;
       // the variants the sample cannot rule out (the uncertainty-aware front) are listed apart
+      // per objective (N5): the ones below the minimums claim nothing; the others' paired
+      // comparisons shown above stand
+      const short = objectives.filter((o) => shortMetrics.has(o.metric)).map((o) => o.metric)
+      const enough = objectives.filter((o) => !shortMetrics.has(o.metric)).map((o) => o.metric)
+      const shortWords = `the sample is below the declared minimums on ${short.join(", ")}, so no variant is shown better than another on ${
+        short.length === 1 ? "it" : "them"
+      } (not ruled out: ${variants.filter((v) => v.pareto.uncertain).map((v) => v.variantId).join(", ")})${
+        enough.length === 0 ? "" : `; on ${enough.join(", ")} the comparisons shown above stand`
+      }`
       const top = ranking.length === 0 ? [] : ranking.filter((r) => Statistics.nearlyEqual(r.score, ranking[0]!.score)).map((r) => r.id)
       wording = top.length === 0 ? WORDING.none : WORDING.single
       candidates = variants.filter((v) => top.includes(v.variantId)).map((v) => v.variantId)
@@ -1092,7 +1182,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       pointFront = variants.filter((v) => v.pareto.strict).map((v) => v.variantId)
       summary = top.length === 0
         ? "no variant has a value for every objective: no candidate"
-        : `${candidates.length === 1 ? `${candidates[0]} is the ${WORDING.single}` : `${candidates.join(", ")} tie as the ${WORDING.single}s`} on point estimates; the sample is below the declared minimums, so no variant is shown better than another (not ruled out: ${notRuledOut.join(", ")})`
+        : `${candidates.length === 1 ? `${candidates[0]} is the ${WORDING.single}` : `${candidates.join(", ")} tie as the ${WORDING.single}s`} on point estimates; ${shortWords}`
       const shown = shortPairs.filter((x) => x !== "")
       limitations.push(
         `insufficient sample for ${shortPairs.length} of ${Words.count(pairwise / Math.max(1, objectives.length), "variant pair")} (${shown.join("; ")}${shortPairs.length > shown.length ? "; …" : ""}): no variant is removed from the Pareto candidates, and none is called best`
@@ -1113,6 +1203,17 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     if (points.length > 2) {
       limitations.push(
         `multiple comparisons: ${points.length} variants, ${Words.count(pairwise, "pairwise comparison")} over ${Words.count(objectives.length, "objective")}: the Pareto front judges each pair on its paired difference, widened for them (Bonferroni); against the baseline, each paired interval is at ${pct(level)} for its own comparison (not adjusted)${tests.length > 0 ? `, and the ${tests.length} McNemar p-values are Holm-adjusted` : ""}`
+      )
+    }
+    if (unequalRepeats(points.map((p) => p.id))) {
+      const counts = new Map<number, Array<string>>()
+      for (const p of points) {
+        const n = comparedRepeats.get(p.id) ?? 0
+        counts.set(n, [...(counts.get(n) ?? []), p.id])
+      }
+      limitations.push(
+        `the variants do not have the same repeats (${[...counts].map(([n, ids]) => `${Words.count(n, "compared repeat")} for ${ids.join(", ")}`).join("; ")}): ` +
+          `a variant's value is its mean over all its repeats, but the Pareto fronts and the paired differences compare each pair over the repeats both have (paired by repeat number); the weighted ranking uses the values over all repeats`
       )
     }
     if (status !== null && status !== "completed") limitations.push(`the study is ${Words.statusWords(status)}${row.value.stopReason === null ? "" : ` (${row.value.stopReason})`}`)
@@ -1190,6 +1291,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         trialsByStatus,
         usage: total,
         budget: (study.budget ?? { perTrial: {}, total: {} }) as Json,
+        overTotal: StudyControl.overshoot(total, study.budget?.total ?? {}),
         notStarted: rows.filter((r) => r.status === "not_started").map((r) => r.trialId)
       },
       variants,
@@ -1416,7 +1518,12 @@ export const versusText = (x: VersusBaseline, level: number): string => {
   const unit = x.claim === "case" ? "paired case" : "paired repeat"
   const d = p.difference
   const delta = deltaText(d)
-  const head = `${delta} over ${Words.count(p.cases, unit)} (candidate better in ${p.candidateWins}, baseline in ${p.baselineWins}, ties ${p.ties})`
+  // a target objective: higher / lower per case, the distance to the target is the values' (N4)
+  const target = x.target
+  const head = target === undefined
+    ? `${delta} over ${Words.count(p.cases, unit)} (candidate better in ${p.candidateWins}, baseline in ${p.baselineWins}, ties ${p.ties})`
+    : `${delta} over ${Words.count(p.cases, unit)} (candidate higher in ${p.candidateWins}, lower in ${p.baselineWins}, ties ${p.ties}; ` +
+      `per ${x.claim}, not toward the target ${target}: the variants' values and the Pareto front judge the distance to it)`
   if (!x.sufficiency.sufficient) return `${head}; ${x.sufficiency.reason} (no significance statement)`
   if (!hasInterval(d)) return `${head}; no interval: no difference shown`
   const excludes = d.lower > 0 || d.upper < 0
@@ -1425,7 +1532,7 @@ export const versusText = (x: VersusBaseline, level: number): string => {
   }
   const adjusted = x.adjustedPValue ?? null
   const significant = (adjusted ?? x.mcnemar.pValue) < 1 - level
-  const test = `exact McNemar p = ${fmt(x.mcnemar.pValue)}${adjusted === null || adjusted === x.mcnemar.pValue ? "" : ` (Holm-adjusted ${fmt(adjusted)})`} (candidate better in ${x.mcnemar.c} vs baseline in ${x.mcnemar.b} discordant cases)`
+  const test = `exact McNemar p = ${fmt(x.mcnemar.pValue)}${adjusted === null || adjusted === x.mcnemar.pValue ? "" : ` (Holm-adjusted ${fmt(adjusted)})`} (${target === undefined ? `candidate better in ${x.mcnemar.c} vs baseline in ${x.mcnemar.b}` : `candidate higher in ${x.mcnemar.c} vs lower in ${x.mcnemar.b}`} discordant cases)`
   const parts = significant === excludes
     ? [
       excludes ? `the ${pct(level)} interval excludes 0` : `the ${pct(level)} interval includes 0: no difference shown`,
@@ -1511,6 +1618,7 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
       return f === undefined ? `${k} ${v}` : `${StudyControl.figureWord(f)} ${StudyControl.figureValue(f, v)}`
     }).join(", ")
   lines.push(`${bullet}budget: per trial ${budgetText(budget.perTrial)}; total ${budgetText(budget.total)}`)
+  if (c.run.overTotal.length > 0) lines.push(`${bullet}over the total budget: ${c.run.overTotal.join("; ")}`)
   if (c.run.notStarted.length > 0) lines.push(`${bullet}never started (left out): ${c.run.notStarted.join(", ")}`)
   for (const v of c.variants) {
     for (const t of v.trials) if (!t.compared) lines.push(`${bullet}${t.trialId}: ${Words.statusWords(t.status)}${t.reason === null ? "" : ` (${t.reason})`} — not compared`)

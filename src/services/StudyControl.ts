@@ -640,6 +640,27 @@ const usd = (v: number): string => v === 0 ? "$0" : v >= 0.1 ? `$${v.toFixed(4)}
 const zero = (): Mutable<TrialUsage> => ({ calls: 0, tokens: 0, costUsd: 0, timeMs: 0 })
 
 /**
+ * The budget figures `usage` went past, one phrase each (`cost $0.0009 of $0.0005, 84% over`;
+ * `costUsd` within a relative 1e-9 of its limit is not past it); empty when none. A trial's
+ * usage against `budget.perTrial` (`Study.overshootOf`), the study's against `budget.total`
+ * (the report's Run section, issue 16 N1).
+ *
+ * @param usage the usage (a trial's, or the study's sum)
+ * @param limits the budget figures
+ * @returns the phrases
+ * @since 0.12.0
+ * @category budgets
+ */
+export const overshoot = (usage: TrialUsage, limits: BudgetFigures): ReadonlyArray<string> =>
+  FIGURES.flatMap((f) => {
+    const limit = limits[f]
+    const used = usage[f]
+    if (limit === undefined || !(used > limit + (f === "costUsd" ? 1e-9 * Math.max(1, limit) : 0))) return []
+    const pct = limit > 0 ? `, ${Math.round(((used - limit) / limit) * 100)}% over` : ""
+    return [`${figureWord(f)} ${figureValue(f, used)} of ${figureValue(f, limit)}${pct}`]
+  })
+
+/**
  * The reason the runner gives a trial's pipelines it skips, and the word for a trial whose
  * budget is spent.
  *
@@ -837,7 +858,10 @@ export const control = (
         Deferred.unsafeDone(t.cancel, Exit.succeed(BUDGET_EXHAUSTED))
       }
     }
-    const projected = perTrial.tokens !== undefined || perTrial.costUsd !== undefined
+    const perTrialProjected = perTrial.tokens !== undefined || perTrial.costUsd !== undefined
+    const hasTotal = FIGURES.some((f) => total[f] !== undefined)
+    // a trial runs one pipeline at a time until one ended when either budget projects
+    const projected = perTrialProjected || total.tokens !== undefined || total.costUsd !== undefined
     /** The mean tokens and dollars of an ended pipeline of the trial (`undefined`: none ended yet). */
     const pipelineMean = (t: Trial): { readonly tokens: number; readonly costUsd: number } | undefined => {
       if (t.ended === 0) return undefined
@@ -883,14 +907,108 @@ export const control = (
       }
       return undefined
     }
+    // ---- the study's total (module docs, "The study's total") ----------------------------
+    const totalProjected = total.tokens !== undefined || total.costUsd !== undefined
+    /** Why the total refused a pipeline (the first refusal; the `budget` stop then fires). */
+    let totalRefusal: string | null = null
+    const studyUsage = (at: number): TrialUsage => {
+      let sum = emptyUsage
+      for (const x of trials.values()) {
+        accrue(x, at)
+        sum = addUsage(sum, usageOf(x))
+      }
+      return sum
+    }
+    /** The mean tokens and dollars of an ended pipeline over every trial (`undefined`: none ended). */
+    const studyMean = (): { readonly tokens: number; readonly costUsd: number } | undefined => {
+      let n = 0
+      let tokens = 0
+      let costUsd = 0
+      for (const x of trials.values()) {
+        if (x.ended === 0) continue
+        const m = pipelineMean(x)!
+        n += x.ended
+        tokens += m.tokens * x.ended
+        costUsd += m.costUsd * x.ended
+      }
+      return n === 0 ? undefined : { tokens: tokens / n, costUsd: costUsd / n }
+    }
+    /** The first total figure the study's usage reached, with the note saying the figures. */
+    const totalReached = (at: number): { readonly figure: BudgetFigure; readonly note: string } | undefined => {
+      const usage = studyUsage(at)
+      const f = reached(usage, total)
+      if (f === undefined) return undefined
+      const value = (v: number) => f === "costUsd" ? usd(v) : figureValue(f, v)
+      return { figure: f, note: `the study's total ${figureWord(f)} budget is spent: ${value(usage[f])} used of ${value(total[f]!)}` }
+    }
+    /** Pipelines of the study submitted and not done with (every trial). */
+    const studyOutstanding = (): number => {
+      let n = 0
+      for (const x of trials.values()) n += x.outstanding
+      return n
+    }
+    /**
+     * The first total figure `t`'s next `more` pipelines would pass: a figure reached, or (tokens,
+     * dollars) the study's usage plus what every trial's running and queued pipelines will still
+     * cost at their trial's mean (the study's mean before one of the trial ended) plus `more`
+     * pipelines at `t`'s mean; with the note saying so.
+     */
+    const totalWouldPass = (
+      t: Trial,
+      more: number,
+      at: number,
+      reserve = true
+    ): { readonly figure: BudgetFigure; readonly note: string } | undefined => {
+      const spent = totalReached(at)
+      if (spent !== undefined) return spent
+      if (!totalProjected) return undefined
+      const usage = studyUsage(at)
+      const all = studyMean()
+      const mine = pipelineMean(t) ?? all
+      if (mine === undefined) return undefined
+      let reserved = { tokens: 0, costUsd: 0 }
+      for (const x of reserve ? trials.values() : []) {
+        const m = pipelineMean(x) ?? all!
+        let spentSeen = 0
+        for (const spent of x.pipelineSpend.values()) {
+          spentSeen++
+          reserved = {
+            tokens: reserved.tokens + Math.max(0, m.tokens - spent.tokens),
+            costUsd: reserved.costUsd + Math.max(0, m.costUsd - spent.costUsd)
+          }
+        }
+        const waiting = Math.max(0, x.inFlight - spentSeen) + Math.max(0, x.outstanding - x.inFlight)
+        reserved = { tokens: reserved.tokens + waiting * m.tokens, costUsd: reserved.costUsd + waiting * m.costUsd }
+      }
+      for (const g of ["tokens", "costUsd"] as const) {
+        const limit = total[g]
+        if (limit === undefined) continue
+        if (usage[g] + reserved[g] + more * mine[g] > limit + 1e-9 * Math.max(1, limit)) {
+          const show = (v: number) => g === "costUsd" ? usd(v) : String(Math.round(v))
+          return {
+            figure: g,
+            note: `the study's total ${figureWord(g)} budget has no room for another pipeline: ${show(usage[g])} used of ${
+              show(limit)
+            }; the next is estimated at ${show(mine[g])}`
+          }
+        }
+      }
+      return undefined
+    }
+    /** The total refused `t` for good: it is stopped, and the `budget` stop fires. */
+    const refuseByTotal = (t: Trial, pass: { readonly figure: BudgetFigure; readonly note: string }): void => {
+      t.exhausted = pass.figure
+      t.note = pass.note
+      if (totalRefusal === null) totalRefusal = pass.note
+      wake()
+    }
     /** What the trial's next submission gets (module docs, "Pipelines' cost"). */
-    const admission = (t: Trial, at: number): Suite.Admission => {
-      checkBudget(t, at)
-      if (t.exhausted !== null) return "refuse"
+    const perTrialAdmission = (t: Trial): Suite.Admission => {
       if (!projected) return "admit"
       const m = pipelineMean(t)
       // before a pipeline ended: one at a time
       if (m === undefined) return t.outstanding > 0 ? "wait" : "admit"
+      if (!perTrialProjected) return "admit"
       const queued = Math.max(0, t.outstanding - t.inFlight)
       const pass = wouldPass(t, m, queued + 1)
       if (pass === undefined) return "admit"
@@ -899,11 +1017,33 @@ export const control = (
       t.note = pass.note
       return "refuse"
     }
+    const admission = (t: Trial, at: number): Suite.Admission => {
+      checkBudget(t, at)
+      if (t.exhausted !== null) return "refuse"
+      const own = perTrialAdmission(t)
+      if (own !== "admit" || !hasTotal) return own
+      // the study's total: not now while any pipeline of the study is still to end
+      const pass = totalWouldPass(t, 1, at)
+      if (pass === undefined) return "admit"
+      if (totalReached(at) === undefined && studyOutstanding() > 0) return "wait"
+      refuseByTotal(t, pass)
+      return "refuse"
+    }
     /** The start gate: a figure reached, or nothing running and this pipeline does not fit. */
     const startable = (t: Trial, at: number): boolean => {
       checkBudget(t, at)
       if (t.exhausted !== null) return false
-      if (!projected || t.inFlight > 0) return true
+      if (hasTotal) {
+        // the total: reached, or nothing of the study running and this pipeline does not fit
+        let running = 0
+        for (const x of trials.values()) running += x.inFlight
+        const pass = running > 0 ? totalReached(at) : totalWouldPass(t, 1, at, false)
+        if (pass !== undefined) {
+          refuseByTotal(t, pass)
+          return false
+        }
+      }
+      if (!perTrialProjected || t.inFlight > 0) return true
       const m = pipelineMean(t)
       const pass = m === undefined ? undefined : wouldPass(t, m, 1)
       if (pass === undefined) return true
@@ -1001,15 +1141,9 @@ export const control = (
           }
           return undefined
         }
-        case "budget": {
-          let sum = emptyUsage
-          for (const t of trials.values()) {
-            accrue(t, at)
-            sum = addUsage(sum, usageOf(t))
-          }
-          const f = reached(sum, total)
-          return f === undefined ? undefined : `the study's total ${figureWord(f)} budget is spent: ${figureValue(f, sum[f])} used of ${figureValue(f, total[f]!)}`
-        }
+        case "budget":
+          // the figures reached, else the total's first refusal of a pipeline
+          return totalReached(at)?.note ?? totalRefusal ?? undefined
         case "deadline": {
           const d = deadlines.get(c)!
           return at >= d ? `the deadline ${new Date(d).toISOString()} passed` : undefined

@@ -34,7 +34,7 @@ interface HandMade {
   readonly cases: number
   readonly repeats?: number
   readonly metrics?: ReadonlyArray<DomainStudy.MetricDecl>
-  readonly objectives?: ReadonlyArray<Study.StudyObjective & { readonly weight?: number }>
+  readonly objectives?: ReadonlyArray<Study.StudyObjective & { readonly weight?: number; readonly target?: number }>
   /** Every task first fails once with a 429 (rate_limit), then succeeds; reports usage to a lease. */
   readonly flaky?: boolean
   readonly analysis?: Partial<typeof DomainStudy.DEFAULT_ANALYSIS>
@@ -147,6 +147,25 @@ const range = (from: number, to: number) => Array.from({ length: to - from }, (_
 const BASE = new Set(range(0, 28))
 const CAND = new Set([...range(0, 26), ...range(28, 40)])
 
+/**
+ * 30 cases, 5 repeats registered; the baseline keeps repeats 1-3 (4 and 5 re-settled as failed:
+ * as if only the candidate had been confirmed). The candidate is right on 27 cases in repeats
+ * 1-3 and on 10 in repeats 4-5; the baseline on 25 in every repeat. Its comparison.
+ */
+const confirmedStudy = Effect.gen(function*() {
+  const { input, study } = handMade({
+    id: "confirmed",
+    correct: [new Set(range(0, 25)), new Set(range(0, 27))],
+    cases: 30,
+    repeats: 5,
+    correctOf: (trialId, n) => trialId.startsWith("p1-v02-r4") || trialId.startsWith("p1-v02-r5") ? n < 10 : undefined
+  })
+  yield* Study.run(study)
+  const catalog = yield* StudyCatalog
+  yield* catalog.settle(["p1-v01-r4", "p1-v01-r5"].map((trialId) => ({ trialId, status: "failed" as const, reason: "not run", metrics: null, startedAt: null, endedAt: 1 })), 1)
+  return yield* StudyCompare.compare(input)
+})
+
 describe("StudyCompare: what a fresh user read wrong (issue 16, tester16 F4, F5, F10)", () => {
   it.effect("one paired repeat of a trial-level metric: a difference without an interval (null bounds, no bracket), \"1 paired repeat\" (F4)", () =>
     Effect.gen(function*() {
@@ -251,17 +270,7 @@ describe("StudyCompare: what a fresh user read wrong (issue 16, tester16 F4, F5,
       // 30 cases, 5 repeats registered; the baseline keeps repeats 1-3 (4 and 5 re-settled as
       // failed: as if only the candidate had been confirmed). The candidate is right on 27 cases
       // in repeats 1-3 and on 10 in repeats 4-5; the baseline on 25 in every repeat.
-      const { input, study } = handMade({
-        id: "confirmed",
-        correct: [new Set(range(0, 25)), new Set(range(0, 27))],
-        cases: 30,
-        repeats: 5,
-        correctOf: (trialId, n) => trialId.startsWith("p1-v02-r4") || trialId.startsWith("p1-v02-r5") ? n < 10 : undefined
-      })
-      yield* Study.run(study)
-      const catalog = yield* StudyCatalog
-      yield* catalog.settle(["p1-v01-r4", "p1-v01-r5"].map((trialId) => ({ trialId, status: "failed" as const, reason: "not run", metrics: null, startedAt: null, endedAt: 1 })), 1)
-      const c = yield* StudyCompare.compare(input)
+      const c = yield* confirmedStudy
       const v02 = c.variants[1]!
       // the variant's own value uses every repeat: (3 × 27 + 2 × 10) / 150
       assert.closeTo(v02.values.accuracy!.mean!, 101 / 150, 1e-12)
@@ -273,6 +282,67 @@ describe("StudyCompare: what a fresh user read wrong (issue 16, tester16 F4, F5,
       // the Pareto front reads the same pairing: v02 is not dominated by v01 beyond noise
       assert.isTrue(v02.pareto.uncertain)
     }).pipe(Effect.provide(studyEnv("confirmed"))))
+
+  it.effect("after a confirmation both Pareto fronts compare each pair over the repeats both have, and the report says so (issue 16, N2)", () =>
+    Effect.gen(function*() {
+      // as above: over repeats 1-3 v02 (27/30) beats v01 (25/30); its confirmation repeats 4
+      // and 5 (10/30 each) pull its mean over 5 repeats (101/150) below v01's
+      const c = yield* confirmedStudy
+      const [v01, v02] = c.variants
+      // the shared repeats decide: v02 is on the point-estimate front and dominates v01 there
+      assert.isTrue(v02!.pareto.strict)
+      assert.deepStrictEqual(v02!.pareto.dominatedBy, { strict: [], uncertain: [] })
+      assert.isFalse(v01!.pareto.strict)
+      assert.deepStrictEqual(v01!.pareto.dominatedBy.strict, ["v02"])
+      assert.include(
+        c.conclusion.limitations.join("\n"),
+        "the variants do not have the same repeats (3 compared repeats for v01; 5 compared repeats for v02): a variant's value is its mean over all its repeats, but the Pareto fronts and the paired differences compare each pair over the repeats both have (paired by repeat number)"
+      )
+    }).pipe(Effect.provide(studyEnv("confirmed"))))
+
+  it.effect("one objective below the minimums, another above: the conclusion names the short one and lets the other's comparison stand (issue 16, N5)", () =>
+    Effect.gen(function*() {
+      // 20 cases (< 30 paired cases) for accuracy; tokens is per trial, with 3 repeats (>= 3)
+      const { input, study } = handMade({
+        id: "perobjective",
+        correct: [new Set(range(0, 10)), new Set(range(0, 15))],
+        cases: 20,
+        repeats: 3,
+        flaky: true,
+        objectives: [{ metric: "accuracy", direction: "maximize" }, { metric: "tokens", direction: "minimize" }]
+      })
+      const fiber = yield* Effect.fork(Study.run(study))
+      for (let i = 0; i < 50; i++) yield* Effect.yieldNow().pipe(Effect.zipRight(Effect.sleep("0 millis")))
+      yield* TestClock.adjust("1 second")
+      yield* fiber.await.pipe(Effect.flatten)
+      const c = yield* StudyCompare.compare(input)
+      assert.include(
+        c.conclusion.summary,
+        "the sample is below the declared minimums on accuracy, so no variant is shown better than another on it (not ruled out: v01, v02); on tokens the comparisons shown above stand"
+      )
+      assert.notInclude(c.conclusion.summary, "than another (")
+    }).pipe(Effect.provide(studyEnv("perobjective"))))
+
+  it.effect("a target objective: the paired line counts higher / lower per case, never \"better\", and says the distance to the target is judged elsewhere (issue 16, N4)", () =>
+    Effect.gen(function*() {
+      // baseline 28/40 = 0.7, candidate 38/40 = 0.95, target 0.75: the candidate is right on 12
+      // more cases yet further from the target
+      const { input, study } = handMade({
+        id: "target",
+        correct: [BASE, CAND],
+        cases: 40,
+        objectives: [{ metric: "accuracy", direction: "target", target: 0.75 }]
+      })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      const vs = c.variants[1]!.vsBaseline.accuracy!
+      assert.strictEqual(vs.target, 0.75)
+      const line = StudyCompare.versusText(vs, c.level)
+      assert.include(line, "(candidate higher in 12, lower in 2, ties 26; per case, not toward the target 0.75: the variants' values and the Pareto front judge the distance to it)")
+      assert.notInclude(line, "better")
+      // the front agrees: the baseline (0.05 from the target) dominates the candidate (0.2)
+      assert.deepStrictEqual(c.variants[1]!.pareto.dominatedBy.strict, ["v01"])
+    }).pipe(Effect.provide(studyEnv("target"))))
 
   it.effect("evidence of a variant whose every trial broke the hard constraint lists its cases, marked not compared, with the breach (F9); the text lists 3 pipelines per trial (F10.10)", () =>
     Effect.gen(function*() {
@@ -723,6 +793,24 @@ describe("StudyCompare: the paired test's unit is the case; ties; survivorship (
         return StudyCompare.renderText(yield* StudyCompare.compare(same))
       }).pipe(Effect.provide(studyEnv("same")))
       assert.include(text, "\n    accuracy: percentile bootstrap over cases and repeats, 2000 resamples, seed 1 (case draws shared by 2 variants)\n")
+    }).pipe(Effect.provide(studyEnv("hand"))))
+
+  it.effect("a study past its total budget: the Run section says by how much, and the Study page shows the real use past 100 % (issue 16, N1)", () =>
+    Effect.gen(function*() {
+      // 2 variants × 4 cases, 100 tokens a case: 800 tokens used, the total (declared after the
+      // run) is 400
+      const { input, study } = handMade({ correct: [BASE, CAND], cases: 4, flaky: true })
+      const fiber = yield* Effect.fork(Study.run(study))
+      // the retry waits 1 ms of TestClock per task
+      for (let i = 0; i < 50; i++) yield* Effect.yieldNow().pipe(Effect.zipRight(Effect.sleep("0 millis")))
+      yield* TestClock.adjust("1 second")
+      yield* fiber.await.pipe(Effect.flatten)
+      const c = yield* StudyCompare.compare({ ...input, budget: { perTrial: {}, total: { tokens: 400 } } })
+      assert.deepStrictEqual(c.run.overTotal, ["tokens 800 of 400, 100% over"])
+      assert.include(StudyCompare.renderText(c), "\n  over the total budget: tokens 800 of 400, 100% over\n")
+      const page = renderStudyPage(c)
+      assert.include(page, "200% <span class=\"over\">(over the total budget)</span>")
+      assert.notInclude(page, "width:200")
     }).pipe(Effect.provide(studyEnv("hand"))))
 
   it.effect("the report's budget line gives each figure its unit; a time under a second reads in ms, never 0.0 s (issue 16 leftovers)", () =>

@@ -330,6 +330,46 @@ describe("per-trial budgets", () => {
       )
     })).pipe(Effect.provide(env({ concurrency: 4, maxAdmitted: 8 }))))
 
+  // issue 16, N1: the study's total is a gate on every trial's pipelines, not only on a trial's
+  // start: two trials side by side never spend it past its limit
+  it.effect("the study's total costUsd across 2 trials running side by side: 10 pipelines of 0.5 USD for 5 USD, then the budget stop", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const ledger = yield* StudyControl.memoryLedger()
+      const handle = yield* StudyControl.control(studyOf(["a", "b", "c"], { total: { costUsd: 5 } }), ledger, { trialConcurrency: 2 })
+      const member = (id: string) =>
+        Suite.member(id, () => Pipeline.make("calls", lateReport).map(numbers(20)), { definitionDigest: id, poolAliases: { llm: "llm" } })
+      const report = yield* runStudy(yield* suiteOf([member("a"), member("b"), member("c")]), handle)
+      const usage = yield* handle.trialUsage
+      const spent = [...usage.values()].reduce((a, u) => a + u.costUsd, 0)
+      // pipelines of equal cost never pass it (the bound is 0)
+      assert.strictEqual(spent, 5)
+      assert.strictEqual(report.run.stats.byState.succeeded, 10)
+      assert.deepStrictEqual(startedOf(report), ["a", "b"], "c never starts")
+      const fired = (yield* handle.fired)!
+      assert.strictEqual(fired.condition.when, "budget")
+      assert.strictEqual(fired.reason, "the study's total cost budget is spent: $5.0000 used of $5.0000")
+      const exhausted = yield* handle.exhausted
+      assert.strictEqual(exhausted.get("a"), "costUsd")
+      assert.strictEqual(exhausted.get("b"), "costUsd")
+      assert.match((yield* handle.exhaustedNotes).get("a")!, /^the study's total cost budget is spent: \$5\.0000 used of \$5\.0000/)
+    })).pipe(Effect.provide(env({ concurrency: 4, maxAdmitted: 8 }))))
+
+  it.effect("the study's total tokens with a pipeline that does not fit: not now while others run, then stopped with the figures", () =>
+    Effect.scoped(Effect.gen(function*() {
+      // 150 tokens a pipeline; 1000 tokens fit 6 (900): the seventh would pass it
+      const ledger = yield* StudyControl.memoryLedger()
+      const handle = yield* StudyControl.control(studyOf(["a", "b"], { total: { tokens: 1000 } }), ledger, { trialConcurrency: 2 })
+      const member = (id: string) =>
+        Suite.member(id, () => Pipeline.make("calls", lateReport).map(numbers(20)), { definitionDigest: id, poolAliases: { llm: "llm" } })
+      const report = yield* runStudy(yield* suiteOf([member("a"), member("b")]), handle)
+      const usage = yield* handle.trialUsage
+      assert.strictEqual([...usage.values()].reduce((a, u) => a + u.tokens, 0), 900)
+      assert.strictEqual(report.run.stats.byState.succeeded, 6)
+      const fired = (yield* handle.fired)!
+      assert.strictEqual(fired.condition.when, "budget")
+      assert.strictEqual(fired.reason, "the study's total tokens budget has no room for another pipeline: 900 used of 1000; the next is estimated at 150")
+    })).pipe(Effect.provide(env({ concurrency: 4, maxAdmitted: 8 }))))
+
   it.effect("pipelines of uneven cost: the overshoot stays within the bound (the pipelines outstanding × what each costs past the mean)", () =>
     Effect.scoped(Effect.gen(function*() {
       // pipeline n costs 0.5 (even n) or 1.5 (odd n): mean 1.0; budget 10
@@ -879,8 +919,11 @@ describe("stop conditions", () => {
         assert.strictEqual(fired.at, 20_000, "b's first call")
         assert.deepStrictEqual(startedOf(report), ["a", "b"])
         const succeeded = report.run.stats.byState.succeeded ?? 0
-        if (running === "drain") assert.strictEqual(succeeded, 4)
+        // the total gates every pipeline (issue 16, N1): b's second pipeline never starts, even
+        // with drain (it would pass the total); with cancel b's first one is cut too
+        if (running === "drain") assert.strictEqual(succeeded, 3)
         else assert.strictEqual(succeeded, 2)
+        assert.strictEqual([...(yield* handle.trialUsage).values()].reduce((a, u) => a + u.calls, 0), 3)
       })).pipe(Effect.provide(env())))
 
     it.effect(`deadline (${running})`, () =>

@@ -101,9 +101,12 @@ ${li("analysis", e(`level ${pct(c.level)}, ${c.resamples} bootstrap resamples, s
   const usage = c.run.usage
   const usageRow = (name: string, used: number, shownUsed: string, key: string) => {
     const limit = budget.total?.[key]
-    const frac = typeof limit === "number" && limit > 0 ? Math.min(1, used / limit) : null
+    // the bar stops at its end; the figure is the real use (past 100 %, said so: issue 16 N1)
+    const frac = typeof limit === "number" && limit > 0 ? used / limit : null
     return `<tr><td>${e(name)}</td><td>${e(shownUsed)}</td><td>${typeof limit === "number" ? e(limit) : "none"}</td><td>${
-      frac === null ? "" : `<div class="occ"><div class="fill" style="width:${(frac * 100).toFixed(1)}%"></div></div> ${(frac * 100).toFixed(0)}%`
+      frac === null ? "" : `<div class="occ"><div class="fill" style="width:${(Math.min(1, frac) * 100).toFixed(1)}%"></div></div> ${
+        (frac * 100).toFixed(0)
+      }%${frac > 1 + 1e-9 ? ` <span class="over">(over the total budget)</span>` : ""}`
     }</td><td>${budget.perTrial?.[key] === undefined ? "none" : e(budget.perTrial[key])}</td></tr>`
   }
   const notCompared = c.variants.flatMap((v) => v.trials.filter((t) => !t.compared).map((t) => ({ ...t, variantId: v.variantId })))

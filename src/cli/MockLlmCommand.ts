@@ -67,7 +67,7 @@ const rps = Options.float("rps").pipe(
 )
 const burst = Options.integer("burst").pipe(
   Options.optional,
-  Options.withDescription("Override: per-key token bucket size on every endpoint.")
+  Options.withDescription("Override: per-key token bucket size on every endpoint (not with --rate-limit-headers, whose bucket is a minute of requests).")
 )
 const latencyMs = Options.float("latency-ms").pipe(
   Options.optional,
@@ -91,7 +91,7 @@ const rpsSchedule = Options.text("rps-schedule").pipe(
 const rateLimitHeaders = Options.choice("rate-limit-headers", ["none", "openai", "anthropic"] as const).pipe(
   Options.optional,
   Options.withDescription(
-    "Override: send each key's bucket as x-ratelimit-{limit,remaining,reset}-requests (openai) or anthropic-ratelimit-requests-* (anthropic) on every answer."
+    "Override: a per-minute limit per key (a bucket of rps × 60 requests), sent as x-ratelimit-{limit,remaining,reset}-requests (openai) or anthropic-ratelimit-requests-* (anthropic) on every answer."
   )
 )
 
@@ -133,6 +133,13 @@ interface Overrides {
  * @category constructors
  */
 export const applyOverrides = (p: MockProfile, o: Overrides): Effect.Effect<MockProfile, ConfigError> => {
+  const headers = o.rateLimitHeaders !== undefined && Option.isSome(o.rateLimitHeaders) ? o.rateLimitHeaders.value : "none"
+  if (headers !== "none" && Option.isSome(o.burst)) {
+    // the headers count down a minute of requests (the bucket is `rps × 60`): a small burst
+    // would make the limit they name a lie (issue 18 trial, F1)
+    const message = `does not apply with --rate-limit-headers ${headers}: the key's bucket is then a minute of requests (rps × 60), as the headers announce it`
+    return Effect.fail(new ConfigError({ message: `--burst: ${message}`, issues: [{ path: "--burst", message, suggestion: "leave out --burst" }] }))
+  }
   let schedule: ReadonlyArray<{ readonly atS: number; readonly rps: number }> | undefined
   if (o.rpsSchedule !== undefined && Option.isSome(o.rpsSchedule)) {
     const parsed = parseRpsSchedule(o.rpsSchedule.value)

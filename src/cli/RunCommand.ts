@@ -249,16 +249,18 @@ type CacheSetting = NonNullable<RunConfigInput["cache"]>
 
 /**
  * The run's call cache setting: the experiment's `run.cache` (its `db` resolved against the
- * experiment's directory) with the flags laid over it field by field (`--cache` is mode
- * `readWrite` unless `--cache-mode` names another; `--cache-db`, `--cache-ttl`); `undefined`
- * when neither says anything.
+ * experiment's directory), or `under` when given (`resume`: the setting stored with the run it
+ * resumes), with the flags laid over it field by field (`--cache` is mode `readWrite` unless
+ * `--cache-mode` names another; `--cache-db`, `--cache-ttl`: each replaces only its own field);
+ * `undefined` when neither says anything.
  */
 const cacheSettingOf = (
   args: RunArgs,
-  experiment: Experiment.Experiment
+  experiment: Experiment.Experiment,
+  under?: CacheSetting | undefined
 ): Either.Either<CacheSetting | undefined, ConfigError> =>
   Either.gen(function*() {
-    const written = experiment.run.cache
+    const written = under ?? experiment.run.cache
     const base: { mode?: CallCache.CacheMode | undefined; ttl?: Duration.DurationInput | null | undefined; db?: string | undefined } =
       written === undefined
         ? {}
@@ -304,10 +306,15 @@ const sameCache = (a: CacheSetting | undefined, b: CacheSetting | undefined): bo
   return x.mode === y.mode && x.ttlMs === y.ttlMs && x.db === y.db
 }
 
-/** A cache setting in words: `mode readWrite, db /x/cache.db, ttl 7d`. */
+/**
+ * A cache setting in words, with where its answers are kept: `mode readWrite, db
+ * /x/cache.db, ttl 7d`, or `mode readWrite, in the run's store` (a store-backed run without a
+ * shared database: `resume`'s notices).
+ */
 const cacheText = (c: CacheSetting | undefined): string => {
   const n = normalCache(c)
-  return `mode ${n.mode}${n.db === null ? "" : `, db ${n.db}`}${n.ttlMs === null ? "" : `, ttl ${Duration.format(Duration.millis(n.ttlMs))}`}`
+  const where = n.db !== null ? `, db ${n.db}` : n.mode === "off" ? "" : ", in the run's store"
+  return `mode ${n.mode}${where}${n.ttlMs === null ? "" : `, ttl ${Duration.format(Duration.millis(n.ttlMs))}`}`
 }
 
 /**
@@ -434,6 +441,12 @@ const runOne = (args: RunArgs, resume: boolean) =>
     let cacheDbField = Option.isSome(args.cacheDb) ? "--cache-db" : "run.cache.db"
     if (overrides.resume === true && shard === undefined && (target._tag === "Sqlite" || target._tag === "Postgres")) {
       const stored = yield* storedCacheOf(chosen.spec)
+      if (stored !== undefined && cacheFlagged(args)) {
+        // the flags are laid over the stored setting field by field, as `run` lays them over
+        // the file's: `--cache-ttl` alone keeps the run's shared database (issue 18 trial F2)
+        cacheSetting = yield* cacheSettingOf(args, experiment, stored.setting)
+        if (Option.isNone(args.cacheDb)) cacheDbField = `the call cache of run ${stored.runId}`
+      }
       if (stored !== undefined && !sameCache(stored.setting, cacheSetting)) {
         if (cacheFlagged(args)) {
           yield* Console.error(

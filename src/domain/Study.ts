@@ -847,13 +847,13 @@ export const levelOfReducer = (r: Reducer): "case" | "trial" => r === "mean" || 
  *
  * | name | unit | what |
  * | --- | --- | --- |
- * | `calls` | calls | model calls (leases acquired by the trial's tasks), summed across resumes |
+ * | `calls` | calls | model calls (leases acquired by the trial's tasks), summed across resumes; `calls`, `tokensIn`, `tokensOut`, `tokens` and `costUsd` count a call-cache hit at the figures its entry recorded when the call was made (since 0.9.0) |
  * | `tokensIn` | tokens | prompt tokens reported by the trial's chat outputs (`usage.promptTokens`) |
  * | `tokensOut` | tokens | completion tokens reported there (`usage.completionTokens`) |
  * | `tokens` | tokens | all tokens metered by the trial's leases |
  * | `costUsd` | USD | the cost from the tokens and the trial's model price |
  * | `wallMs` | ms | wall time while the trial was active |
- * | `latencyP95Ms` | ms | 95th percentile of its succeeded pipelines' execution time (their attempts' durations plus retry back-off; not the wait for a worker slot) |
+ * | `latencyP95Ms` | ms | 95th percentile of its succeeded pipelines' execution time (their attempts' durations plus retry back-off; not the wait for a worker slot); pipelines served from the call cache are left out (an entry keeps no latency) |
  * | `retries` | attempts | attempts after a task's first |
  * | `rateLimited` | attempts | attempts that ended with error class `rate_limit` (HTTP 429) |
  *
@@ -862,8 +862,8 @@ export const levelOfReducer = (r: Reducer): "case" | "trial" => r === "mean" || 
  */
 export const BUILTIN_METRICS: Readonly<Record<string, { readonly unit: string; readonly direction: Direction; readonly description: string }>> = {
   calls: { unit: "calls", direction: "minimize", description: "model calls (leases acquired)" },
-  tokensIn: { unit: "tokens", direction: "minimize", description: "prompt tokens billed (every model-calling attempt, failed ones included; cache hits not)" },
-  tokensOut: { unit: "tokens", direction: "minimize", description: "completion tokens billed (every model-calling attempt, failed ones included; cache hits not)" },
+  tokensIn: { unit: "tokens", direction: "minimize", description: "prompt tokens of the trial's calls (every model-calling attempt, failed ones included; a cache hit counted at the tokens of the call it replays, though not billed again)" },
+  tokensOut: { unit: "tokens", direction: "minimize", description: "completion tokens of the trial's calls (every model-calling attempt, failed ones included; a cache hit counted at the tokens of the call it replays, though not billed again)" },
   tokens: { unit: "tokens", direction: "minimize", description: "tokens metered by the leases" },
   costUsd: { unit: "USD", direction: "minimize", description: "cost from tokens and the model price" },
   wallMs: { unit: "ms", direction: "minimize", description: "wall time while the trial was active" },

@@ -257,8 +257,10 @@ export class RateStep extends Schema.Class<RateStep>("RateStep")({
 
 /**
  * Which rate-limit headers an endpoint sends on every chat answer (200 and 429), from its
- * per-key bucket: `openai`: `x-ratelimit-limit-requests` (requests per minute at the rate in
- * force), `x-ratelimit-remaining-requests` (whole requests left in the bucket) and
+ * per-key bucket, which then holds a minute of requests (`rps × 60`, refilled at `rps`; the
+ * endpoint's `burst` does not apply), as the providers' per-minute limits do: `openai`:
+ * `x-ratelimit-limit-requests` (requests per minute at the rate in force),
+ * `x-ratelimit-remaining-requests` (whole requests left of them) and
  * `x-ratelimit-reset-requests` (a Go duration such as `1.5s`: the time until the bucket is
  * full again), as OpenAI documents them; `anthropic`: `anthropic-ratelimit-requests-limit`,
  * `-remaining` and `-reset` (RFC 3339 time), as Anthropic does; `none` (default): nothing.
@@ -298,7 +300,7 @@ export type BucketSignal = typeof BucketSignal.Type
  * - `name`: path segment (`/e/<name>/v1`), lowercase letters, digits, `-`, `_`.
  * - `model`: the model id listed by `GET /v1/models` (requests may name any model; it is echoed).
  * - `rps` / `burst`: per-key token bucket, requests per second and bucket size (default
- *   `max(1, ceil(rps))`); no `rps` means unlimited.
+ *   `max(1, ceil(rps))`; with `rateLimitHeaders` a minute of requests); no `rps` means unlimited.
  * - `latency`, `errorRate` (probability of a background error, status drawn from
  *   `errorStatuses`, default [500, 503]), `storms`, `throttle`, `hang`, `errorIn200`,
  *   `contentFilter`, `answers`, `judge` ({@link JudgeAnswers}).
@@ -345,6 +347,19 @@ export class EndpointProfile extends Schema.Class<EndpointProfile>("EndpointProf
   rateLimitHeaders: Schema.optionalWith(RateLimitHeaders, { default: () => "none" as const }),
   rateLimitSignal: Schema.optionalWith(BucketSignal, { default: () => "retry-after" as const })
 }) {}
+
+/**
+ * The size of an endpoint's per-key bucket at the rate `rps`: with `rateLimitHeaders` (`openai`,
+ * `anthropic`) a minute of requests, `max(1, round(rps × 60))`, as those providers' limits are
+ * per minute and their headers count down within it (`burst` does not apply); else `burst`,
+ * default `max(1, ⌈rps⌉)`. Issue 18 trial (F1): the headers named a per-minute limit while
+ * `remaining` counted a bucket of a few requests, so the refill they imply read ~3,800 req/s
+ * against 8 and `adaptive` was never paced by them.
+ *
+ * @internal
+ */
+const bucketSize = (ep: EndpointProfile, rps: number): number =>
+  ep.rateLimitHeaders === "none" ? ep.burst ?? Math.max(1, Math.ceil(rps)) : Math.max(1, Math.round(rps * 60))
 
 /**
  * The per-key rate of `ep` at `elapsedS` seconds after server start: the last step of its
@@ -968,7 +983,7 @@ export const makeApp = (
     const takeToken = (ep: EndpointProfile, state: KeyState, now: number): number | undefined => {
       const rps = rpsAt(ep, (now - startedAtMs) / 1000)
       if (rps === undefined) return undefined
-      const burst = ep.burst ?? Math.max(1, Math.ceil(rps))
+      const burst = bucketSize(ep, rps)
       state.tokens = Math.min(burst, state.tokens + ((now - state.lastMs) / 1000) * rps)
       state.lastMs = now
       if (state.tokens >= 1) {
@@ -990,10 +1005,13 @@ export const makeApp = (
     const limitHeaders = (ep: EndpointProfile, state: KeyState, now: number): Record<string, string> => {
       const rps = rpsAt(ep, (now - startedAtMs) / 1000)
       if (ep.rateLimitHeaders === "none" || rps === undefined) return {}
-      const burst = ep.burst ?? Math.max(1, Math.ceil(rps))
+      // the bucket is the minute's (see `bucketSize`): the limit, the count left of it and the
+      // time until it is full again, as a real provider's headers say them, so that the refill
+      // `(limit − remaining) / reset` is the key's rate
+      const burst = bucketSize(ep, rps)
       const remaining = Math.max(0, Math.floor(state.tokens))
       const fullInMs = Math.max(0, Math.ceil(((burst - Math.max(0, state.tokens)) / rps) * 1000))
-      const perMinute = String(Math.round(rps * 60))
+      const perMinute = String(burst)
       if (ep.rateLimitHeaders === "anthropic") {
         return {
           "anthropic-ratelimit-requests-limit": perMinute,
@@ -1029,7 +1047,7 @@ export const makeApp = (
         const stateKey = `${ep.name}\u0000${key}`
         let state = keys.get(stateKey)
         if (state === undefined) {
-          state = { tokens: ep.burst ?? Math.max(1, Math.ceil(rpsAt(ep, (now - startedAtMs) / 1000) ?? 1)), lastMs: now, counter: 0 }
+          state = { tokens: bucketSize(ep, rpsAt(ep, (now - startedAtMs) / 1000) ?? 1), lastMs: now, counter: 0 }
           keys.set(stateKey, state)
         }
         state.counter += 1

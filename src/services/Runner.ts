@@ -228,13 +228,33 @@ export interface LiveStats {
 }
 
 /**
+ * A run's call cache that could not be used for some of its calls (see {@link RunReport}'s
+ * `callCache`): where it is (`location`: the shared cache database's path, the store's file,
+ * or `:memory:`), how many lookups failed (those calls were made without the cache) and how
+ * many writes failed (those answers were not kept: the calls are made again next run).
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export interface RunCacheTrouble {
+  readonly location: string
+  readonly lookupFailures: number
+  readonly writeFailures: number
+}
+
+/**
  * What `run` returns.
  *
  * - `status`: `completed` (the source was exhausted and every admitted pipeline finished) or
  *   `interrupted` (stopped early; `stopReason` says why);
  * - `durationMs`: wall time of the run (from `Clock`);
  * - `stats`: the store's figures for this run (pipelines by state, tasks, attempts, retries,
- *   latency percentiles);
+ *   latency percentiles, and `accounting`: model calls, cache hits, tokens in and out, cost in
+ *   USD, estimated and unpriced attempts, when the store keeps them; see `StoreStats`);
+ * - `callCache`: present when the run's call cache could not be used for some calls (a
+ *   damaged or unreadable cache file): its `location` (a file path, or `:memory:`),
+ *   `lookupFailures` (calls it could not serve: they were made without it) and `writeFailures`
+ *   (answers it could not store: those calls are made again next run); `summary()` says so;
  * - `skipped`: pipelines not run because they had already succeeded or belong to another
  *   live run; `repairFailures`: pipelines whose torn terminal state could not be repaired;
  *   `leasesLeaked`: leases that had to be reclaimed; `handoffsTotal`: control transitions
@@ -267,6 +287,7 @@ export interface RunReport {
   readonly handoffsTotal: number
   readonly stopReason: string | null
   readonly heldByOtherRuns: ReadonlyArray<{ readonly runId: RunId; readonly pipelines: number }>
+  readonly callCache?: RunCacheTrouble | undefined
   summary(): string
   toJSON(): Record<string, unknown>
   exportJsonl(path: string): Effect.Effect<number, ReadError | ExportError, Store>

@@ -187,7 +187,17 @@ export interface MetricValue {
    * calls (those trials have no value; since 0.9.0; the `aggregation` says so too).
    */
   readonly unpricedCalls?: number | undefined
+  /**
+   * `calls`, `tokens`, `tokensIn`, `tokensOut`, `costUsd` and `latencyP95Ms`, when some of the
+   * compared trials' calls were served from the call cache: how many (since 0.9.0). The usage
+   * metrics count them at the figures their cache entries recorded when the call was made;
+   * `latencyP95Ms` leaves out the pipelines they served (the `aggregation` says so too).
+   */
+  readonly cacheHits?: number | undefined
 }
+
+/** The built-in metrics that say how many of the compared calls the call cache served. */
+const CACHE_COUNTED: ReadonlySet<string> = new Set(["calls", "tokens", "tokensIn", "tokensOut", "costUsd", "latencyP95Ms"])
 
 /**
  * A paired difference that has no interval: its `estimate` (candidate − baseline) with
@@ -848,6 +858,23 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
             aggregation += `; ${Words.count(unpricedTrials, "trial")} left empty: ${Words.count(unpricedCalls, "call")} had tokens but no price (cost unknown, not $0)`
           }
         }
+        // calls served from the call cache: counted at what they cost when made (StudyMetrics),
+        // said with how many, so that a cached variant does not read as a cheaper one
+        const hitMetric = d.kind === "builtin" && CACHE_COUNTED.has(d.name)
+        let hits = 0
+        let calls = 0
+        if (hitMetric) {
+          for (const t of byRepeat) {
+            if (t === null) continue
+            hits += t.cacheHits ?? 0
+            calls += t.values["calls"] ?? 0
+          }
+        }
+        if (hits > 0) {
+          aggregation += d.name === "latencyP95Ms"
+            ? `; ${Words.count(hits, "call")} served from the call cache: the pipelines they served are left out (a cache entry keeps no latency)`
+            : `; ${hits}${calls >= hits ? ` of ${calls}` : ""} calls served from the call cache, counted at what the call cost when it was made (what this study paid: the Run section)`
+        }
         valueOf.get(v.variantId)![d.name] = {
           perRepeat,
           mean: xs.length === 0 ? null : Statistics.mean(xs),
@@ -855,7 +882,8 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           interval,
           aggregation,
           ...(tokenMetric && estimated > 0 ? { estimatedAttempts: estimated } : {}),
-          ...(unpricedCalls > 0 ? { unpricedCalls } : {})
+          ...(unpricedCalls > 0 ? { unpricedCalls } : {}),
+          ...(hits > 0 ? { cacheHits: hits } : {})
         }
         // evidence: the cases sorted best first (ties by case key); pipelines only for those kept
         evidenceOf.get(v.variantId)![d.name] = {
@@ -1135,6 +1163,18 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     // conclusion
     const comparedTrials = variants.reduce((a, v) => a + v.succeeded, 0)
     const limitations: Array<string> = []
+    // calls served from the call cache, per variant: "n of N calls served from cache"
+    const cached = variants.flatMap((v) => {
+      const hits = v.values["calls"]?.cacheHits ?? v.values["costUsd"]?.cacheHits ?? v.values["latencyP95Ms"]?.cacheHits ?? 0
+      if (hits === 0) return []
+      const calls = v.values["calls"]?.perRepeat.reduce<number>((n, c) => n + (c ?? 0), 0)
+      return [`${v.variantId} ${hits}${calls !== undefined && calls >= hits ? ` of ${calls}` : ""}`]
+    })
+    if (cached.length > 0) {
+      limitations.push(
+        `call cache: calls served from it (${cached.join(", ")}) count in calls, tokens and costUsd at what the call cost when it was made, and their pipelines are left out of latencyP95Ms; the money this study spent is the Run section's`
+      )
+    }
     const unpricedCalls = variants.reduce((n, v) => n + (v.values["costUsd"]?.unpricedCalls ?? 0), 0)
     if (unpricedCalls > 0) {
       limitations.push(

@@ -10,9 +10,9 @@
  * | --- | --- |
  * | declared, `from: { output }` | the final output (decoded payload) of each succeeded pipeline of the trial |
  * | declared, `from: { metric }`; reported | each pipeline's latest value of the pipeline-scope metric (every run of the root); a reported metric's trial value is the member-scoped run metric `experiment:ID:NAME` when one exists |
- * | `calls`, `tokens`, `costUsd`, `wallMs` | the trial's usage row (`study_trials`: what the study's control metered, summed across resumes); `costUsd` is left empty (no value, never 0) for a trial with calls that had tokens but no price (`TrialValues.unpricedCalls` counts them) |
- * | `tokensIn`, `tokensOut` | the tokens billed: `tokensIn` / `tokensOut` of every attempt of the trial's pipelines (every run; the attempts' token columns, issue 18): a failed attempt's call counts (it was billed), a `cache_hit` does not (no call was made); attempts whose tokens were estimated (no `usage` from the server) are counted in `TrialValues.estimatedAttempts` |
- * | `latencyP95Ms` | the execution time of each succeeded pipeline of the trial: the sum over its attempts (every run) of `durationMs` (an attempt runs from the moment it holds a worker slot to its end, so it includes waiting for a pool lease, a rate limiter or the server), plus the back-off delay (`decision.delayMs`) after each attempt that was retried; not the time the pipeline waited for a worker slot (its admission, between its tasks or before a retry): that is the study's own queue, not the variant's (see docs/statistics.md) |
+ * | `calls`, `tokens`, `costUsd`, `wallMs` | the trial's usage row (`study_trials`: what the study's control metered, summed across resumes), plus for `calls`, `tokens` and `costUsd` each `cache_hit` attempt at the figures its cache entry recorded when the call was made (`decision.cache.usage`; issue 18 trial F3: a hit costs $0, and averaged with paid trials it read as a cheaper variant; what the study paid stays in the usage row, `study report`'s Run section); `costUsd` is left empty (no value, never 0) for a trial with calls (or hits) that had tokens but no price (`TrialValues.unpricedCalls` counts them) |
+ * | `tokensIn`, `tokensOut` | the tokens billed: `tokensIn` / `tokensOut` of every attempt of the trial's pipelines (every run; the attempts' token columns, issue 18): a failed attempt's call counts (it was billed), a `cache_hit` at the tokens its entry recorded; attempts whose tokens were estimated (no `usage` from the server) are counted in `TrialValues.estimatedAttempts` |
+ * | `latencyP95Ms` | the execution time of each succeeded pipeline of the trial that no cache hit served (a cache entry keeps no latency: such a pipeline's time is not its calls'): the sum over its attempts (every run) of `durationMs` (an attempt runs from the moment it holds a worker slot to its end, so it includes waiting for a pool lease, a rate limiter or the server), plus the back-off delay (`decision.delayMs`) after each attempt that was retried; not the time the pipeline waited for a worker slot (its admission, between its tasks or before a retry): that is the study's own queue, not the variant's (see docs/statistics.md) |
  * | `retries`, `rateLimited` | the trial's attempts: `attemptNo > 1`, and `errorClass = rate_limit` |
  *
  * **Cases.** A case is one row of the protocol's source: the same case in every trial. Its key
@@ -27,6 +27,7 @@
 import { Effect, Stream } from "effect"
 import type { ConfigError, StoreUnavailable } from "../domain/Errors.js"
 import { schemaCodecName } from "../domain/Codec.js"
+import { roundUsd } from "../domain/Pricing.js"
 import { canonicalJsonUnsafe, isStrictJson } from "../domain/Json.js"
 import type { PipelineId } from "../domain/Ids.js"
 import type { TaskStore } from "../domain/TaskStore.js"
@@ -174,6 +175,14 @@ export interface TrialValues {
    * unknown, not $0; since 0.9.0).
    */
   readonly unpricedCalls?: number | undefined
+  /**
+   * The trial's attempts served from the call cache (`cache_hit`), when there were some and the
+   * usage metrics were read (since 0.9.0). `calls`, `tokens`, `tokensIn`, `tokensOut` and
+   * `costUsd` count each at the figures its cache entry recorded when the call was made (what
+   * the variant costs, not what this study paid: that is the trial's usage row); `latencyP95Ms`
+   * leaves out the pipelines they served (an entry keeps no latency).
+   */
+  readonly cacheHits?: number | undefined
 }
 
 /** A value as a number (booleans 0/1), else undefined. */
@@ -303,6 +312,15 @@ interface Acc {
   estimated: number
   retries: number
   rateLimited: number
+  /** the trial's `cache_hit` attempts, and the figures their entries recorded when the call was made */
+  hits: number
+  hitTokensIn: number
+  hitTokensOut: number
+  hitCostUsd: number
+  /** hits whose entry recorded tokens but no cost (the cost of the call is unknown) */
+  hitUnpriced: number
+  /** positions of the pipelines with a cache hit (left out of the latency) */
+  hitPositions: Set<number>
 }
 
 const CHUNK = 500
@@ -324,7 +342,13 @@ const newAcc = (trialId: string, member: string): Acc => ({
   tokensOut: 0,
   estimated: 0,
   retries: 0,
-  rateLimited: 0
+  rateLimited: 0,
+  hits: 0,
+  hitTokensIn: 0,
+  hitTokensOut: 0,
+  hitCostUsd: 0,
+  hitUnpriced: 0,
+  hitPositions: new Set()
 })
 
 /** Appends one pipeline (its id matches `Suite`'s member id shape) to a trial's columns. */
@@ -410,6 +434,23 @@ const retryDelayOf = (decision: unknown): number => {
   if (typeof decision !== "object" || decision === null) return 0
   const d = decision as { readonly retry?: unknown; readonly delayMs?: unknown }
   return d.retry === true && typeof d.delayMs === "number" && Number.isFinite(d.delayMs) && d.delayMs > 0 ? d.delayMs : 0
+}
+
+/**
+ * What a `cache_hit` attempt's entry recorded of the call that stored it (`decision.cache.usage`:
+ * tokens and, when priced, the cost), or `undefined` when it recorded none.
+ */
+const hitUsageOf = (
+  decision: unknown
+): { readonly promptTokens: number; readonly completionTokens: number; readonly costUsd: number | undefined } | undefined => {
+  if (typeof decision !== "object" || decision === null) return undefined
+  const cache = (decision as { readonly cache?: unknown }).cache
+  if (typeof cache !== "object" || cache === null) return undefined
+  const u = (cache as { readonly usage?: unknown }).usage
+  if (typeof u !== "object" || u === null) return undefined
+  const r = u as { readonly promptTokens?: unknown; readonly completionTokens?: unknown; readonly costUsd?: unknown }
+  const num = (v: unknown): number | undefined => typeof v === "number" && Number.isFinite(v) ? v : undefined
+  return { promptTokens: num(r.promptTokens) ?? 0, completionTokens: num(r.completionTokens) ?? 0, costUsd: num(r.costUsd) }
 }
 
 /** A column of NaN as long as the trial's pipelines, created on first use. */
@@ -498,8 +539,10 @@ export const read = (input: {
     // pipelines' execution time (the latency: attempts' durations plus retry back-off)
     const needTokens = names.has("tokensIn") || names.has("tokensOut")
     const needLatency = names.has("latencyP95Ms")
+    // the usage metrics count a cache hit at what its call cost when made (issue 18 trial F3)
+    const needHits = needTokens || needLatency || names.has("calls") || names.has("tokens") || names.has("costUsd")
     const scratch = new Uint8Array(ID_BYTES)
-    if (names.has("retries") || names.has("rateLimited") || needTokens || needLatency) {
+    if (names.has("retries") || names.has("rateLimited") || needHits) {
       yield* Stream.runForEach(store.streamAttempts(), (a) =>
         Effect.sync(() => {
           const d = memberDigestOf(a.pipelineId)
@@ -514,7 +557,25 @@ export const read = (input: {
           }
           if (a.attemptNo > 1) acc.retries++
           if (a.errorClass === "rate_limit") acc.rateLimited++
-          if (a.outcome === "cache_hit" || (a.tokensIn === null && a.tokensOut === null)) return
+          if (a.outcome === "cache_hit") {
+            // served by the call cache: counted at the figures its entry recorded when the call
+            // was made (a hit is $0 and ~0 ms; averaged with paid trials it would read as a
+            // cheaper, faster variant); its pipeline's time is not a call's: no latency
+            acc.hits++
+            const u = hitUsageOf(a.decision)
+            if (u !== undefined) {
+              acc.hitTokensIn += u.promptTokens
+              acc.hitTokensOut += u.completionTokens
+              if (u.costUsd !== undefined) acc.hitCostUsd += u.costUsd
+              else if (u.promptTokens + u.completionTokens > 0) acc.hitUnpriced++
+            }
+            if (needLatency) {
+              const i = positionOf(acc, a.pipelineId, scratch)
+              if (i >= 0) acc.hitPositions.add(i)
+            }
+            return
+          }
+          if (a.tokensIn === null && a.tokensOut === null) return
           acc.tokensIn += a.tokensIn ?? 0
           acc.tokensOut += a.tokensOut ?? 0
           if (a.tokensEstimated) acc.estimated++
@@ -568,6 +629,7 @@ export const read = (input: {
       acc.reported = new Map()
       acc.positions = undefined
       acc.slots = undefined
+      acc.hitPositions = new Set()
     }
     return out
   })
@@ -632,28 +694,30 @@ const valuesOf = (
 ): TrialValues => {
   const values: Record<string, number> = {}
   const cases: Record<string, TrialCases> = {}
+  // cache hits count at what their calls cost when made (`hits`: 0 when the attempts were not read)
+  const unpriced = (usage?.unpriced ?? 0) + acc.hitUnpriced
   for (const m of metrics) {
     if (m.kind === "builtin") {
       let v: number | undefined
       switch (m.name) {
         case "calls":
-          v = usage?.calls
+          v = usage === undefined && acc.hits === 0 ? undefined : (usage?.calls ?? 0) + acc.hits
           break
         case "tokens":
-          v = usage?.tokens
+          v = usage === undefined && acc.hits === 0 ? undefined : (usage?.tokens ?? 0) + acc.hitTokensIn + acc.hitTokensOut
           break
         case "costUsd":
           // a call without a price has an unknown cost: no value rather than a sum that reads as complete
-          v = (usage?.unpriced ?? 0) > 0 ? undefined : usage?.costUsd
+          v = unpriced > 0 ? undefined : acc.hits === 0 ? usage?.costUsd : roundUsd((usage?.costUsd ?? 0) + acc.hitCostUsd)
           break
         case "wallMs":
           v = usage?.timeMs
           break
         case "tokensIn":
-          v = acc.tokensIn
+          v = acc.tokensIn + acc.hitTokensIn
           break
         case "tokensOut":
-          v = acc.tokensOut
+          v = acc.tokensOut + acc.hitTokensOut
           break
         case "retries":
           v = acc.retries
@@ -662,7 +726,14 @@ const valuesOf = (
           v = acc.rateLimited
           break
         case "latencyP95Ms": {
-          const lat = casesOf(acc, acc.latency)
+          // the pipelines served from the call cache are left out: their entries keep no latency
+          let col: ArrayLike<number> = acc.latency
+          if (acc.hitPositions.size > 0) {
+            const copy = Float64Array.from(acc.latency)
+            for (const i of acc.hitPositions) copy[i] = NaN
+            col = copy
+          }
+          const lat = casesOf(acc, col)
           cases[m.name] = lat
           v = lat.value.length === 0 ? undefined : quantile7(Array.from(lat.value), 0.95)
           break
@@ -697,9 +768,10 @@ const valuesOf = (
     pipelineId,
     pipelines: () => Array.from({ length: n }, (_, i) => idOf(member, ids, i)),
     ...(tokensRead ? { estimatedAttempts: acc.estimated } : {}),
-    ...(metrics.some((m) => m.kind === "builtin" && m.name === "costUsd") && (usage?.unpriced ?? 0) > 0
-      ? { unpricedCalls: usage!.unpriced! }
-      : {})
+    ...(metrics.some((m) => m.kind === "builtin" && m.name === "costUsd") && unpriced > 0
+      ? { unpricedCalls: unpriced }
+      : {}),
+    ...(acc.hits > 0 ? { cacheHits: acc.hits } : {})
   }
 }
 

@@ -152,4 +152,36 @@ describe("assay resume and the call cache of the run it resumes (issue 18, F6)",
       assert.strictEqual(overridden.length, 1, off.stderr)
       assert.include(overridden[0]!, "now mode off")
     }))
+
+  it.scopedLive("a cache flag at resume replaces only its own field: --cache-ttl keeps the run's shared database (tester18c F2)", () =>
+    Effect.gen(function*() {
+      const server = yield* randomMock
+      const dir = yield* tempDir("cache-resume-ttl")
+      const exp = experiment(dir, "exp.json", server.endpoints[0]!.baseUrl, 2)
+      const env = { CACHE_TEST_KEY: KEY }
+      const shared = NodePath.join(dir, "shared.db")
+      const first = yield* assay(["run", "-c", exp, "--store", "s.db", "--cache-db", "shared.db", "--limit", "1", "--quiet"], {
+        cwd: dir,
+        env,
+        killAfterMs: 60_000
+      })
+      assert.strictEqual(first.code, 0, first.stderr)
+      assert.strictEqual(count(shared, "SELECT count(*) FROM call_cache"), 2)
+      const ttl = yield* assay(["resume", "-c", exp, "--store", "s.db", "--cache-ttl", "1 hour", "--quiet"], { cwd: dir, env, killAfterMs: 60_000 })
+      assert.strictEqual(ttl.code, 0, ttl.stderr)
+      // the resume's answers went into the shared database, not the run's store
+      assert.strictEqual(count(shared, "SELECT count(*) FROM call_cache"), 8)
+      assert.strictEqual(count(NodePath.join(dir, "s.db"), "SELECT count(*) FROM call_cache"), 0)
+      // and the notice says where answers go now
+      const said = ttl.stderr.split("\n").filter((l) => l.startsWith("resume: the cache flags given override"))
+      assert.strictEqual(said.length, 1, ttl.stderr)
+      assert.include(said[0]!, `now mode readWrite, db ${fs.realpathSync(dir)}`)
+      assert.include(said[0]!, "ttl 1h")
+      // `--cache` alone, on a run whose cache lived in its store: said as the store
+      const own = yield* assay(["run", "-c", exp, "--store", "own.db", "--limit", "1", "--cache-ttl", "1 hour", "--cache", "--quiet"], { cwd: dir, env, killAfterMs: 60_000 })
+      assert.strictEqual(own.code, 0, own.stderr)
+      const again = yield* assay(["resume", "-c", exp, "--store", "own.db", "--cache-mode", "readOnly", "--quiet"], { cwd: dir, env, killAfterMs: 60_000 })
+      assert.strictEqual(again.code, 0, again.stderr)
+      assert.include(again.stderr, "now mode readOnly, in the run's store, ttl 1h")
+    }), 240_000)
 })

@@ -14,6 +14,7 @@ import { Duration, Effect, Either, Option } from "effect"
 import { applyOverrides } from "../../src/cli/MockLlmCommand.js"
 import * as RateLimit from "../../src/domain/RateLimit.js"
 import { decodeProfile, makeApp, parseRpsSchedule } from "../../src/services/MockLlm.js"
+import { headerCeiling } from "../../src/services/internal/adaptive.js"
 import { TestClock } from "effect"
 
 const chat = (key: string, text: string, endpoint = "a") =>
@@ -37,37 +38,56 @@ const serveApp = (input: unknown) =>
   })
 
 describe("mock-llm: a limit that changes over time, announced by headers", () => {
-  it.scoped("rpsSchedule: 2 requests/s, then 5 from second 30; x-ratelimit-* headers read by the provider layer", () =>
+  it.scoped("rpsSchedule: 2 requests/s, then 5 from second 30; x-ratelimit-* headers of a minute's bucket, read by the provider layer", () =>
     Effect.gen(function*() {
       yield* serveApp({
         endpoints: [{ name: "a", rpsSchedule: [{ atS: 0, rps: 2 }, { atS: 30, rps: 5 }], rateLimitHeaders: "openai", latency: { medianMs: 0 } }]
       })
       const early = [yield* chat("k", "1"), yield* chat("k", "2"), yield* chat("k", "3")]
-      assert.deepStrictEqual(early.map((r) => r.status), [200, 200, 429])
+      assert.deepStrictEqual(early.map((r) => r.status), [200, 200, 200])
       assert.strictEqual(early[0]!.headers["x-ratelimit-limit-requests"], "120")
-      assert.deepStrictEqual(early.map((r) => r.headers["x-ratelimit-remaining-requests"]), ["1", "0", "0"])
-      // what assay reads of them: 120/min, 1 left, the bucket full again in 0.5 s
-      assert.deepStrictEqual(early[0]!.status_?.requests, { limit: 120, remaining: 1, resetMs: 500 })
-      // at second 30 the limit rises: 5 requests/s (bucket 5)
+      // remaining counts down within the minute's 120, as OpenAI's does
+      assert.deepStrictEqual(early.map((r) => r.headers["x-ratelimit-remaining-requests"]), ["119", "118", "117"])
+      // what assay reads of them: 120/min, 119 left, the bucket full again in 0.5 s (one request at 2/s)
+      assert.deepStrictEqual(early[0]!.status_?.requests, { limit: 120, remaining: 119, resetMs: 500 })
+      // the bucket empties after 120 requests at once: the 121st is refused
+      const rest: Array<number> = []
+      for (let i = 0; i < 117; i++) rest.push((yield* chat("k", `more ${i}`)).status)
+      assert.deepStrictEqual([rest.at(-1), (yield* chat("k", "over")).status], [200, 429])
+      // at second 30 the limit rises: 5 requests/s, 300 a minute
       yield* TestClock.adjust(Duration.seconds(30))
-      const later: Array<number> = []
-      for (let i = 0; i < 6; i++) later.push((yield* chat("k", `late ${i}`)).status)
-      assert.deepStrictEqual(later, [200, 200, 200, 200, 200, 429])
       const after = yield* chat("k2", "x")
       assert.strictEqual(after.headers["x-ratelimit-limit-requests"], "300")
       assert.strictEqual(after.status_?.requests?.limit, 300)
     }).pipe(Effect.provide(NodeHttpServer.layerTest)))
 
+  it.scoped("issue 18 trial F1: the headers' refill is the key's rate, so adaptive's header rule paces by them", () =>
+    Effect.gen(function*() {
+      yield* serveApp({ endpoints: [{ name: "a", rps: 8, rateLimitHeaders: "openai", latency: { medianMs: 0 } }] })
+      // a client sending twice the limit for a minute: 16 requests a second
+      let last: RateLimit.RateLimitStatus | undefined
+      for (let s = 0; s < 60; s++) {
+        for (let i = 0; i < 16; i++) last = (yield* chat("k", `${s}-${i}`)).status_ ?? last
+        yield* TestClock.adjust(Duration.seconds(1))
+      }
+      // the documented rule, `(limit − remaining) / reset` plus what remains over the reset:
+      // the key's 8 requests/s, not the ~3,800 of a 480/min limit over a 3-request bucket
+      const ceiling = headerCeiling(last!, 1, undefined)
+      assert.isDefined(ceiling)
+      assert.isAtLeast(ceiling!, 8)
+      assert.isAtMost(ceiling!, 9)
+    }).pipe(Effect.provide(NodeHttpServer.layerTest)))
+
   it.scoped("anthropic-ratelimit-* headers (reset as an RFC 3339 time)", () =>
     Effect.gen(function*() {
-      yield* serveApp({ endpoints: [{ name: "a", rps: 1, burst: 2, rateLimitHeaders: "anthropic", latency: { medianMs: 0 } }] })
+      yield* serveApp({ endpoints: [{ name: "a", rps: 1, rateLimitHeaders: "anthropic", latency: { medianMs: 0 } }] })
       yield* TestClock.adjust(Duration.seconds(100))
       const r = yield* chat("k", "1")
       assert.strictEqual(r.headers["anthropic-ratelimit-requests-limit"], "60")
-      assert.strictEqual(r.headers["anthropic-ratelimit-requests-remaining"], "1")
+      assert.strictEqual(r.headers["anthropic-ratelimit-requests-remaining"], "59")
       assert.strictEqual(r.headers["anthropic-ratelimit-requests-reset"], new Date(101_000).toISOString())
       assert.isUndefined(r.headers["x-ratelimit-limit-requests"])
-      assert.deepStrictEqual(r.status_?.requests, { limit: 60, remaining: 1, resetMs: 1000 })
+      assert.deepStrictEqual(r.status_?.requests, { limit: 60, remaining: 59, resetMs: 1000 })
     }).pipe(Effect.provide(NodeHttpServer.layerTest)))
 
   it.scoped("rateLimitSignal: the bucket's 429 names its wait as Retry-After seconds, retry-after-ms, or nothing", () =>
@@ -77,7 +97,8 @@ describe("mock-llm: a limit that changes over time, announced by headers", () =>
         endpoints: [
           { name: "a", rps: 4, burst: 1, latency: { medianMs: 0 } },
           { name: "b", rps: 4, burst: 1, latency: { medianMs: 0 }, rateLimitSignal: "retry-after-ms" },
-          { name: "c", rps: 4, burst: 1, latency: { medianMs: 0 }, rateLimitSignal: "none", rateLimitHeaders: "openai" }
+          // with rate-limit headers the bucket holds a minute of requests: 1 a minute holds one
+          { name: "c", rps: 1 / 60, latency: { medianMs: 0 }, rateLimitSignal: "none", rateLimitHeaders: "openai" }
         ]
       })
       const refused = (ep: string) =>
@@ -127,5 +148,8 @@ describe("mock-llm: a limit that changes over time, announced by headers", () =>
       }
       const bad = yield* Effect.flip(applyOverrides(base, { ...none, rpsSchedule: Option.some("fast") }))
       assert.include(bad.message, "--rps-schedule: \"fast\" is not RPS@TIME")
+      // a burst beside the headers' minute bucket is refused, naming the flag
+      const burst = yield* Effect.flip(applyOverrides(base, { ...none, burst: Option.some(3), rateLimitHeaders: Option.some("openai" as const) }))
+      assert.include(burst.message, "--burst: does not apply with --rate-limit-headers openai")
     }))
 })

@@ -1,7 +1,8 @@
 /**
  * A study's `tokensIn` / `tokensOut` are the tokens billed, read from the attempts' token
  * columns (issue 16, on issue 18's accounting), through a study run against the mock LLM: a
- * failed attempt's call counts (it was billed), a cache hit does not (no call was made), and
+ * failed attempt's call counts (it was billed), a cache hit at the tokens its entry recorded
+ * when the call was made (said, with how many calls the cache served), and
  * tokens the server did not report are estimated and said so in the comparison and the evidence.
  */
 import { NodeContext } from "@effect/platform-node"
@@ -136,11 +137,20 @@ describe("a study's tokensIn / tokensOut: the tokens billed, from the attempts (
           assert.deepStrictEqual(chats.map((a) => a.outcome).sort(), ["cache_hit", "succeeded", "succeeded"], v.id)
           assert.deepStrictEqual(seconds.map((a) => a.outcome).sort(), ["failed", "failed", "failed", "succeeded", "succeeded", "succeeded"], v.id)
           const served = chats.filter((a) => a.outcome === "succeeded")
-          const billedIn = served.reduce((n, a) => n + a.tokensIn!, 0) + 6 * 7
-          const billedOut = served.reduce((n, a) => n + a.tokensOut!, 0) + 6 * 3
+          // the cache hit counts at the tokens its entry recorded when the call was made
+          // (tester18c F3: a hit is free, and averaged with paid trials it read as a cheaper variant)
+          const hit = chats.find((a) => a.outcome === "cache_hit")!
+          const recorded = (hit.decision as { readonly cache?: { readonly usage?: { readonly promptTokens: number; readonly completionTokens: number } } }).cache?.usage
+          assert.isDefined(recorded, JSON.stringify(hit.decision))
+          assert.isAbove(recorded!.promptTokens, 0)
+          const billedIn = served.reduce((n, a) => n + a.tokensIn!, 0) + 6 * 7 + recorded!.promptTokens
+          const billedOut = served.reduce((n, a) => n + a.tokensOut!, 0) + 6 * 3 + recorded!.completionTokens
           const values = c.variants[i]!.values
-          assert.deepStrictEqual(values.tokensIn!.perRepeat, [billedIn], `${v.id}: the failed attempts' 7 tokens each count, the cache hit's none`)
+          assert.deepStrictEqual(values.tokensIn!.perRepeat, [billedIn], `${v.id}: the failed attempts' 7 tokens each count, the cache hit's at its call's`)
           assert.deepStrictEqual(values.tokensOut!.perRepeat, [billedOut], v.id)
+          // and it is said: how many of the variant's calls the cache served
+          assert.strictEqual(values.tokensIn!.cacheHits, 1)
+          assert.include(values.tokensIn!.aggregation, "calls served from the call cache, counted at what the call cost when it was made")
           assert.isAbove(served[0]!.tokensIn!, 0)
           const estimated = mine.filter((a) => a.tokensEstimated).length
           if (v.id === "v01") {
@@ -157,7 +167,8 @@ describe("a study's tokensIn / tokensOut: the tokens billed, from the attempts (
             assert.include(StudyCompare.renderEvidence(e), "(2 attempts with estimated tokens)")
           }
         }
-        assert.include(c.metrics.find((m) => m.name === "tokensIn")!.source, "failed ones included; cache hits not")
+        assert.include(c.metrics.find((m) => m.name === "tokensIn")!.source, "failed ones included; a cache hit counted at the tokens of the call it replays")
+        assert.isTrue(c.conclusion.limitations.some((l) => l.startsWith("call cache: calls served from it (v01 1 of ") && l.includes("v02 1 of ")), JSON.stringify(c.conclusion.limitations))
       }).pipe(Effect.provide(env))
     }))
 })

@@ -8,7 +8,7 @@
 import { Effect, Schema, Stream } from "effect"
 import { PipelineRecord, type RunStatus } from "../../../domain/Records.js"
 import * as Export from "../export.js"
-import type { RunReport } from "../../Runner.js"
+import type { RunCacheTrouble, RunReport } from "../../Runner.js"
 import { Store, type StoreStats } from "../../Store.js"
 import type { RunId } from "../../../domain/Ids.js"
 import { formatCost } from "../money.js"
@@ -33,6 +33,8 @@ export interface ReportFacts {
   readonly heldByOtherRuns: ReadonlyArray<{ readonly runId: RunId; readonly pipelines: number }>
   /** The run's `staleAfter` in ms (0 on a store with one writer). */
   readonly staleAfterMs: number
+  /** The call cache, when some of its lookups or writes failed (absent otherwise). */
+  readonly callCache?: RunCacheTrouble | undefined
 }
 
 const encodePipeline = Schema.encodeSync(PipelineRecord)
@@ -50,8 +52,10 @@ class Report implements RunReport {
   readonly handoffsTotal: number
   readonly stopReason: string | null
   readonly heldByOtherRuns: ReadonlyArray<{ readonly runId: RunId; readonly pipelines: number }>
+  readonly callCache: RunCacheTrouble | undefined
   readonly #staleAfterMs: number
   constructor(facts: ReportFacts) {
+    this.callCache = facts.callCache
     this.runId = facts.runId
     this.status = facts.status
     this.startedAt = facts.startedAt
@@ -79,6 +83,7 @@ class Report implements RunReport {
       retries: this.retries,
       handoffsTotal: this.handoffsTotal,
       heldByOtherRuns: this.heldByOtherRuns,
+      ...(this.callCache !== undefined ? { callCache: this.callCache } : {}),
       stats: {
         pipelines: { total: this.stats.pipelines, byState: this.stats.byState },
         tasks: this.stats.tasks,
@@ -115,6 +120,20 @@ class Report implements RunReport {
           a.estimated > 0 ? ` (${a.estimated} attempt(s) estimated)` : ""
         }; cost ${formatCost(a.costUsd, a.unpriced)}`
       )
+    }
+    // a cache that could not be used is said where the run ends, not only in one early WARN
+    // (tester18c F5: a damaged shared cache file ended with a summary silent about it)
+    const cc = this.callCache
+    if (cc !== undefined && cc.lookupFailures + cc.writeFailures > 0) {
+      const what = [
+        ...(cc.lookupFailures > 0 ? [`${cc.lookupFailures} lookup${cc.lookupFailures === 1 ? "" : "s"}`] : []),
+        ...(cc.writeFailures > 0 ? [`${cc.writeFailures} write${cc.writeFailures === 1 ? "" : "s"}`] : [])
+      ].join(" and ")
+      const done = [
+        ...(cc.lookupFailures > 0 ? [`${cc.lookupFailures === 1 ? "that call was" : "those calls were"} made without it`] : []),
+        ...(cc.writeFailures > 0 ? [`${cc.writeFailures === 1 ? "one answer was" : `${cc.writeFailures} answers were`} not stored there (made again next run)`] : [])
+      ].join("; ")
+      lines.push(`call cache ${cc.location}: unusable (${what} failed: damaged or unreadable, see the warning above); ${done}`)
     }
     if (this.repairFailures > 0) lines.push(`terminal repair failures: ${this.repairFailures}`)
     if (this.handoffsTotal > 0) lines.push(`handoffs: ${this.handoffsTotal}`)

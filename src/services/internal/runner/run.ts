@@ -787,6 +787,15 @@ const runLoop = <S extends AnySpec, SE, SR>(
       handoffsTotal: state.counters.handoffs,
       stopReason: state.stopReason,
       heldByOtherRuns: Array.from(state.heldByOtherRuns, ([runId, pipelines]) => ({ runId: runId as RunId, pipelines })),
-      staleAfterMs
+      staleAfterMs,
+      ...(env.callCache !== undefined && state.cache.lookupFailures + state.cache.writeFailures > 0
+        ? {
+          callCache: {
+            location: env.callCache.location,
+            lookupFailures: state.cache.lookupFailures,
+            writeFailures: state.cache.writeFailures
+          }
+        }
+        : {})
     })
   }))

@@ -49,6 +49,7 @@ import { makeWith, Store } from "../services/Store.js"
 import { PAGE_SIZE } from "../services/internal/store/shared.js"
 import { errorRowOf } from "../domain/TaskStore.js"
 import { isRetryDecision } from "../domain/internal/retries.js"
+import { addAttempt as addCacheAttempt, emptyStats as emptyCacheStats } from "../services/CallCache.js"
 import { HandoffRecord } from "../domain/Handoff.js"
 import * as Traversal from "../domain/Traversal.js"
 import type { TraversalWrite } from "../services/Store.js"
@@ -565,11 +566,15 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
             let nAttempts = 0
             let retries = 0
             const fold = accountingFold()
+            // the call cache's figures from the same rows (what the SQL stores aggregate), so a
+            // report over this store streams no attempt
+            let cache = emptyCacheStats
             for (const a of attempts) {
               if (runId !== undefined && a.runId !== runId) continue
               nAttempts++
               if (isRetryDecision(a.decision)) retries++
               fold.add(a)
+              cache = addCacheAttempt(cache, a.outcome, a.decision)
             }
             let nEvents = 0
             for (const e of events) if (runId === undefined || e.runId === runId) nEvents++
@@ -583,7 +588,8 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
               handoffsTotal: runId === undefined ? ledger.length : ledger.filter((h) => h.runId === runId).length,
               latencyMs: latencyOf(durations),
               resources: Array.from(resources.values()),
-              accounting: fold.total()
+              accounting: fold.total(),
+              cache
             }
           }),
       succeededPipelines: Effect.sync(() => {

@@ -445,7 +445,10 @@ describe("assay run: signals, crashes, shards", () => {
         concurrency: 4,
         mayHaveCalled: Math.min(4, inFlight.length),
         claimedBy: [resumeRun],
-        legacyRows: 0
+        legacyRows: 0,
+        // the run leased no pool, so the concurrency is the only bound known
+        leasedPools: [],
+        poolCapacity: null
       }])
       // Each in-flight item ran once more, and only one success is recorded per pipeline.
       assert.deepStrictEqual(

@@ -15,7 +15,7 @@ import type { StoreService } from "../../src/services/Store.js"
 import { Store } from "../../src/services/Store.js"
 import * as StudyControl from "../../src/services/StudyControl.js"
 import { rid } from "../support/ids.js"
-import { recordCall, withTempSqliteStore } from "../support/usageFixture.js"
+import { callAttempt, recordCall, withTempSqliteStore } from "../support/usageFixture.js"
 
 // each a cost rounded to 1e-9 USD, as `Pricing.costOf` gives; added in JavaScript,
 // 0.000814 + 0.001221 is 0.0020350000000000004, 0.001628 + 0.000407 the same, and
@@ -36,9 +36,11 @@ const fill = (store: StoreService) =>
           pipeline: `p${n - 1}`, runId, at: startedAt, leaseId: `llm/${resource}#${n}`, tokensIn: 100, tokensOut: 10, costUsd
         })
       }
-      yield* store.emitEvent({
-        kind: "run.finished", pipelineId: null, runId: rid(runId), ts: startedAt + 100,
-        data: { cache: { hits: 1, misses: 0, refreshed: 0, bypassed: 0, promptTokens: 10, completionTokens: 1, totalTokens: 11, costSavedUsd: SAVED[runId] } }
+      // one call served from the cache (the figures are counted from the attempt rows)
+      yield* store.recordAttempt({
+        ...callAttempt({ pipeline: `p${n - 1}`, runId, at: startedAt + 50, leaseId: "", tokensIn: 0, tokensOut: 0, costUsd: 0 }),
+        attemptNo: 2, outcome: "cache_hit", leaseIds: [], tokensIn: null, tokensOut: null, costUsd: null,
+        decision: { cache: { status: "hit", usage: { promptTokens: 10, completionTokens: 1, totalTokens: 11, costUsd: SAVED[runId] } } }
       })
       yield* store.finishRun(rid(runId), { status: "completed", endedAt: startedAt + 100 })
     }

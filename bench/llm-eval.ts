@@ -47,8 +47,16 @@
  * configuration does not know (32 leases per resource, runner concurrency 96, the `classify`
  * task retrying up to 20 attempts, 250 ms base, ×2, 10 s cap, full jitter), as
  * `bench/adaptive.ts` does in simulated time:
- * - `a`: 20 requests/s per key (1,200/min, bucket of 20), latency median 400 ms, OpenAI-style
- *   `x-ratelimit-*` headers on every answer and a 429 with `retry-after-ms`;
+ * - `a`: 20 requests/s per key (1,200/min), latency median 400 ms, OpenAI-style
+ *   `x-ratelimit-*` headers on every answer and a 429 with `retry-after-ms`. With such headers
+ *   the mock's bucket holds a minute of requests (1,200), as a provider's per-minute limit does,
+ *   which a 2,000-email run would take at once: so before the run the bench **drains** it (as if
+ *   a teammate had spent the key's minute: requests in rounds of 300 until one is refused,
+ *   `drain_requests` in the output, left out of every figure), and the key then offers its
+ *   refill, 20 requests/s, plus what refilled between the drain's first 429 and the run's
+ *   first request, less the drain's own answers after that 429 (counted in the capacity on
+ *   offer). `a` starts first, the others once it is drained, so
+ *   `c`'s halving still falls 20 s after its own start;
  * - `b`: 10 requests/s (600/min), latency median 250 ms, a 429 with `Retry-After` in seconds;
  * - `c`: 15 requests/s (900/min) **halving to 7.5 at 20 s** after its start, latency median
  *   600 ms, a bare 429.
@@ -434,7 +442,10 @@ const readLog = (file: string): ReadonlyArray<MockLlm.RequestLogEntry> =>
   fs.readFileSync(file, "utf8").split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as MockLlm.RequestLogEntry)
     .filter((e) => e.path.endsWith("/chat/completions"))
 
-/** Requests the endpoint offers per key between two wall-clock times (ms), its burst not counted. */
+/**
+ * Requests the endpoint offers per key between two wall-clock times (ms), its burst not counted
+ * (the header endpoint's bucket refill after its drain is added by the caller).
+ */
 const offered = (profile: MockLlm.EndpointProfile, serverStartMs: number, fromMs: number, toMs: number): number => {
   let sum = 0
   for (let t = fromMs; t < toMs; t += 50) {
@@ -442,6 +453,38 @@ const offered = (profile: MockLlm.EndpointProfile, serverStartMs: number, fromMs
   }
   return sum
 }
+
+/**
+ * Empties the minute bucket of a header endpoint's key (`rateLimitHeaders` other than `none`:
+ * the mock's bucket then holds `rps × 60` requests): rounds of 300 concurrent requests with the
+ * run's key until one is refused with 429. Returns how many requests it took (the mock's log
+ * says when the bucket ran dry); an endpoint without headers is left as it is.
+ */
+const drainMinuteBucket = (m: MockProcess) =>
+  Effect.gen(function*() {
+    if (m.profile.rateLimitHeaders === "none") return { endMs: null, requests: 0 }
+    let requests = 0
+    for (let round = 0; round < 20; round++) {
+      const statuses = yield* Effect.forEach(
+        Array.from({ length: 300 }, (_, i) => i),
+        (i) =>
+          Effect.promise(() =>
+            fetch(`${m.baseUrl}/chat/completions`, {
+              method: "POST",
+              headers: { "content-type": "application/json", authorization: `Bearer bench-key-${m.name}` },
+              body: JSON.stringify({ model: m.model, messages: [{ role: "user", content: `drain ${round}-${i}` }] })
+            }).then(async (r) => {
+              await r.arrayBuffer()
+              return r.status
+            })
+          ),
+        { concurrency: "unbounded" }
+      )
+      requests += statuses.length
+      if (statuses.includes(429)) return { requests }
+    }
+    return yield* Effect.dieMessage(`could not drain ${m.name}'s bucket in 6,000 requests`)
+  })
 
 const HIDDEN_RETRY = { maxAttempts: 20, base: "250 millis", factor: 2, cap: "10 seconds", jitter: "full" } as const
 
@@ -533,7 +576,17 @@ const hiddenRun = (algorithm: string, dir: string, rerun: boolean) =>
   Effect.scoped(Effect.gen(function*() {
     const load0 = os.loadavg()
     if (JOB === "chat") yield* promptRows // made before the servers start (their limit halves 20 s after)
-    const mocks = yield* Effect.all(HIDDEN.map((e) => mockProcess(e, dir, algorithm)), { concurrency: "unbounded" })
+    // header endpoints first, drained (see `drainMinuteBucket`), then the others
+    const headed = HIDDEN.filter((e) => e["rateLimitHeaders"] !== undefined && e["rateLimitHeaders"] !== "none")
+    const headedMocks = yield* Effect.all(headed.map((e) => mockProcess(e, dir, algorithm)), { concurrency: "unbounded" })
+    const drains = yield* Effect.forEach(headedMocks, drainMinuteBucket)
+    const rest = yield* Effect.all(
+      HIDDEN.filter((e) => !headed.includes(e)).map((e) => mockProcess(e, dir, algorithm)),
+      { concurrency: "unbounded" }
+    )
+    const mocks = [...headedMocks, ...rest]
+    const drainRequests = drains.reduce((a, d) => a + d.requests, 0)
+    const runStartMs = Date.now()
     const cacheFile = NodePath.join(dir, `hidden-cache-${algorithm}.db`)
     const lag = monitorEventLoopDelay({ resolution: 10 })
     lag.enable()
@@ -546,7 +599,15 @@ const hiddenRun = (algorithm: string, dir: string, rerun: boolean) =>
     if (TRACE) for (const x of samples) yield* Console.error(JSON.stringify({ algorithm, ...x }))
     lag.disable()
     const serversCpu = mocks.reduce((a, m, i) => a + procCpuS(m.pid) - servers0[i]!, 0)
-    const logs = mocks.map((m) => ({ m, log: readLog(m.logFile) }))
+    const rawLength = mocks.reduce((a, m) => a + readLog(m.logFile).length, 0)
+    // a drained key's bucket was empty at the drain's first refusal; its refill from then to the
+    // run's first request, less the drain's answers after that refusal, is capacity on offer too
+    const drainedAt = new Map(headedMocks.map((m) => {
+      const drain = readLog(m.logFile).filter((e) => e.atMs < runStartMs)
+      const refusedAt = Math.min(...drain.filter((e) => e.status === 429).map((e) => e.atMs))
+      return [m.name, { refusedAt, answeredAfter: drain.filter((e) => e.status === 200 && e.atMs > refusedAt).length }]
+    }))
+    const logs = mocks.map((m) => ({ m, log: readLog(m.logFile).filter((e) => e.atMs >= runStartMs) }))
     const all = logs.flatMap((l) => l.log)
     const served = all.filter((e) => e.status === 200)
     const t0 = Math.min(...all.map((e) => e.atMs))
@@ -559,7 +620,18 @@ const hiddenRun = (algorithm: string, dir: string, rerun: boolean) =>
       const per: Record<string, { utilisation: number; rate_429: number; requests: number }> = {}
       for (const { m, log } of logs) {
         const start = log.length === 0 ? t0 : log[0]!.atMs - log[0]!.offsetMs
-        const o = offered(m.profile, start, from, to)
+        const drained = drainedAt.get(m.name)
+        // a drained bucket's refill between the drain and the run's first request (at most the bucket)
+        const refill = drained === undefined
+          ? 0
+          : Math.max(
+            0,
+            Math.min(
+              Math.max(1, Math.round((MockLlm.rpsAt(m.profile, 0) ?? 0) * 60)),
+              ((MockLlm.rpsAt(m.profile, (from - start) / 1000) ?? 0) * Math.max(0, from - drained.refusedAt)) / 1000
+            ) - drained.answeredAfter
+          )
+        const o = offered(m.profile, start, from, to) + refill
         const inside = log.filter((e) => e.atMs >= from && e.atMs <= to)
         const ok = inside.filter((e) => e.status === 200).length
         offer += o
@@ -582,6 +654,7 @@ const hiddenRun = (algorithm: string, dir: string, rerun: boolean) =>
       emails: report.emails,
       failed: report.failed,
       requests: all.length,
+      drain_requests: drainRequests,
       rate_429: Number((all.filter((e) => e.status === 429).length / Math.max(1, all.length)).toFixed(4)),
       utilisation: Number(whole.utilisation.toFixed(3)),
       utilisation_busy: Number(busy.utilisation.toFixed(3)),
@@ -603,7 +676,7 @@ const hiddenRun = (algorithm: string, dir: string, rerun: boolean) =>
     }
     yield* Console.log(JSON.stringify(first))
     if (!rerun) return
-    const before = all.length
+    const before = rawLength
     const cpuR = process.cpuUsage()
     const again = yield* hiddenEval(algorithm, mocks, cacheFile, NodePath.join(dir, `hidden-${algorithm}-rerun.jsonl`))
     const cpuAgain = process.cpuUsage(cpuR)

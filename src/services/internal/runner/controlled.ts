@@ -74,11 +74,6 @@ export interface ControlledStart {
   readonly prepare: Traversal.VisitState | undefined
   /** For `prepare`: the station from which results become history (fresh restart, replay). */
   readonly invalidateFrom?: number | undefined
-  /**
-   * The entry whose attempt was in flight when the previous owner's run died (claimed from a
-   * dead run): recorded as an abandoned attempt before anything runs, as the plain path does.
-   */
-  readonly abandoned?: Rows.InFlight | undefined
   /** The pipeline's admission, written by its own fiber before anything else. */
   readonly admission?: Admission | undefined
   /** What {@link runNow} did before it handed the pipeline to its fiber (see {@link ControlledCarried}). */
@@ -258,7 +253,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       // rides in its step's commit (or, when a start gate skips the pipeline, in the skip's;
       // see `gateStart`)
       if (
-        admission.events.length === 0 && start.prepare === undefined && start.abandoned === undefined &&
+        admission.events.length === 0 && start.prepare === undefined &&
         vs.pending !== null && isSyncTask(tasks[vs.pending.seq])
       ) {
         uncommitted.admission = admission.write
@@ -269,32 +264,17 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
     // the start gate, before the start's reservation (a skipped pipeline writes nothing of its
     // traversal; see `gateStart`)
     if (env.startGate !== undefined && (yield* gateStart(env, spec, holder, vs.cursor, carrying))) return
-    // the dead owner's in-flight attempt, durable like every attempt row of a control
-    // pipeline, in the same commit as the start's reservation
-    const abandoned = start.abandoned === undefined ? [] : [
-      Rows.abandonedAttempt(
-        pipelineId,
-        runId,
-        tasks[start.abandoned.seq]?.name ?? "?",
-        start.abandoned.seq,
-        clock.unsafeCurrentTimeMillis(),
-        start.abandoned.visit,
-        undefined,
-        start.abandoned.attemptNo
-      )
-    ]
+    // (a dead owner's attempt in flight at the pending entry is a `pipeline.abandoned` event of
+    // the admission, never an attempt row: see `admit.ts`)
     if (start.prepare !== undefined) {
       yield* commitNow({
         pipelineId,
-        ...(abandoned.length === 0 ? {} : { attempts: abandoned }),
         traversal: {
           expectedVersion: vs.version,
           state: start.prepare,
           ...(start.invalidateFrom === undefined ? {} : { invalidateFrom: start.invalidateFrom })
         }
       })
-    } else if (abandoned.length > 0) {
-      yield* store.checkpoint(carrying({ pipelineId, attempts: abandoned }))
     }
     let input = start.input
     while (vs.pending !== null) {
@@ -644,7 +624,7 @@ export type NowOutcome =
 /**
  * {@link runNow}'s conditions on `start`, the run and the template. The start: a pipeline
  * admitted now at a pending entry, its admission with no events to record, nothing to prepare,
- * no abandoned attempt, not carried. The run: no start gate, no attempt spans. The template:
+ * not carried. The run: no start gate, no attempt spans. The template:
  * it declares control, and each of its tasks (a transition may lead to any) runs at once (see
  * `runsAtOnce`).
  *
@@ -654,7 +634,7 @@ export const canRunNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStar
   const admitted = start.admission
   if (
     admitted === undefined || admitted.events.length > 0 || start.prepare !== undefined ||
-    start.abandoned !== undefined || start.carried !== undefined || start.state.pending === null ||
+    start.carried !== undefined || start.state.pending === null ||
     env.startGate !== undefined || env.traceAttempts || controlOf(spec.template) === undefined
   ) return false
   // (asked once per run and template: a run binds one template to many seeds)

@@ -475,7 +475,8 @@ const handOff = (
   result: { readonly leaseIds: ReadonlyArray<string>; readonly startedAt: number; readonly usage?: AttemptUsage | undefined },
   taskStarted: number,
   ended: number,
-  taskLeaseIds: ReadonlyArray<string>
+  taskLeaseIds: ReadonlyArray<string>,
+  stepPatched = true
 ): Handed => {
   const state = env.state
   const runId = state.runId
@@ -579,7 +580,8 @@ const handOff = (
       pipelineId,
       task: Rows.taskRow(current, "handed_off", attempt, taskStarted, ended, null, taskLeaseIds),
       attempts: [Rows.attemptRow(current, attempt, "handed_off", null, null, result.leaseIds, result.startedAt, ended, result.usage)],
-      pipeline: isEnd ? endPatch(next.cursor, ended) : stepPatch(next.cursor, ended),
+      // (`stepPatched` false: a step {@link runNow} defers, whose patch it counts itself)
+      pipeline: isEnd ? endPatch(next.cursor, ended) : stepPatched ? stepPatch(next.cursor, ended) : undefined,
       events: [{
         kind: "pipeline.handoff",
         pipelineId,
@@ -690,10 +692,23 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart):
   const uncommitted: Uncommitted = { admission: start.admission!.write, units: [], patch: undefined }
   let vs = start.state
   let input = start.input
-  const handOver = (taskStartedAt: number, first: AttemptResult | Effect.Effect<AttemptResult> | undefined): NowOutcome => ({
-    _tag: "ContinueControlled",
-    start: { state: vs, input, prepare: undefined, carried: { uncommitted, holder, taskStartedAt, first } }
-  })
+  // The deferred steps' units carry no pipeline patch: each step's would be `stepPatch` (the
+  // cursor, the time, one attempt), so their merge is the last one's with an attempt per step,
+  // set in `uncommitted.patch` once, when the pipeline commits or goes to its fiber (no patch
+  // object, copy of the unit or merge per step, as `defer` makes).
+  let lastCursor = 0
+  let lastEnded = 0
+  const settlePatch = () => {
+    const n = uncommitted.units.length
+    if (n > 0) uncommitted.patch = { nTasksDone: lastCursor, updatedAt: lastEnded, attemptsDelta: n }
+  }
+  const handOver = (taskStartedAt: number, first: AttemptResult | Effect.Effect<AttemptResult> | undefined): NowOutcome => {
+    settlePatch()
+    return {
+      _tag: "ContinueControlled",
+      start: { state: vs, input, prepare: undefined, carried: { uncommitted, holder, taskStartedAt, first } }
+    }
+  }
   while (true) {
     const pending = vs.pending!
     // where `run` would check for a stop, or commit rather than defer: its fiber goes on from here
@@ -716,17 +731,21 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart):
     current.attempt = attempt
     if (isHandoff(value)) {
       const ended = clock.unsafeCurrentTimeMillis()
-      const handed = handOff(env, spec, vs, task, current, attempt, value, input, ran, ran.startedAt, ended, noLeases)
+      const handed = handOff(env, spec, vs, task, current, attempt, value, input, ran, ran.startedAt, ended, noLeases, false)
       if (handed._tag !== "Commit") return handOver(taskStartedAt, ran)
       state.counters.handoffs++
       const unit = handed.unit
       const outcome = handed.outcome
       if (unit.traversal.state.pending === null || outcome._tag === "Ended") {
         slots.release(holder)
+        settlePatch()
         return { _tag: "Commit", unit: withUncommitted(uncommitted, unit), finalValue: (outcome as { value: unknown }).value }
       }
-      defer(uncommitted, unit)
+      // (no patch of its own: see `settlePatch`)
+      uncommitted.units.push(unit)
       vs = unit.traversal.state
+      lastCursor = vs.cursor
+      lastEnded = ended
       input = outcome.input
       continue
     }
@@ -752,16 +771,20 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart):
         visit
       },
       task: Rows.taskRow(current, "succeeded", attempt, ran.startedAt, ended, null, noLeases),
-      pipeline: isLast ? endPatch(next.cursor, ended) : stepPatch(next.cursor, ended),
+      // (a deferred step has no patch of its own: see `settlePatch`)
+      pipeline: isLast ? endPatch(next.cursor, ended) : undefined,
       attempts: [Rows.succeededAttemptRow(current, attempt, succeededAs(attempt, undefined), ran, ended)],
       traversal: { expectedVersion: vs.version, state: next }
     }
     if (isLast) {
       slots.release(holder)
+      settlePatch()
       return { _tag: "Commit", unit: withUncommitted(uncommitted, unit), finalValue: value }
     }
-    defer(uncommitted, unit)
+    uncommitted.units.push(unit)
     vs = next
+    lastCursor = next.cursor
+    lastEnded = ended
     input = value
   }
 }

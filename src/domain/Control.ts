@@ -172,12 +172,19 @@ const resolveRef = (
   ref: unknown
 ): Either.Either<number, { readonly message: string; readonly suggestion?: string }> => {
   if (typeof ref === "string") {
-    const seqs: Array<number> = []
-    names.forEach((n, i) => {
-      if (n === ref) seqs.push(i)
-    })
-    if (seqs.length === 1) return Either.right(seqs[0]!)
-    if (seqs.length > 1) {
+    // (the first match and a count: no array or closure per call, as this runs at every
+    // directive that names its target; the list is built only for the refusal)
+    let first = -1
+    let matches = 0
+    for (let i = 0; i < names.length; i++) {
+      if (names[i] === ref) {
+        if (matches++ === 0) first = i
+      }
+    }
+    if (matches === 1) return Either.right(first)
+    if (matches > 1) {
+      const seqs: Array<number> = []
+      for (let i = 0; i < names.length; i++) if (names[i] === ref) seqs.push(i)
       return Either.left({
         message: `task name "${ref}" is used by seqs ${seqs.join(", ")}: address the task by its seq`
       })
@@ -414,14 +421,17 @@ const accept = (directive: Handoff, fromSeq: number, toSeq: number | "end"): Eit
   Either.right({ operation: directive.operation, fromSeq, toSeq, value: directive.value, reason: directive.reason })
 
 /** The seq a directive's target names, or the refusal naming the source and the bad target. */
-const targetOf = (names: ReadonlyArray<string>, fromSeq: number, directive: Handoff): Either.Either<number, string> =>
-  Either.mapLeft(
-    resolveRef(names, directive.target),
-    (e) =>
-      `${taskLabel(names, fromSeq)} returned ${opLabel(directive)} with a bad target: ${e.message}${
-        e.suggestion === undefined ? "" : ` (${e.suggestion})`
-      }`
+const targetOf = (names: ReadonlyArray<string>, fromSeq: number, directive: Handoff): Either.Either<number, string> => {
+  const resolved = resolveRef(names, directive.target)
+  // (a resolved target as it is: no closure or new Either per directive)
+  if (Either.isRight(resolved)) return resolved as Either.Either<number, never>
+  const e = resolved.left
+  return Either.left(
+    `${taskLabel(names, fromSeq)} returned ${opLabel(directive)} with a bad target: ${e.message}${
+      e.suggestion === undefined ? "" : ` (${e.suggestion})`
+    }`
   )
+}
 
 /**
  * Judges a directive a task returned against the pipeline's declaration.

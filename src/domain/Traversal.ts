@@ -227,16 +227,23 @@ export const succeed = (s: VisitState, seq: number, artifact: string, nTasks: nu
   if (p.seq !== seq) throw new Error(`Traversal.succeed: seq ${seq} is not the pending entry (seq ${p.seq})`)
   // the slots stay ordered by seq: the new one replaces its seq's slot or goes before the first later one
   const slot = { seq, visit: p.visit, artifact }
-  const active: Array<ActiveSlot> = []
+  // sized once (an array grown by `push` from empty reserves 17 slots, ~150 bytes, at every
+  // step of every control pipeline): the slots plus this one, less the one it replaces
+  const before = s.active
+  let replaced = 0
+  for (let i = 0; i < before.length; i++) if (before[i]!.seq === seq) replaced++
+  const active: Array<ActiveSlot> = new Array(before.length + 1 - replaced)
+  let k = 0
   let placed = false
-  for (const a of s.active) {
+  for (let i = 0; i < before.length; i++) {
+    const a = before[i]!
     if (!placed && a.seq >= seq) {
-      active.push(slot)
+      active[k++] = slot
       placed = true
     }
-    if (a.seq !== seq) active.push(a)
+    if (a.seq !== seq) active[k++] = a
   }
-  if (!placed) active.push(slot)
+  if (!placed) active[k++] = slot
   // (a state decoded from elsewhere whose slots were out of order comes out sorted)
   for (let i = 1; i < active.length; i++) {
     if (active[i - 1]!.seq > active[i]!.seq) {

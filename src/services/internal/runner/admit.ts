@@ -199,7 +199,7 @@ export const make = (env: AdmitEnv) => {
     Effect.gen(function*(): Effect.fn.Return<{ start: Pipe.Start; events: ReadonlyArray<NewEvent> }, StoreUnavailable> {
       const cursor = d.cursor
       const restart = (kind: string, why: string) => ({
-        start: { cursor: 0, input: spec.seed, abandonedTask: d.abandonedTask },
+        start: { cursor: 0, input: spec.seed },
         events: [{ kind, pipelineId: spec.pipelineId, runId, data: { cursor, reason: why }, ts: now }]
       })
       const loaded = yield* store.getArtifact(spec.pipelineId, cursor - 1)
@@ -212,7 +212,7 @@ export const make = (env: AdmitEnv) => {
       const decoded = registryFor(task).load({ typeName: artifact.typeName, codec: artifact.codec, data: payload })
       if (decoded._tag === "Left") return restart("pipeline.checkpoint_unusable", decoded.left.message)
       return {
-        start: { cursor, input: decoded.right, abandonedTask: d.abandonedTask },
+        start: { cursor, input: decoded.right },
         events: d.claimedFrom === undefined
           ? []
           : [{ kind: "pipeline.claimed", pipelineId: spec.pipelineId, runId, data: { from: d.claimedFrom, cursor }, ts: now }]
@@ -400,7 +400,7 @@ export const make = (env: AdmitEnv) => {
                 continue
               }
               // The terminal artifact is unusable: restart from the seed.
-              yield* admitOne(spec, { cursor: 0, input: spec.seed, abandonedTask: false }, false, [{
+              yield* admitOne(spec, { cursor: 0, input: spec.seed }, false, false, [{
                 kind: "pipeline.checkpoint_unusable",
                 pipelineId: spec.pipelineId,
                 runId,
@@ -412,7 +412,8 @@ export const make = (env: AdmitEnv) => {
             case "FromSeed":
               yield* admitOne(
                 spec,
-                { cursor: 0, input: spec.seed, abandonedTask: decision.abandonedTask },
+                { cursor: 0, input: spec.seed },
+                decision.abandonedTask,
                 decision.isNew,
                 decision.event === undefined
                   ? []
@@ -423,7 +424,7 @@ export const make = (env: AdmitEnv) => {
               continue
             case "Resume": {
               const { events, start } = yield* loadStart(spec, decision, now)
-              yield* admitOne(spec, start, false, events, stored, now)
+              yield* admitOne(spec, start, decision.abandonedTask, false, events, stored, now)
             }
           }
         } finally {
@@ -670,9 +671,15 @@ export const make = (env: AdmitEnv) => {
       yield* finishCallback(yield* readRecord(pipelineId), Option.none())
     })
 
+  /**
+   * Admits a plain pipeline at `start`. `abandonedTask`: its stored row was claimed from a dead
+   * owner run with an attempt in flight (or next) at the stored cursor (only ever with a stored
+   * row: see `Admission.decide`), recorded as a `pipeline.abandoned` event of the admission.
+   */
   const admitOne = (
     spec: AnySpec,
     start: Pipe.Start,
+    abandonedTask: boolean,
     isNew: boolean,
     events: ReadonlyArray<NewEvent>,
     stored: PipelineRecord | undefined,
@@ -680,12 +687,12 @@ export const make = (env: AdmitEnv) => {
   ) =>
     // the dead owner's attempt in flight (or next) at the stored cursor: a `pipeline.abandoned`
     // event, never an attempt row (see `abandonedEvent`)
-    start.abandonedTask && stored !== undefined
+    abandonedTask && stored !== undefined
       ? Effect.flatMap(inFlightAttempt(spec.pipelineId, stored.runId, stored.nTasksDone, 0, undefined), (a) =>
         admitWith(
           spec,
           start.cursor,
-          (admission) => env.launch(spec, { ...start, abandonedTask: false, admission }),
+          (admission) => env.launch(spec, { ...start, admission }),
           isNew,
           a === undefined ? events : [...events, abandonedEvent(spec, stored.runId, a, now)],
           stored,

@@ -74,11 +74,6 @@ export interface ControlledStart {
   readonly prepare: Traversal.VisitState | undefined
   /** For `prepare`: the station from which results become history (fresh restart, replay). */
   readonly invalidateFrom?: number | undefined
-  /**
-   * The entry whose attempt was in flight when the previous owner's run died (claimed from a
-   * dead run): recorded as an abandoned attempt before anything runs, as the plain path does.
-   */
-  readonly abandoned?: Rows.InFlight | undefined
   /** The pipeline's admission, written by its own fiber before anything else. */
   readonly admission?: Admission | undefined
   /** What {@link runNow} did before it handed the pipeline to its fiber (see {@link ControlledCarried}). */
@@ -258,7 +253,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       // rides in its step's commit (or, when a start gate skips the pipeline, in the skip's;
       // see `gateStart`)
       if (
-        admission.events.length === 0 && start.prepare === undefined && start.abandoned === undefined &&
+        admission.events.length === 0 && start.prepare === undefined &&
         vs.pending !== null && isSyncTask(tasks[vs.pending.seq])
       ) {
         uncommitted.admission = admission.write
@@ -269,32 +264,17 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
     // the start gate, before the start's reservation (a skipped pipeline writes nothing of its
     // traversal; see `gateStart`)
     if (env.startGate !== undefined && (yield* gateStart(env, spec, holder, vs.cursor, carrying))) return
-    // the dead owner's in-flight attempt, durable like every attempt row of a control
-    // pipeline, in the same commit as the start's reservation
-    const abandoned = start.abandoned === undefined ? [] : [
-      Rows.abandonedAttempt(
-        pipelineId,
-        runId,
-        tasks[start.abandoned.seq]?.name ?? "?",
-        start.abandoned.seq,
-        clock.unsafeCurrentTimeMillis(),
-        start.abandoned.visit,
-        undefined,
-        start.abandoned.attemptNo
-      )
-    ]
+    // (a dead owner's attempt in flight at the pending entry is a `pipeline.abandoned` event of
+    // the admission, never an attempt row: see `admit.ts`)
     if (start.prepare !== undefined) {
       yield* commitNow({
         pipelineId,
-        ...(abandoned.length === 0 ? {} : { attempts: abandoned }),
         traversal: {
           expectedVersion: vs.version,
           state: start.prepare,
           ...(start.invalidateFrom === undefined ? {} : { invalidateFrom: start.invalidateFrom })
         }
       })
-    } else if (abandoned.length > 0) {
-      yield* store.checkpoint(carrying({ pipelineId, attempts: abandoned }))
     }
     let input = start.input
     while (vs.pending !== null) {
@@ -495,7 +475,8 @@ const handOff = (
   result: { readonly leaseIds: ReadonlyArray<string>; readonly startedAt: number; readonly usage?: AttemptUsage | undefined },
   taskStarted: number,
   ended: number,
-  taskLeaseIds: ReadonlyArray<string>
+  taskLeaseIds: ReadonlyArray<string>,
+  stepPatched = true
 ): Handed => {
   const state = env.state
   const runId = state.runId
@@ -599,7 +580,8 @@ const handOff = (
       pipelineId,
       task: Rows.taskRow(current, "handed_off", attempt, taskStarted, ended, null, taskLeaseIds),
       attempts: [Rows.attemptRow(current, attempt, "handed_off", null, null, result.leaseIds, result.startedAt, ended, result.usage)],
-      pipeline: isEnd ? endPatch(next.cursor, ended) : stepPatch(next.cursor, ended),
+      // (`stepPatched` false: a step {@link runNow} defers, whose patch it counts itself)
+      pipeline: isEnd ? endPatch(next.cursor, ended) : stepPatched ? stepPatch(next.cursor, ended) : undefined,
       events: [{
         kind: "pipeline.handoff",
         pipelineId,
@@ -644,7 +626,7 @@ export type NowOutcome =
 /**
  * {@link runNow}'s conditions on `start`, the run and the template. The start: a pipeline
  * admitted now at a pending entry, its admission with no events to record, nothing to prepare,
- * no abandoned attempt, not carried. The run: no start gate, no attempt spans. The template:
+ * not carried. The run: no start gate, no attempt spans. The template:
  * it declares control, and each of its tasks (a transition may lead to any) runs at once (see
  * `runsAtOnce`).
  *
@@ -654,7 +636,7 @@ export const canRunNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStar
   const admitted = start.admission
   if (
     admitted === undefined || admitted.events.length > 0 || start.prepare !== undefined ||
-    start.abandoned !== undefined || start.carried !== undefined || start.state.pending === null ||
+    start.carried !== undefined || start.state.pending === null ||
     env.startGate !== undefined || env.traceAttempts || controlOf(spec.template) === undefined
   ) return false
   // (asked once per run and template: a run binds one template to many seeds)
@@ -710,10 +692,23 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart):
   const uncommitted: Uncommitted = { admission: start.admission!.write, units: [], patch: undefined }
   let vs = start.state
   let input = start.input
-  const handOver = (taskStartedAt: number, first: AttemptResult | Effect.Effect<AttemptResult> | undefined): NowOutcome => ({
-    _tag: "ContinueControlled",
-    start: { state: vs, input, prepare: undefined, carried: { uncommitted, holder, taskStartedAt, first } }
-  })
+  // The deferred steps' units carry no pipeline patch: each step's would be `stepPatch` (the
+  // cursor, the time, one attempt), so their merge is the last one's with an attempt per step,
+  // set in `uncommitted.patch` once, when the pipeline commits or goes to its fiber (no patch
+  // object, copy of the unit or merge per step, as `defer` makes).
+  let lastCursor = 0
+  let lastEnded = 0
+  const settlePatch = () => {
+    const n = uncommitted.units.length
+    if (n > 0) uncommitted.patch = { nTasksDone: lastCursor, updatedAt: lastEnded, attemptsDelta: n }
+  }
+  const handOver = (taskStartedAt: number, first: AttemptResult | Effect.Effect<AttemptResult> | undefined): NowOutcome => {
+    settlePatch()
+    return {
+      _tag: "ContinueControlled",
+      start: { state: vs, input, prepare: undefined, carried: { uncommitted, holder, taskStartedAt, first } }
+    }
+  }
   while (true) {
     const pending = vs.pending!
     // where `run` would check for a stop, or commit rather than defer: its fiber goes on from here
@@ -736,17 +731,21 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart):
     current.attempt = attempt
     if (isHandoff(value)) {
       const ended = clock.unsafeCurrentTimeMillis()
-      const handed = handOff(env, spec, vs, task, current, attempt, value, input, ran, ran.startedAt, ended, noLeases)
+      const handed = handOff(env, spec, vs, task, current, attempt, value, input, ran, ran.startedAt, ended, noLeases, false)
       if (handed._tag !== "Commit") return handOver(taskStartedAt, ran)
       state.counters.handoffs++
       const unit = handed.unit
       const outcome = handed.outcome
       if (unit.traversal.state.pending === null || outcome._tag === "Ended") {
         slots.release(holder)
+        settlePatch()
         return { _tag: "Commit", unit: withUncommitted(uncommitted, unit), finalValue: (outcome as { value: unknown }).value }
       }
-      defer(uncommitted, unit)
+      // (no patch of its own: see `settlePatch`)
+      uncommitted.units.push(unit)
       vs = unit.traversal.state
+      lastCursor = vs.cursor
+      lastEnded = ended
       input = outcome.input
       continue
     }
@@ -772,16 +771,20 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart):
         visit
       },
       task: Rows.taskRow(current, "succeeded", attempt, ran.startedAt, ended, null, noLeases),
-      pipeline: isLast ? endPatch(next.cursor, ended) : stepPatch(next.cursor, ended),
+      // (a deferred step has no patch of its own: see `settlePatch`)
+      pipeline: isLast ? endPatch(next.cursor, ended) : undefined,
       attempts: [Rows.succeededAttemptRow(current, attempt, succeededAs(attempt, undefined), ran, ended)],
       traversal: { expectedVersion: vs.version, state: next }
     }
     if (isLast) {
       slots.release(holder)
+      settlePatch()
       return { _tag: "Commit", unit: withUncommitted(uncommitted, unit), finalValue: value }
     }
-    defer(uncommitted, unit)
+    uncommitted.units.push(unit)
     vs = next
+    lastCursor = next.cursor
+    lastEnded = ended
     input = value
   }
 }

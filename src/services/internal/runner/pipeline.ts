@@ -64,10 +64,6 @@ type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 export interface Start {
   readonly cursor: number
   readonly input: unknown
-  /** An attempt in flight when the previous owner died, to record as abandoned. */
-  readonly abandonedTask: boolean
-  /** That attempt, numbered (see `admit.ts`); absent: at the cursor, number unknown (0). */
-  readonly abandonedAttempt?: Rows.InFlight | undefined
   /** The pipeline's admission, written by its own fiber (see {@link Admission}). */
   readonly admission?: Admission | undefined
   /** What {@link runNow} did before it handed the pipeline to its fiber (see {@link Carried}). */
@@ -427,24 +423,11 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
       // A first task that runs synchronously: the row rides in its checkpoint (one commit
       // instead of two); a start gate that skips the pipeline writes it with the skip (see
       // `gateStart`). Otherwise (or with events to record after it) it is written now.
-      if (admission.events.length === 0 && !start.abandonedTask && isSyncTask(tasks[cursor])) {
+      if (admission.events.length === 0 && isSyncTask(tasks[cursor])) {
         uncommitted.admission = admission.write
       } else {
         yield* writeAdmission(store, admission)
       }
-    }
-    if (start.abandonedTask) {
-      const now = clock.unsafeCurrentTimeMillis()
-      const a = start.abandonedAttempt
-      const seq = a === undefined ? cursor : a.seq
-      // durable before this run's own attempts (group-committed, not write-behind), so attempt
-      // ids keep the order the attempts ran in
-      yield* store.checkpoint({
-        pipelineId,
-        attempts: [
-          Rows.abandonedAttempt(pipelineId, runId, tasks[seq]?.name ?? "?", seq, now, 0, undefined, a?.attemptNo, a?.taskRunId)
-        ]
-      })
     }
     if (env.startGate !== undefined && (yield* gateStart(env, spec, holder, cursor, carryUncommitted))) return
     let finalValue: unknown = input
@@ -655,8 +638,8 @@ export type NowOutcome =
 
 /**
  * Whether {@link runNow} may run `spec` from `start`: a plain pipeline (no `control`) to be
- * admitted now (its admission with no events to record, no abandoned attempt), no start gate,
- * no attempt spans, and every task from the cursor a `Task.sync` or an Effect task
+ * admitted now (its admission with no events to record: a claimed pipeline's `pipeline.abandoned`
+ * event among them), no start gate, no attempt spans, and every task from the cursor a `Task.sync` or an Effect task
  * (`Task.make`) that nothing wraps (no timeout, no `retry.maxTotal`, not an evaluator, not
  * cached in this run), few enough for one commit (see {@link MAX_UNCOMMITTED}).
  *
@@ -665,7 +648,7 @@ export type NowOutcome =
 export const canRunNow = (env: PipelineEnv, spec: AnySpec, start: Start): boolean => {
   const admission = start.admission
   if (
-    admission === undefined || admission.events.length > 0 || start.abandonedTask || start.carried !== undefined ||
+    admission === undefined || admission.events.length > 0 || start.carried !== undefined ||
     env.startGate !== undefined || env.traceAttempts || controlOf(spec.template) !== undefined
   ) return false
   const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
@@ -857,7 +840,6 @@ class NowRun {
       start: {
         cursor: this.seq,
         input: this.input,
-        abandonedTask: false,
         carried: { uncommitted: this.uncommitted, holder: this.holder, taskStartedAt: this.taskStartedAt, first }
       }
     }

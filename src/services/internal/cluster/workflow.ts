@@ -320,7 +320,7 @@ const windowBody = (env: TaskEnv, catalog: SpecCatalogService, ownStore: string 
       )
     })
     // L5 for the engine's own calls (see `body`)
-    return yield* Infra.ridingOut(activity)
+    return yield* Infra.ridingOutTyped(activity)
   })
 
 const body = (env: TaskEnv, catalog: SpecCatalogService, ownStore: string | undefined) =>
@@ -339,10 +339,13 @@ const body = (env: TaskEnv, catalog: SpecCatalogService, ownStore: string | unde
       // goes through the cluster's SQL storage, and @effect/cluster 0.60 dies on a
       // PersistenceError there (`ClusterWorkflowEngine.activityExecute`: `Effect.orDie`); a
       // workflow dying that way completes with the defect (`Workflow.CaptureDefects`), i.e. the
-      // pipeline ends on an infrastructure error. The request is keyed by the activity's name
+      // pipeline ends on an infrastructure error. A statement of that storage cancelled by
+      // the driver's best-effort cancel of another fiber's statement (`57014`) is ridden out
+      // the same way, and a loss that outlasts the budget is a typed `StoreUnavailable`, never
+      // a defect (`Infra.ridingOutTyped`). The request is keyed by the activity's name
       // and attempt, so sending it again once the database is back finds the same request
       // (its stored reply, or the execution in progress): never a second execution.
-      const verdict = yield* Infra.ridingOut(activity)
+      const verdict = yield* Infra.ridingOutTyped(activity)
       if (verdict === "failed") return { verdict: "failed" as const }
       if (verdict === "gone") return { verdict: "gone" as const }
     }

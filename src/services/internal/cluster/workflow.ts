@@ -32,7 +32,7 @@ import type { PoolsService } from "../../Pools.js"
 import { Store, type StoreService } from "../../Store.js"
 import * as Infra from "./infra.js"
 import * as InFlight from "./inflight.js"
-import { makeTaskEnv, runTask, type TaskEnv } from "./task.js"
+import { makeTaskEnv, newClaim, runTask, type TaskEnv } from "./task.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
@@ -284,13 +284,17 @@ const runnable = (
 
 /**
  * Runs one pipeline's tasks in order inside a window's activity, each through `runTask` (the
- * same execution a pipeline workflow's per-task activity runs), to its verdict.
+ * same execution a pipeline workflow's per-task activity runs), to its verdict. One task
+ * claim for the whole pipeline: claimed (with the L1 read) at its first task to run, then
+ * carried from task to task, each task's fence moving it on (`task.ts`), so that a task
+ * after the first costs no claim statement of its own.
  */
 const runPipeline = (env: TaskEnv, spec: AnySpec): Effect.Effect<"succeeded" | "failed" | "gone", StoreUnavailable> =>
   Effect.gen(function*() {
     const n = (spec.template.tasks as ReadonlyArray<Task.Any>).length
+    const claim = yield* newClaim
     for (let seq = 0; seq < n; seq++) {
-      const verdict = yield* runTask(env, spec, seq)
+      const verdict = yield* runTask(env, spec, seq, claim)
       if (verdict === "failed") return "failed" as const
       if (verdict === "gone") return "gone" as const
     }

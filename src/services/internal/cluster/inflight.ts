@@ -39,7 +39,7 @@
  * @internal
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Duration, Effect, Option } from "effect"
+import { Deferred, Duration, Effect, FiberId, Option } from "effect"
 import { StoreUnavailable } from "../../../domain/Errors.js"
 
 /** The claim table (one row per pipeline). */
@@ -370,6 +370,7 @@ export const make = (sql: SqlClient.SqlClient, options: ClaimOptions = {}): Clai
   const heartbeat = Duration.decode(options.heartbeat ?? Duration.seconds(10))
   const ttlMs = Math.max(1, Math.round(Duration.toMillis(ttl)))
   const sameDb = new WeakMap<SqlClient.SqlClient, boolean>()
+  const asking = new WeakMap<SqlClient.SqlClient, Deferred.Deferred<boolean>>()
   /** The claim row as it was (`prev`), with whether it was stale (not renewed for `ttl`). */
   const prevColumns = `SELECT seq, run_id, token, task_run_id, attempt, started_at,
     (heartbeat_at IS NULL OR heartbeat_at < now() - ${ttlMs} * interval '1 millisecond') AS stale`
@@ -461,6 +462,12 @@ export const make = (sql: SqlClient.SqlClient, options: ClaimOptions = {}): Clai
         if (other === sql) return Effect.succeed(true)
         const known = sameDb.get(other)
         if (known !== undefined) return Effect.succeed(known)
+        // the callers that ask while the first answer is on its way wait for it (a runner's
+        // first window asks from every task at once)
+        const waiting = asking.get(other)
+        if (waiting !== undefined) return Deferred.await(waiting)
+        const answer = Deferred.unsafeMake<boolean>(FiberId.none)
+        asking.set(other, answer)
         return Effect.map(
           Effect.all([databaseIdentity(sql), databaseIdentity(other)]),
           ([a, b]) => {
@@ -469,6 +476,11 @@ export const make = (sql: SqlClient.SqlClient, options: ClaimOptions = {}): Clai
             if (a !== undefined && b !== undefined) sameDb.set(other, same)
             return same
           }
+        ).pipe(
+          Effect.onExit((exit) => {
+            asking.delete(other)
+            return Deferred.succeed(answer, exit._tag === "Success" ? exit.value : false)
+          })
         )
       },
       holdsStore: (storeId) =>

@@ -1,14 +1,23 @@
 /**
- * The cluster engine's workflow: one pipeline = one durable workflow of `@effect/workflow`
- * (idempotency key: the store's identity and the pipeline id, `workflowKey`), one task = one activity named `task/<seq>/<name>`
- * (deterministic and unique within the workflow). The body runs from the top on every replay;
- * the engine returns a finished activity's stored verdict instead of running it again, and the
- * activity itself reads the store first (L1), so a task committed by any executor is never run
- * twice by this one. What runs a task is `task.ts`.
+ * The cluster engine's workflows. What the submitter starts: one durable workflow of
+ * `@effect/workflow` per window of pipelines (`WindowWorkflow`, idempotency key `windowKey`),
+ * whose one activity (`window`) runs the window's pipelines at once, each pipeline's tasks in
+ * order, each task checkpointed on its own, with one task claim per pipeline carried from task
+ * to task. The engine's messages are per window, not per task. The body runs from the top on
+ * every replay; the engine returns a finished activity's stored verdict instead of running it
+ * again, and each task execution reads the store first (L1), so a task committed by any
+ * executor is never run twice. What runs a task is `task.ts`.
  *
- * The payload stays small (the pipeline id and the definition's digest): runner processes
- * find the spec in their {@link SpecCatalog} (they load the same experiment file as the
- * submitter) and its seed and checkpoints in the store.
+ * Still hosted, for executions started by an earlier submitter: one workflow per pipeline
+ * (`PipelineWorkflow`, idempotency key the store's identity and the pipeline id,
+ * `workflowKey`), one activity per task named `task/<seq>/<name>` (deterministic and unique
+ * within the workflow), with one task claim per task. The research note's sketch (one
+ * pipeline = one workflow, one task = one activity) was this mapping; windows replaced it
+ * because the engine's messages per task cost more than the tasks' own work.
+ *
+ * The payloads stay small (pipeline ids and the definitions' digests): runner processes
+ * find the specs in their {@link SpecCatalog} (they load the same experiment file as the
+ * submitter) and seeds and checkpoints in the store.
  *
  * @internal
  */

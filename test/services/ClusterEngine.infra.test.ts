@@ -22,7 +22,7 @@ import * as RunnerStorage from "@effect/cluster/RunnerStorage"
 import * as Sharding from "@effect/cluster/Sharding"
 import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Deferred, Effect, Exit, Fiber, Layer, Option, Stream, TestClock } from "effect"
+import { Cause, Clock, Deferred, Effect, Exit, Fiber, Layer, Option, Stream, TestClock } from "effect"
 import type { RunId } from "../../src/domain/Ids.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
@@ -40,10 +40,23 @@ const connectionLost = () =>
   new PersistenceError({ cause: Object.assign(new Error("Connection terminated unexpectedly"), { name: "SqlError" }) })
 
 /**
- * The in-memory cluster of `TestRunner`, with the message storage's `saveRequest` refusing
- * the first `failures` requests for activity `activity` with a lost connection.
+ * What a statement cancelled by the driver looks like (`@effect/sql-pg` cancels an interrupted
+ * fiber's statement with `pg_cancel_backend`, best effort; when it lands late it cancels the
+ * next statement run on that connection): SQLSTATE 57014 under an `SqlError`.
  */
-const flakyCluster = (activity: string, failures: number) => {
+const statementCancelled = () =>
+  new PersistenceError({
+    cause: Object.assign(new Error("Failed to execute statement"), {
+      name: "SqlError",
+      cause: Object.assign(new Error("canceling statement due to user request"), { code: "57014" })
+    })
+  })
+
+/**
+ * The in-memory cluster of `TestRunner`, with the message storage's `saveRequest` refusing
+ * the first `failures` requests for activity `activity` with `error` (a lost connection by default).
+ */
+const flakyCluster = (activity: string, failures: number, error: () => PersistenceError = connectionLost) => {
   let left = failures
   const storage = Layer.effect(
     MessageStorage.MessageStorage,
@@ -55,7 +68,7 @@ const flakyCluster = (activity: string, failures: number) => {
             const name = (message.envelope.payload as { readonly name?: unknown } | undefined)?.name
             if (message.envelope.tag === "activity" && name === activity && left > 0) {
               left--
-              return Effect.fail(connectionLost())
+              return Effect.fail(error())
             }
             return s.saveRequest(message)
           })
@@ -80,7 +93,7 @@ describe("ClusterEngine: a lost database connection, a shard let go", () => {
     const template = Pipeline.make("flaky", Task.make("a", count("a")), Task.make("b", count("b")), Task.make("c", count("c")))
     const spec = template.bind(1)
     const host = ClusterEngine.workflowLayer({ concurrency: 4 }).pipe(
-      Layer.provideMerge(ClusterWorkflowEngine.layer.pipe(Layer.provideMerge(flakyCluster("task/1/b", 3)))),
+      Layer.provideMerge(ClusterWorkflowEngine.layer.pipe(Layer.provideMerge(flakyCluster("window", 3)))),
       Layer.provideMerge(Layer.mergeAll(MemoryStore.layer(), Pool.layer([]), NodeContext.layer)),
       Layer.provide(ClusterEngine.catalogLayer([spec]))
     )
@@ -158,5 +171,47 @@ describe("ClusterEngine: a lost database connection, a shard let go", () => {
       const f2 = yield* Effect.fork(Infra.ridingOut(failing))
       yield* TestClock.adjust("1 second")
       assert.strictEqual(yield* Fiber.join(f2), 1)
+    }))
+  it.live("the engine's request for a window's activity fails on a cancelled statement (57014): the workflow sends it again, no defect, each task runs once", () => {
+    const calls = new Map<string, number>()
+    const count = (name: string) => (n: number) =>
+      Effect.sync(() => {
+        calls.set(name, (calls.get(name) ?? 0) + 1)
+        return n + 1
+      })
+    const template = Pipeline.make("cancelled", Task.make("a", count("a")), Task.make("b", count("b")))
+    const specs = [template.bind(1), template.bind(2)]
+    const host = ClusterEngine.workflowLayer({ concurrency: 4 }).pipe(
+      Layer.provideMerge(ClusterWorkflowEngine.layer.pipe(Layer.provideMerge(flakyCluster("window", 2, statementCancelled)))),
+      Layer.provideMerge(Layer.mergeAll(MemoryStore.layer(), Pool.layer([]), NodeContext.layer)),
+      Layer.provide(ClusterEngine.catalogLayer(specs))
+    )
+    return Effect.gen(function*() {
+      const report = yield* ClusterEngine.submit(Stream.fromIterable(specs), { pollInterval: "20 millis", resultEvery: 1 })
+      assert.deepStrictEqual(report.causes, [])
+      assert.strictEqual(report.succeeded, 2)
+      assert.strictEqual(report.failed, 0)
+      assert.deepStrictEqual(Object.fromEntries(calls), { a: 2, b: 2 })
+    }).pipe(Effect.provide(host))
+  })
+
+  it.effect("ridingOutTyped: a cancelled statement is tried again; one that outlasts the budget is a typed StoreUnavailable, never a defect", () =>
+    Effect.gen(function*() {
+      let tries = 0
+      const flaky = Effect.suspend(() => ++tries <= 2 ? Effect.die(statementCancelled()) : Effect.succeed("ok"))
+      const fiber = yield* Effect.fork(Infra.ridingOutTyped(flaky))
+      yield* TestClock.adjust("10 seconds")
+      assert.strictEqual(yield* Fiber.join(fiber), "ok")
+      assert.strictEqual(tries, 3)
+      const lasting = yield* Effect.fork(Infra.ridingOutTyped(Effect.die(statementCancelled()), Infra.ridingOutSchedule("1 second")))
+      yield* TestClock.adjust("1 minute")
+      const exit = yield* Fiber.await(lasting)
+      assert.isTrue(Exit.isFailure(exit))
+      const failure = Exit.isFailure(exit) ? Cause.failureOption(exit.cause) : Option.none()
+      assert.isTrue(Option.isSome(failure) && (failure.value as { _tag?: string })._tag === "StoreUnavailable", "a typed StoreUnavailable")
+      assert.isFalse(Exit.isFailure(exit) && Cause.isDie(exit.cause), "not a defect")
+      // a defect that is not the storage's is still a defect
+      const bug = yield* Effect.exit(Infra.ridingOutTyped(Effect.die(new Error("bug"))))
+      assert.isTrue(Exit.isFailure(bug) && Cause.isDie(bug.cause))
     }))
 })

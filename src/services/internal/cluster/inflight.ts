@@ -39,7 +39,7 @@
  * @internal
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Duration, Effect, Option } from "effect"
+import { Deferred, Duration, Effect, FiberId, Option } from "effect"
 import { StoreUnavailable } from "../../../domain/Errors.js"
 
 /** The claim table (one row per pipeline). */
@@ -181,6 +181,14 @@ export interface Claims {
    */
   readonly fence: (request: FenceRequest) => Effect.Effect<FenceResult, StoreUnavailable>
   /**
+   * {@link Claims.fence} as parts of another statement on this database (without `slot`:
+   * the statement claims the slot itself), for task `seq`; see {@link FenceParts}. Its
+   * result row is read with {@link Claims.fenceResult}.
+   */
+  readonly fenceParts: (request: FenceRequest, seq: number, first: number) => FenceParts
+  /** Reads a fence's answer from the row of a statement built with {@link Claims.fenceParts}. */
+  readonly fenceResult: (request: FenceRequest, row: Record<string, unknown> | undefined) => FenceResult
+  /**
    * Whether `other` reaches this database (the same server instance and database; compared
    * once per client): a global pool on it has its slots renewed inside {@link Claims.fence}.
    * `false` when unknown.
@@ -198,6 +206,20 @@ export interface FenceRequest {
   readonly pipelineId: string
   readonly token: string
   readonly attempt: number
+  /**
+   * The task the claim now covers (one claim per pipeline: it is carried from task to task,
+   * and each fence moves it to the task about to be called, so that a takeover records the
+   * right abandoned attempt and a competitor's claim of a later task than the row says does
+   * not win over a live execution): the row's `seq`, `task_run_id` and `started_at` are set
+   * with the renewal. Nothing moves when not given.
+   */
+  readonly advance?: { readonly seq: number; readonly taskRunId: string; readonly startedAt: number } | undefined
+  /**
+   * The input this execution holds in memory for the task (the output of task `seq` that its
+   * own commit wrote), to check against what the store kept: its checkpoint's digest is read
+   * and compared (`FenceResult.inputKept`). Needs the store in this database.
+   */
+  readonly input?: { readonly seq: number; readonly digest: string } | undefined
   /** The lease's global slot, when the pools live in this database. */
   readonly slot?: {
     readonly pool: string
@@ -219,6 +241,25 @@ export interface FenceResult {
   readonly claimHeld: boolean
   readonly slotHeld: boolean | undefined
   readonly pipeline: { readonly state: string; readonly nTasksDone: number } | null | undefined
+  /**
+   * Whether the checkpoint of `input.seq` is stored with `input.digest` (the store kept this
+   * execution's value, or an equal one): `undefined` when not asked.
+   */
+  readonly inputKept?: boolean | undefined
+}
+
+/**
+ * A fence as parts of a larger statement (the global pools' slot claim, `PgPools`): its CTEs
+ * and result columns, its parameters (numbered from the `first` given to
+ * {@link Claims.fenceParts}), and `when`, a SQL condition over its CTEs that holds when the
+ * call may go out (the claim renewed, the task not committed, the input kept): the slot is
+ * claimed only under it.
+ */
+export interface FenceParts {
+  readonly ctes: ReadonlyArray<string>
+  readonly cols: ReadonlyArray<string>
+  readonly params: ReadonlyArray<unknown>
+  readonly when: string
 }
 
 /** Options of {@link make}: `ttl` (default 35 s) and `heartbeat` (default 10 s; at most a third of `ttl` is wise). */
@@ -266,12 +307,70 @@ const previousOf = (row: PreviousRow | undefined): Option.Option<Marker> =>
       stale: row.stale === true
     })
 
+/**
+ * The fence's CTEs (`c`: the claim renewed, and moved to `advance`; `s`: the slot renewed;
+ * `p`: the pipeline row; `d`: the input's checkpoint digest), its columns, its parameters
+ * numbered from `first`, and (with `seq`) the condition under which the call may go out.
+ */
+const fenceParts = (r: FenceRequest, seq: number | undefined, first: number): FenceParts => {
+  const params: Array<unknown> = []
+  const $ = (v: unknown) => `$${first + params.push(v) - 1}`
+  const pid = $(r.pipelineId)
+  const sets = [`heartbeat_at = now()`, `attempt = ${$(r.attempt)}::int`]
+  if (r.advance !== undefined) {
+    sets.push(
+      `seq = ${$(r.advance.seq)}::int`,
+      `task_run_id = ${$(r.advance.taskRunId)}::text`,
+      `started_at = ${$(r.advance.startedAt)}::bigint`
+    )
+  }
+  const ctes = [`c AS (UPDATE ${TABLE} SET ${sets.join(", ")} WHERE pipeline_id = ${pid}::text AND token = ${$(r.token)}::text RETURNING 1)`]
+  const cols = ["EXISTS (SELECT 1 FROM c) AS claim"]
+  if (r.slot !== undefined) {
+    ctes.push(`s AS (UPDATE assay_pool_slot SET expires_at = now() + make_interval(secs => ${$(r.slot.ttlMs / 1000)}::float8)
+      WHERE pool = ${$(r.slot.pool)}::text AND resource = ${$(r.slot.resource)}::text AND slot = ${$(r.slot.slot)}::int
+        AND lease_id = ${$(r.slot.leaseId)}::uuid AND expires_at > now()
+      RETURNING 1)`)
+    cols.push("EXISTS (SELECT 1 FROM s) AS slot")
+  }
+  const conditions = ["EXISTS (SELECT 1 FROM c)"]
+  if (r.readPipeline) {
+    ctes.push(`p AS (SELECT state, n_tasks_done FROM assay_pipelines WHERE pipeline_id = ${pid}::text)`)
+    cols.push("EXISTS (SELECT 1 FROM p) AS found, (SELECT state FROM p) AS state, (SELECT n_tasks_done FROM p) AS n_tasks_done")
+    if (seq !== undefined) {
+      // a missing row does not stop the call (as the fence after a lease never did)
+      conditions.push(`NOT EXISTS (SELECT 1 FROM p WHERE p.n_tasks_done > ${$(seq)}::int OR p.state IN ('succeeded', 'failed'))`)
+    }
+    if (r.input !== undefined) {
+      ctes.push(
+        `d AS (SELECT digest FROM assay_checkpoints WHERE pipeline_id = ${pid}::text AND seq = ${$(r.input.seq)}::int AND visit = 0)`
+      )
+      const kept = `COALESCE((SELECT digest FROM d) = ${$(r.input.digest)}::text, false)`
+      cols.push(`${kept} AS input_kept`)
+      conditions.push(kept)
+    }
+  }
+  return { ctes, cols, params, when: conditions.join(" AND ") }
+}
+
+const fenceResult = (r: FenceRequest, row: Record<string, unknown> | undefined): FenceResult => ({
+  claimHeld: row?.claim === true,
+  slotHeld: r.slot === undefined ? undefined : row?.slot === true,
+  pipeline: !r.readPipeline
+    ? undefined
+    : row?.found === true
+    ? { state: String(row.state), nTasksDone: Number(row.n_tasks_done) }
+    : null,
+  inputKept: r.input === undefined || !r.readPipeline ? undefined : row?.input_kept === true
+})
+
 /** The claims over a Postgres client (`undefined` on another dialect). */
 export const make = (sql: SqlClient.SqlClient, options: ClaimOptions = {}): Claims | undefined => {
   const ttl = Duration.decode(options.ttl ?? Duration.seconds(35))
   const heartbeat = Duration.decode(options.heartbeat ?? Duration.seconds(10))
   const ttlMs = Math.max(1, Math.round(Duration.toMillis(ttl)))
   const sameDb = new WeakMap<SqlClient.SqlClient, boolean>()
+  const asking = new WeakMap<SqlClient.SqlClient, Deferred.Deferred<boolean>>()
   /** The claim row as it was (`prev`), with whether it was stale (not renewed for `ttl`). */
   const prevColumns = `SELECT seq, run_id, token, task_run_id, attempt, started_at,
     (heartbeat_at IS NULL OR heartbeat_at < now() - ${ttlMs} * interval '1 millisecond') AS stale`
@@ -351,43 +450,24 @@ export const make = (sql: SqlClient.SqlClient, options: ClaimOptions = {}): Clai
           sql`UPDATE ${sql(TABLE)} SET token = NULL, heartbeat_at = NULL WHERE pipeline_id = ${pipelineId} AND token = ${token}`
         ).pipe(Effect.mapError(unavailable("release"))),
       fence: (r) => {
-        const params: Array<unknown> = [r.pipelineId, r.token, r.attempt]
-        const ctes = [`c AS (UPDATE ${TABLE} SET heartbeat_at = now(), attempt = $3 WHERE pipeline_id = $1 AND token = $2 RETURNING 1)`]
-        const cols = ["EXISTS (SELECT 1 FROM c) AS claim"]
-        if (r.slot !== undefined) {
-          const n = params.push(r.slot.ttlMs / 1000, r.slot.pool, r.slot.resource, r.slot.slot, r.slot.leaseId)
-          ctes.push(`s AS (UPDATE assay_pool_slot SET expires_at = now() + make_interval(secs => $${n - 4}::float8)
-            WHERE pool = $${n - 3} AND resource = $${n - 2} AND slot = $${n - 1} AND lease_id = $${n}::uuid AND expires_at > now()
-            RETURNING 1)`)
-          cols.push("EXISTS (SELECT 1 FROM s) AS slot")
-        }
-        if (r.readPipeline) {
-          ctes.push(`p AS (SELECT state, n_tasks_done FROM assay_pipelines WHERE pipeline_id = $1)`)
-          cols.push("EXISTS (SELECT 1 FROM p) AS found, (SELECT state FROM p) AS state, (SELECT n_tasks_done FROM p) AS n_tasks_done")
-        }
+        const parts = fenceParts(r, undefined, 1)
         return Effect.map(
-          sql.unsafe<{ claim: boolean; slot?: boolean; found?: boolean; state?: string | null; n_tasks_done?: number | null }>(
-            `WITH ${ctes.join(", ")} SELECT ${cols.join(", ")}`,
-            params
-          ),
-          (rows): FenceResult => {
-            const row = rows[0]
-            return {
-              claimHeld: row?.claim === true,
-              slotHeld: r.slot === undefined ? undefined : row?.slot === true,
-              pipeline: !r.readPipeline
-                ? undefined
-                : row?.found === true
-                ? { state: String(row.state), nTasksDone: Number(row.n_tasks_done) }
-                : null
-            }
-          }
+          sql.unsafe<Record<string, unknown>>(`WITH ${parts.ctes.join(", ")} SELECT ${parts.cols.join(", ")}`, parts.params),
+          (rows): FenceResult => fenceResult(r, rows[0])
         ).pipe(Effect.mapError(unavailable("fence")))
       },
+      fenceParts: (r, seq, first) => fenceParts({ ...r, slot: undefined }, seq, first),
+      fenceResult: (r, row) => fenceResult(r, row),
       sameDatabase: (other) => {
         if (other === sql) return Effect.succeed(true)
         const known = sameDb.get(other)
         if (known !== undefined) return Effect.succeed(known)
+        // the callers that ask while the first answer is on its way wait for it (a runner's
+        // first window asks from every task at once)
+        const waiting = asking.get(other)
+        if (waiting !== undefined) return Deferred.await(waiting)
+        const answer = Deferred.unsafeMake<boolean>(FiberId.none)
+        asking.set(other, answer)
         return Effect.map(
           Effect.all([databaseIdentity(sql), databaseIdentity(other)]),
           ([a, b]) => {
@@ -396,6 +476,11 @@ export const make = (sql: SqlClient.SqlClient, options: ClaimOptions = {}): Clai
             if (a !== undefined && b !== undefined) sameDb.set(other, same)
             return same
           }
+        ).pipe(
+          Effect.onExit((exit) => {
+            asking.delete(other)
+            return Deferred.succeed(answer, exit._tag === "Success" ? exit.value : false)
+          })
         )
       },
       holdsStore: (storeId) =>

@@ -55,7 +55,7 @@ import type { AttemptShared } from "../runner/attemptContext.js"
 import { type CacheEnv, succeededAs } from "../runner/cache.js"
 import type * as Pricing from "../../../domain/Pricing.js"
 import { withAttemptServices } from "../runner/attemptScope.js"
-import type { Claims, Marker } from "./inflight.js"
+import type { Claims, FenceRequest, FenceResult, Marker } from "./inflight.js"
 import { judgeFailure, type PipelineEnv, runAttempt } from "../runner/pipeline.js"
 import * as Rows from "../runner/rows.js"
 import { reportMetric } from "../runner/run.js"
@@ -113,6 +113,14 @@ export interface TaskEnv {
    * from a cache.
    */
   readonly cache: CacheEnv | undefined
+  /**
+   * The tasks whose last execution in this process reached its call through a fenced global
+   * lease (the slot claim, or the fence after it, checked the claim and the input): a later
+   * task of a pipeline whose claim this execution already holds skips the check before its
+   * attempt for them, the fence doing it. A task that ran without one is checked before its
+   * attempt again.
+   */
+  readonly fencedTasks: WeakSet<Task.Any>
 }
 
 /**
@@ -160,7 +168,8 @@ export const makeTaskEnv = (options: {
     claims: options.claims,
     storeHere: options.storeHere === true && options.claims !== undefined,
     pricing: options.pricing,
-    cache: options.cache
+    cache: options.cache,
+    fencedTasks: new WeakSet()
   }))
 
 const registryFor = (env: TaskEnv, task: Task.Any): CodecRegistry => {
@@ -201,7 +210,59 @@ const committed = (row: Pick<PipelineRecord, "nTasksDone" | "state">, seq: numbe
  */
 interface Fence {
   lost: boolean
+  /**
+   * The input this execution took from its own commit of the previous task is not what the
+   * store kept (another execution's commit won with another value): the attempt stopped
+   * before its call, and runs again from the stored input.
+   */
+  stale: boolean
 }
+
+/**
+ * The fence request of `claim` now: its renewal, the task it moves the claim to
+ * (`claim.current`) and, until it is confirmed, the input to check against the store.
+ */
+const fenceRequest = (env: TaskEnv, pipelineId: PipelineId, claim: ClaimState, slot?: FenceRequest["slot"]): FenceRequest => {
+  const current = claim.current
+  return {
+    pipelineId,
+    token: claim.token,
+    attempt: claim.attempt,
+    slot,
+    readPipeline: env.storeHere,
+    advance: current === undefined ? undefined : { seq: current.seq, taskRunId: current.taskRunId, startedAt: current.startedAt },
+    input: current === undefined || current.confirmed || !env.storeHere ? undefined : current.input
+  }
+}
+
+/**
+ * What a fence's answer means for task `seq`: `"committed"` (the store holds its verdict:
+ * `found` is completed), `"lost"` (another execution holds the claim: `claim.fence.lost` is
+ * set), `"stale"` (the input held in memory is not what the store kept: `claim.fence.stale`
+ * is set), or `"go"` (the claim is held and now covers this task; the input is confirmed).
+ */
+const readFence = (
+  seq: number,
+  found: Deferred.Deferred<TaskVerdict>,
+  claim: ClaimState,
+  f: FenceResult
+): Effect.Effect<"go" | "committed" | "lost" | "stale"> =>
+  Effect.suspend(() => {
+    if (f.pipeline !== undefined && f.pipeline !== null) {
+      const verdict = committed({ state: f.pipeline.state as PipelineRecord["state"], nTasksDone: f.pipeline.nTasksDone }, seq)
+      if (verdict !== undefined) return Effect.as(Deferred.succeed(found, verdict), "committed" as const)
+    }
+    if (!f.claimHeld) {
+      claim.fence.lost = true
+      return Effect.succeed("lost" as const)
+    }
+    if (f.inputKept === false) {
+      claim.fence.stale = true
+      return Effect.succeed("stale" as const)
+    }
+    if (claim.current !== undefined) claim.current.confirmed = true
+    return Effect.succeed("go" as const)
+  })
 
 /**
  * The pools a task of `pipelineId` sees: every lease granted is fenced before the task's call
@@ -210,8 +271,13 @@ interface Fence {
  * - L4: the checkpoint of `seq` is read again; when it is committed, `found` is completed and
  *   the attempt is interrupted (the lease goes back with the attempt's scope, or is reclaimed
  *   when raw);
- * - the execution's claim is renewed (when `claim` is given); when another execution holds it
- *   now, `fence.lost` is set and the attempt is interrupted before its call;
+ * - the execution's claim is renewed (when `claim` is given) and moved to this task
+ *   (`claim.current`); when another execution holds it now, `fence.lost` is set and the
+ *   attempt is interrupted before its call;
+ * - the input taken from this execution's own commit of the previous task is checked against
+ *   the store's checkpoint (its digest), until confirmed; when the store kept another value,
+ *   `fence.stale` is set and the attempt is interrupted before its call (it runs again from
+ *   the stored input);
  * - a global lease's slot is renewed (only the same lease id, only while not expired): a
  *   runner frozen or cut off past the lease's TTL between the grant and the call finds its
  *   slot expired or claimed by another runner; the lease is then lost (nothing was called
@@ -222,18 +288,22 @@ interface Fence {
  *   slot found taken) fails the attempt with `LeaseLost` and stops the call (`watch`, with the
  *   attempt's `guardBody`): the slot is never given back early, it may be another runner's.
  *
- * With Postgres claims these are one statement (`Claims.fence`) when the store and the pools
- * live in the claims' database (`env.storeHere`, `Claims.sameDatabase`); otherwise the store
- * read and the slot renewal are statements of their own. A fence that cannot reach the
- * database lets the call go (a renewal error is not a loss, L3: the claim and the slot stay
- * held until their TTLs; the heartbeat and the pools' renewal fiber try again).
+ * With Postgres claims and the store in the claims' database (`env.storeHere`), a global
+ * pool on the same database (`Claims.sameDatabase`) claims its slot and fences in one
+ * statement (`PgPools.ClaimFence`: the slot is claimed only when the fence lets the call go,
+ * so nothing is left to renew); a lease of another pool is fenced by one statement after its
+ * grant (`Claims.fence`); without the store there, the store read and the slot renewal are
+ * statements of their own. A fence that cannot reach the database lets the call go (a
+ * renewal error is not a loss, L3: the claim and the slot stay held until their TTLs; the
+ * heartbeat and the pools' renewal fiber try again).
  */
 const recheckingPools = (
   env: TaskEnv,
+  task: Task.Any,
   pipelineId: PipelineId,
   seq: number,
   found: Deferred.Deferred<TaskVerdict>,
-  claim: { readonly token: string; readonly attempt: () => number; readonly fence: Fence } | undefined,
+  claim: ClaimState | undefined,
   watch: (lease: Lease<any>) => Effect.Effect<void>
 ): PoolsService => {
   const settle = (verdict: TaskVerdict | undefined) =>
@@ -257,13 +327,8 @@ const recheckingPools = (
     }
     return Effect.gen(function*() {
       const slotHere = slot !== undefined && (yield* claims.sameDatabase(slot.sql))
-      const answer = yield* Effect.either(claims.fence({
-        pipelineId,
-        token: claim.token,
-        attempt: claim.attempt(),
-        slot: slotHere ? slot : undefined,
-        readPipeline: env.storeHere
-      }))
+      const request = fenceRequest(env, pipelineId, claim, slotHere ? slot : undefined)
+      const answer = yield* Effect.either(claims.fence(request))
       if (Either.isLeft(answer)) {
         // the claims' database cannot be reached: L4 through the store, the claim presumed held
         yield* recheck
@@ -271,21 +336,60 @@ const recheckingPools = (
       }
       const f = answer.right
       if (f.pipeline === undefined) yield* recheck
-      else if (f.pipeline !== null) yield* settle(committed({ state: f.pipeline.state as PipelineRecord["state"], nTasksDone: f.pipeline.nTasksDone }, seq))
-      if (!f.claimHeld) {
-        claim.fence.lost = true
-        return yield* Effect.interrupt
-      }
+      if ((yield* readFence(seq, found, claim, f)) !== "go") return yield* Effect.interrupt
+      env.fencedTasks.add(task)
       if (slot === undefined) return true
       return slotHere ? f.slotHeld === true : yield* slotHeld(slot)
     })
   }
+  /** When the last fence joined to a slot claim was sent (local clock, epoch ms). */
+  let fencedAt = 0
+  /**
+   * Whether a lease fenced at its slot claim may still go out without another fence: its
+   * local deadline has not passed (its slot cannot have expired and been claimed by another
+   * runner before it), nor the claim's TTL since the fence was sent, less a margin (the claim
+   * cannot have gone stale and been taken over). Past either (the process froze between the
+   * claim and the call), it is fenced again, on its own statement.
+   */
+  const freshAtClaim = (lease: Lease<any>): boolean => {
+    const now = env.clock.unsafeCurrentTimeMillis()
+    const deadline = PgPools.deadlineOf(lease)
+    if (deadline !== undefined && now >= deadline) return false
+    if (claims === undefined) return true
+    const ttlMs = Duration.toMillis(claims.ttl)
+    return now < fencedAt + ttlMs - Math.min(ttlMs / 10, 2_000)
+  }
+  /** The fence joined to a global slot claim (the store in the claims' database only). */
+  const atClaim: PgPools.ClaimFence | undefined = claims === undefined || claim === undefined || !env.storeHere
+    ? undefined
+    : (() => {
+      let request: FenceRequest | undefined
+      return {
+        here: (sql) => claims.sameDatabase(sql),
+        parts: (first) => {
+          fencedAt = env.clock.unsafeCurrentTimeMillis()
+          return claims.fenceParts(request = fenceRequest(env, pipelineId, claim), seq, first)
+        },
+        settle: (row) =>
+          Effect.map(readFence(seq, found, claim, claims.fenceResult(request ?? fenceRequest(env, pipelineId, claim), row)), (r) => {
+            if (r !== "go") return false
+            env.fencedTasks.add(task)
+            return true
+          })
+      }
+    })()
   /** Acquires, fences, and acquires again while the fence finds the slot lost. */
   const ready = <L extends Lease<any>, E, R>(get: Effect.Effect<L, E, R>): Effect.Effect<L, E, R> => {
-    const loop: Effect.Effect<L, E, R> = Effect.flatMap(get, (lease) =>
+    const acquire = atClaim === undefined ? get : Effect.locally(get, PgPools.currentClaimFence, atClaim)
+    const loop: Effect.Effect<L, E, R> = Effect.flatMap(acquire, (lease) =>
       Effect.flatMap(
-        // a lease its renewal fiber already saw lost (taken, or past its local deadline) is not fenced again
-        Effect.flatMap(PgPools.knownLost(lease), (lost) => lost ? Effect.succeed(false) : fenced(lease)),
+        // a lease its renewal fiber already saw lost (taken, or past its local deadline) is not
+        // fenced again; a lease fenced by its slot claim has nothing left to check, unless the
+        // process froze between the claim and now (`freshAtClaim`)
+        Effect.flatMap(
+          PgPools.knownLost(lease),
+          (lost) => lost ? Effect.succeed(false) : PgPools.fencedAtClaim(lease) && freshAtClaim(lease) ? Effect.succeed(true) : fenced(lease)
+        ),
         (ok) =>
           ok
             // from now on a loss of the lease fails the attempt (`guardBody`); the last thing
@@ -332,7 +436,12 @@ const inputOf = (env: TaskEnv, spec: AnySpec, seq: number) =>
  *
  * @internal
  */
-export const runTask = (env: TaskEnv, spec: AnySpec, seq: number): Effect.Effect<TaskVerdict, StoreUnavailable> =>
+export const runTask = (
+  env: TaskEnv,
+  spec: AnySpec,
+  seq: number,
+  carried?: ClaimState | undefined
+): Effect.Effect<TaskVerdict, StoreUnavailable> =>
   // registering the execution, forking it and attaching the observer that settles `done` (however
   // the execution ends, interrupted before it started included) happen with no interruption
   // in between: a registered execution always settles; only the waiting is interruptible
@@ -343,9 +452,10 @@ export const runTask = (env: TaskEnv, spec: AnySpec, seq: number): Effect.Effect
       if (running !== undefined) return restore(Deferred.await(running))
       const done = Deferred.unsafeMake<TaskVerdict, StoreUnavailable>(FiberId.none)
       env.running.set(key, done)
-      const execution = Effect.interruptible(Effect.flatMap(executionToken, (token) => {
-        // one claim per execution: an L5 retry of the body claims again with the same token
-        const claim: ClaimState = { token, held: false, attempt: 1, fence: { lost: false } }
+      const execution = Effect.interruptible(Effect.flatMap(carried === undefined ? newClaim : Effect.succeed(carried), (claim) => {
+        // one claim per execution (or per pipeline, carried from task to task): an L5 retry
+        // of the body claims again with the same token
+        const token = claim.token
         const claims = env.claims
         return Effect.retry(runTaskOnce(env, spec, seq, claim), env.infraRetry).pipe(
           withAttemptServices,
@@ -373,13 +483,57 @@ const executionToken = Effect.map(
   (parts) => parts.map((n) => n.toString(16).padStart(8, "0")).join("")
 )
 
-/** One execution's claim: its token, whether it is held, the attempt it is on, the fence. */
-interface ClaimState {
+/**
+ * One execution's claim: its token, whether it is held, the attempt it is on, the fence; and,
+ * for a claim carried across a pipeline's tasks (`runTask`'s `carried`), the run, the task it
+ * covers and the last output this execution committed.
+ *
+ * @internal
+ */
+export interface ClaimState {
   readonly token: string
   held: boolean
   attempt: number
   readonly fence: Fence
+  /**
+   * The run the claim was won under (from the pipeline's row), once won through the row
+   * (`Claims.claimRunnable`): a claim carried to the pipeline's next task continues with it.
+   */
+  runId: RunId | undefined
+  /** The task the claim covers now, what the next fence moves the row to and checks. */
+  current: CurrentTask | undefined
+  /**
+   * The output this execution committed for task `seq` (its encoding and digest), while the
+   * claim is carried: the next task's input, decoded from it instead of read back from the
+   * store; the first fence before that task's call checks the store kept this digest.
+   */
+  last: { readonly seq: number; readonly encoded: { readonly typeName: string; readonly codec: string; readonly data: Uint8Array }; readonly digest: string } | undefined
 }
+
+/**
+ * What the claim covers now: task `seq` (its task-run id and start), whether what it was
+ * started with is confirmed (the claim held and the task not committed, read in one
+ * statement, and the input taken from memory equal to the stored one), and that input's
+ * checkpoint (`input`: `seq` and digest) when it came from memory.
+ */
+interface CurrentTask {
+  readonly seq: number
+  readonly taskRunId: string
+  readonly startedAt: number
+  readonly input: { readonly seq: number; readonly digest: string } | undefined
+  confirmed: boolean
+}
+
+/**
+ * A claim for one execution (a task's, or a pipeline's carried from task to task): a new
+ * token, not held yet.
+ *
+ * @internal
+ */
+export const newClaim: Effect.Effect<ClaimState> = Effect.map(
+  Effect.suspend(() => executionToken),
+  (token): ClaimState => ({ token, held: false, attempt: 1, fence: { lost: false, stale: false }, runId: undefined, current: undefined, last: undefined })
+)
 
 /** What an abandoned attempt of the cluster engine says. */
 const abandonedMessage = "attempt abandoned: the runner running it stopped (killed, lost, frozen, or its shard moved) while it was in flight; " +
@@ -506,13 +660,75 @@ const runTaskOnce = (
     let runId: RunId
     let taskStarted: number
     let input: unknown
-    if (claims !== undefined && env.storeHere) {
+    claim.fence.lost = false
+    claim.fence.stale = false
+    const found = yield* Deferred.make<TaskVerdict>()
+    /** The input read back from the store (the claim's input then needs no check). */
+    const reload = Effect.map(inputOf(env, spec, seq), (loaded) => {
+      if (claim.current !== undefined) claim.current = { ...claim.current, input: undefined }
+      return loaded
+    })
+    /**
+     * The claim carried to this task checked in one statement (`Claims.fence`, without a
+     * slot): renewed and moved to this task, the row read (L1), the input from memory
+     * compared with the stored one. `undefined` to go on; else the verdict to return.
+     */
+    const checkCarried = (cl: Claims): Effect.Effect<TaskVerdict | undefined, StoreUnavailable> =>
+      Effect.gen(function*() {
+        while (true) {
+          const r = yield* readFence(seq, found, claim, yield* cl.fence(fenceRequest(env, pipelineId, claim)))
+          if (r === "go") return undefined
+          if (r === "committed") return yield* Deferred.await(found)
+          if (r === "stale") {
+            claim.fence.stale = false
+            const loaded = yield* reload
+            if (Option.isNone(loaded)) return "gone" as const
+            input = loaded.value
+            continue
+          }
+          claim.fence.lost = false
+          const other = yield* acquireClaim(env, cl, spec, seq, task.name, runId, `${pipelineId}:${seq}:${runId}:${taskStarted}`, claim)
+          if (other !== undefined) return other
+        }
+      })
+    if (
+      claims !== undefined && env.storeHere && claim.held && claim.runId !== undefined &&
+      claim.current !== undefined && claim.current.seq === seq - 1
+    ) {
+      // the pipeline's claim, carried from its previous task (this execution committed it):
+      // no claim statement of its own; the first fence before this task's call (at its slot
+      // claim, or after its lease) renews the claim, moves it to this task and reads the row
+      // (L1); a task that takes no fenced lease is checked here first
+      runId = claim.runId
+      taskStarted = clock.unsafeCurrentTimeMillis()
+      const last = claim.last
+      claim.last = undefined
+      const decoded = last === undefined || last.seq !== seq - 1 ? undefined : registryFor(env, tasks[seq - 1]!).load(last.encoded)
+      let from: { readonly seq: number; readonly digest: string } | undefined = undefined
+      if (decoded !== undefined && decoded._tag === "Right") {
+        // the output this execution committed: the next task's input without reading it back
+        input = decoded.right
+        from = { seq: seq - 1, digest: last!.digest }
+      } else {
+        const loaded = yield* inputOf(env, spec, seq)
+        if (Option.isNone(loaded)) return "gone" as const
+        input = loaded.value
+      }
+      claim.current = { seq, taskRunId: `${pipelineId}:${seq}:${runId}:${taskStarted}`, startedAt: taskStarted, input: from, confirmed: false }
+      if (!env.fencedTasks.has(task)) {
+        const verdict = yield* checkCarried(claims)
+        if (verdict !== undefined) return verdict
+      }
+    } else if (claims !== undefined && env.storeHere) {
       // the L1 read and the claim in one statement
+      claim.last = undefined
       const started = yield* startClaimed(env, claims, spec, seq, task.name, claim)
       if ("verdict" in started) return started.verdict
       runId = started.runId
       taskStarted = started.taskStarted
       input = started.input
+      claim.runId = runId
+      claim.current = { seq, taskRunId: `${pipelineId}:${seq}:${runId}:${taskStarted}`, startedAt: taskStarted, input: undefined, confirmed: true }
     } else {
       // L1: a committed checkpoint is never run again
       const row = yield* store.getPipeline(pipelineId)
@@ -548,7 +764,6 @@ const runTaskOnce = (
       )
     }
     const state = yield* stateOf(env, runId)
-    const found = yield* Deferred.make<TaskVerdict>()
     const registry = registryFor(env, task)
     // the running attempt's loss signal: a global lease it holds lost mid-call (its renewals
     // failed until its local deadline, or its slot was found taken) fails the attempt with
@@ -573,14 +788,7 @@ const runTaskOnce = (
       runId,
       bus: env.bus,
       store: readOnlyView(store),
-      pools: recheckingPools(
-        env,
-        pipelineId,
-        seq,
-        found,
-        claims === undefined ? undefined : { token: claim.token, attempt: () => claim.attempt, fence: claim.fence },
-        watch
-      ),
+      pools: recheckingPools(env, task, pipelineId, seq, found, claims === undefined ? undefined : claim, watch),
       emit: (kind, pid, data) =>
         Effect.suspend(() => store.emitEvent({ kind, pipelineId: pid, runId, data, ts: clock.unsafeCurrentTimeMillis() })),
       reportMetric: (name, value, o) => reportMetric(store, runId, name, value, o),
@@ -617,6 +825,32 @@ const runTaskOnce = (
         // L4: another executor committed this task while the attempt waited for its lease
         const other = yield* Deferred.poll(found)
         if (Option.isSome(other)) return yield* other.value
+        if (claim.fence.stale) {
+          // the input taken from memory was not what the store kept: the attempt stopped
+          // before its call; it runs again (same number) from the stored input
+          claim.fence.stale = false
+          attempt--
+          const loaded = yield* reload
+          if (Option.isNone(loaded)) return "gone" as const
+          input = loaded.value
+          continue
+        }
+        if (!claim.fence.lost && claims !== undefined && claim.current !== undefined && !claim.current.confirmed) {
+          // the attempt reached its end without a fence (it took no fenced lease): the claim
+          // and the input are checked before anything is committed, and the task is checked
+          // before its attempt from now on
+          env.fencedTasks.delete(task)
+          const r = yield* readFence(seq, found, claim, yield* claims.fence(fenceRequest(env, pipelineId, claim)))
+          if (r === "committed") return yield* Deferred.await(found)
+          if (r === "stale") {
+            claim.fence.stale = false
+            attempt--
+            const loaded = yield* reload
+            if (Option.isNone(loaded)) return "gone" as const
+            input = loaded.value
+            continue
+          }
+        }
         if (!claim.fence.lost) {
           const ended = clock.unsafeCurrentTimeMillis()
           if (attempt === 1) taskStarted = result.startedAt
@@ -630,9 +864,10 @@ const runTaskOnce = (
               // `report` counts hits, misses and the savings from), with the attempt's usage
               const succeeded = succeededAs(attempt, result.cache)
               const attemptRow = Rows.succeededAttemptRow(current, attempt, succeeded, result, ended)
+              const outputDigest = digest(enc.data)
               const unit = Rows.succeededUnit(
                 current,
-                { typeName: enc.typeName, codec: enc.codec, digest: digest(enc.data), data: enc.data },
+                { typeName: enc.typeName, codec: enc.codec, digest: outputDigest, data: enc.data },
                 seq === tasks.length - 1,
                 attempt,
                 taskStarted,
@@ -645,6 +880,9 @@ const runTaskOnce = (
               // reads its input back from the store: the winner's value
               // L5 at the commit: a store error retries the write, not the call
               yield* Effect.zipRight(store.flush, store.checkpoint(unit)).pipe(Effect.retry(env.infraRetry), Effect.uninterruptible)
+              // kept for the pipeline's next task, which takes it as its input once a fence
+              // confirms the store kept this digest (an earlier writer may have won)
+              claim.last = { seq, encoded: { typeName: enc.typeName, codec: enc.codec, data: enc.data }, digest: outputDigest }
               return "done" as const
             }
             exit = Exit.fail(encoded.left)

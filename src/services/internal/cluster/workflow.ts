@@ -1,14 +1,23 @@
 /**
- * The cluster engine's workflow: one pipeline = one durable workflow of `@effect/workflow`
- * (idempotency key: the store's identity and the pipeline id, `workflowKey`), one task = one activity named `task/<seq>/<name>`
- * (deterministic and unique within the workflow). The body runs from the top on every replay;
- * the engine returns a finished activity's stored verdict instead of running it again, and the
- * activity itself reads the store first (L1), so a task committed by any executor is never run
- * twice by this one. What runs a task is `task.ts`.
+ * The cluster engine's workflows. What the submitter starts: one durable workflow of
+ * `@effect/workflow` per window of pipelines (`WindowWorkflow`, idempotency key `windowKey`),
+ * whose one activity (`window`) runs the window's pipelines at once, each pipeline's tasks in
+ * order, each task checkpointed on its own, with one task claim per pipeline carried from task
+ * to task. The engine's messages are per window, not per task. The body runs from the top on
+ * every replay; the engine returns a finished activity's stored verdict instead of running it
+ * again, and each task execution reads the store first (L1), so a task committed by any
+ * executor is never run twice. What runs a task is `task.ts`.
  *
- * The payload stays small (the pipeline id and the definition's digest): runner processes
- * find the spec in their {@link SpecCatalog} (they load the same experiment file as the
- * submitter) and its seed and checkpoints in the store.
+ * Still hosted, for executions started by an earlier submitter: one workflow per pipeline
+ * (`PipelineWorkflow`, idempotency key the store's identity and the pipeline id,
+ * `workflowKey`), one activity per task named `task/<seq>/<name>` (deterministic and unique
+ * within the workflow), with one task claim per task. The research note's sketch (one
+ * pipeline = one workflow, one task = one activity) was this mapping; windows replaced it
+ * because the engine's messages per task cost more than the tasks' own work.
+ *
+ * The payloads stay small (pipeline ids and the definitions' digests): runner processes
+ * find the specs in their {@link SpecCatalog} (they load the same experiment file as the
+ * submitter) and seeds and checkpoints in the store.
  *
  * @internal
  */
@@ -32,7 +41,7 @@ import type { PoolsService } from "../../Pools.js"
 import { Store, type StoreService } from "../../Store.js"
 import * as Infra from "./infra.js"
 import * as InFlight from "./inflight.js"
-import { makeTaskEnv, runTask, type TaskEnv } from "./task.js"
+import { makeTaskEnv, newClaim, runTask, type TaskEnv } from "./task.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
@@ -284,13 +293,17 @@ const runnable = (
 
 /**
  * Runs one pipeline's tasks in order inside a window's activity, each through `runTask` (the
- * same execution a pipeline workflow's per-task activity runs), to its verdict.
+ * same execution a pipeline workflow's per-task activity runs), to its verdict. One task
+ * claim for the whole pipeline: claimed (with the L1 read) at its first task to run, then
+ * carried from task to task, each task's fence moving it on (`task.ts`), so that a task
+ * after the first costs no claim statement of its own.
  */
 const runPipeline = (env: TaskEnv, spec: AnySpec): Effect.Effect<"succeeded" | "failed" | "gone", StoreUnavailable> =>
   Effect.gen(function*() {
     const n = (spec.template.tasks as ReadonlyArray<Task.Any>).length
+    const claim = yield* newClaim
     for (let seq = 0; seq < n; seq++) {
-      const verdict = yield* runTask(env, spec, seq)
+      const verdict = yield* runTask(env, spec, seq, claim)
       if (verdict === "failed") return "failed" as const
       if (verdict === "gone") return "gone" as const
     }
@@ -320,7 +333,7 @@ const windowBody = (env: TaskEnv, catalog: SpecCatalogService, ownStore: string 
       )
     })
     // L5 for the engine's own calls (see `body`)
-    return yield* Infra.ridingOut(activity)
+    return yield* Infra.ridingOutTyped(activity)
   })
 
 const body = (env: TaskEnv, catalog: SpecCatalogService, ownStore: string | undefined) =>
@@ -339,10 +352,13 @@ const body = (env: TaskEnv, catalog: SpecCatalogService, ownStore: string | unde
       // goes through the cluster's SQL storage, and @effect/cluster 0.60 dies on a
       // PersistenceError there (`ClusterWorkflowEngine.activityExecute`: `Effect.orDie`); a
       // workflow dying that way completes with the defect (`Workflow.CaptureDefects`), i.e. the
-      // pipeline ends on an infrastructure error. The request is keyed by the activity's name
+      // pipeline ends on an infrastructure error. A statement of that storage cancelled by
+      // the driver's best-effort cancel of another fiber's statement (`57014`) is ridden out
+      // the same way, and a loss that outlasts the budget is a typed `StoreUnavailable`, never
+      // a defect (`Infra.ridingOutTyped`). The request is keyed by the activity's name
       // and attempt, so sending it again once the database is back finds the same request
       // (its stored reply, or the execution in progress): never a second execution.
-      const verdict = yield* Infra.ridingOut(activity)
+      const verdict = yield* Infra.ridingOutTyped(activity)
       if (verdict === "failed") return { verdict: "failed" as const }
       if (verdict === "gone") return { verdict: "gone" as const }
     }

@@ -28,7 +28,7 @@
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Deferred, Duration, Effect, Either, Exit, Fiber, Option, Random, Scope } from "effect"
+import { Deferred, Duration, Effect, Either, Exit, Fiber, FiberRef, Option, Random, Scope } from "effect"
 import { AcquireTimeout, ResourceUnavailable } from "../../../../domain/Errors.js"
 import type { ConfigError } from "../../../../domain/Errors.js"
 import * as AcquireAlgorithm from "../../../AcquireAlgorithm.js"
@@ -96,9 +96,32 @@ interface QuotaCharge {
   actual: number
 }
 
+/**
+ * A check joined to the slot claim of an acquire (the cluster engine's fence after a lease,
+ * `cluster/task.ts`): when the acquiring fiber has one in {@link currentClaimFence} and its
+ * tables live in the pools' database (`here`), the slot is claimed by one statement with the
+ * check's parts (`Q.claimWith`: the slot only when `parts.when` holds), and `settle` is told
+ * the statement's row and whether a slot was claimed: `true` lets the lease go (it is then
+ * {@link fencedAtClaim}), `false` stops the acquire (the slot, if claimed, and the local
+ * lease go back) by interrupting it. One statement instead of the claim and a fence after it.
+ */
+export interface ClaimFence {
+  readonly here: (sql: SqlClient.SqlClient) => Effect.Effect<boolean>
+  readonly parts: (first: number) => Q.ClaimExtra
+  readonly settle: (row: Record<string, unknown> | undefined, claimed: boolean) => Effect.Effect<boolean>
+}
+
+/**
+ * The {@link ClaimFence} of the acquires of the current fiber (none by default): set with
+ * `Effect.locally` around an acquire.
+ */
+export const currentClaimFence: FiberRef.FiberRef<ClaimFence | undefined> = FiberRef.unsafeMake<ClaimFence | undefined>(undefined)
+
 /** The lease handed out: the local lease, plus its global slot. */
 export class PgLease implements Lease<any> {
   done = false
+  /** Whether its slot claim carried the acquirer's {@link ClaimFence} (nothing left to fence). */
+  fencedAtClaim = false
   reported = false
   renewal: Fiber.RuntimeFiber<void> | undefined
   /**
@@ -205,6 +228,15 @@ export const onLost = (lease: Lease<any>, callback: (lost: LeaseLost) => void): 
       else callback(lease.lostAs)
     })
     : Effect.void
+
+/** Whether a global lease's slot claim carried its acquirer's {@link ClaimFence}; `false` for a local lease. */
+export const fencedAtClaim = (lease: Lease<any>): boolean => isPgLease(lease) && lease.fencedAtClaim
+
+/**
+ * The local deadline of a global lease (epoch ms by `Clock`: past it with no renewal its slot
+ * may have expired and been claimed by another runner), `undefined` for a local lease.
+ */
+export const deadlineOf = (lease: Lease<any>): number | undefined => isPgLease(lease) ? lease.deadline : undefined
 
 /** Whether a global lease is already known lost here (its renewal fiber saw it); `false` for a local lease. */
 export const knownLost = (lease: Lease<any>): Effect.Effect<boolean> =>
@@ -533,7 +565,24 @@ export class Gate {
             const lease = leased.right
             // the deadline counts from before the claim was sent (the server's TTL starts later)
             const sent = yield* gate.nowMs
-            const claimed = yield* Effect.either(Q.claim(gate.sql, lease.pool, lease.resource.id, gate.settings.runnerId, gate.settings.leaseTtlMs))
+            const fence = yield* FiberRef.get(currentClaimFence)
+            const withFence = fence !== undefined && (yield* fence.here(gate.sql))
+            const claimed = withFence
+              ? yield* Effect.either(Effect.flatMap(
+                Q.claimWith(gate.sql, lease.pool, lease.resource.id, gate.settings.runnerId, gate.settings.leaseTtlMs, fence.parts(5)),
+                ({ claimed, row }) =>
+                  Effect.flatMap(fence.settle(row, claimed !== undefined), (go) =>
+                    go
+                      ? Effect.succeed(claimed)
+                      : Effect.zipRight(
+                        Effect.zipRight(
+                          claimed === undefined ? Effect.void : Effect.ignore(Q.release(gate.sql, lease.pool, lease.resource.id, claimed)),
+                          releaseLocal(lease)
+                        ),
+                        Effect.interrupt
+                      ))
+              ))
+              : yield* Effect.either(Q.claim(gate.sql, lease.pool, lease.resource.id, gate.settings.runnerId, gate.settings.leaseTtlMs))
             if (Either.isLeft(claimed) || claimed.right === undefined) {
               yield* releaseLocal(lease)
               // refused without the view: read it at once (no wait) and choose again
@@ -550,6 +599,7 @@ export class Gate {
             }
             const lost = yield* Deferred.make<never, LeaseLost>()
             const pg = new PgLease(lease, claimed.right, charges.right, lost, holder.owner, raw, releaseLocal(lease), gate)
+            pg.fencedAtClaim = withFence
             pg.deadline = sent + gate.settings.leaseTtlMs - gate.marginMs
             // forked from an uninterruptible region: the loop itself must stay interruptible
             pg.renewal = yield* Effect.forkIn(Effect.interruptible(gate.renew(pg)), gate.scope)

@@ -159,6 +159,62 @@ export const claim = (sql: SqlClient.SqlClient, pool: string, resource: string, 
     (rows): Claimed | undefined => rows[0] === undefined ? undefined : { slot: Number(rows[0].slot), leaseId: rows[0].lease_id }
   )
 
+/**
+ * Other statements joined to a slot claim ({@link claimWith}): CTEs and result columns of
+ * their own, their parameters (numbered from `$5`), and a condition over their CTEs under
+ * which the slot is claimed (the cluster engine's fence, `cluster/inflight.ts`).
+ */
+export interface ClaimExtra {
+  readonly ctes: ReadonlyArray<string>
+  readonly cols: ReadonlyArray<string>
+  readonly params: ReadonlyArray<unknown>
+  readonly when: string
+}
+
+/**
+ * {@link claim} and `extra` in one statement: the slot is claimed only when `extra.when`
+ * holds. Answers the slot claimed (`undefined`: none free, or `when` did not hold) and the
+ * statement's row (`extra`'s columns).
+ */
+export const claimWith = (
+  sql: SqlClient.SqlClient,
+  pool: string,
+  resource: string,
+  holder: string,
+  ttlMs: number,
+  extra: ClaimExtra
+) =>
+  Effect.map(
+    sql.unsafe<Record<string, unknown>>(
+      `WITH ${extra.ctes.join(", ")}, slot_claim AS (UPDATE assay_pool_slot s
+        SET holder = $3, lease_id = gen_random_uuid(), acquired_at = now(),
+            expires_at = now() + make_interval(secs => $4::float8)
+        WHERE (s.pool, s.resource, s.slot) = (
+          SELECT sl.pool, sl.resource, sl.slot FROM assay_pool_slot sl
+            JOIN assay_pool_resource r ON r.pool = sl.pool AND r.resource = sl.resource
+          WHERE sl.pool = $1 AND sl.resource = $2 AND sl.slot <= r.capacity
+            AND r.state <> 'dead'
+            AND (r.cooldown_until IS NULL OR r.cooldown_until <= now())
+            AND (r.throttled_until IS NULL OR r.throttled_until <= now())
+            AND (sl.holder IS NULL OR sl.expires_at <= now())
+          ORDER BY sl.slot LIMIT 1
+          FOR UPDATE OF sl SKIP LOCKED)
+          AND ${extra.when}
+        RETURNING s.slot, s.lease_id::text AS lease_id)
+      SELECT (SELECT slot FROM slot_claim) AS claimed_slot, (SELECT lease_id FROM slot_claim) AS claimed_lease_id, ${extra.cols.join(", ")}`,
+      [pool, resource, holder, secs(ttlMs), ...extra.params]
+    ),
+    (rows): { readonly claimed: Claimed | undefined; readonly row: Record<string, unknown> | undefined } => {
+      const row = rows[0]
+      return {
+        claimed: row === undefined || row.claimed_slot === null || row.claimed_slot === undefined
+          ? undefined
+          : { slot: Number(row.claimed_slot), leaseId: String(row.claimed_lease_id) },
+        row
+      }
+    }
+  )
+
 /** Extends a live lease by `ttlMs` from the server's now; `false` when it is no longer ours. */
 export const renew = (sql: SqlClient.SqlClient, pool: string, resource: string, c: Claimed, ttlMs: number) =>
   Effect.map(

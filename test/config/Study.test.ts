@@ -407,9 +407,39 @@ describe("StudyConfig.load: issue 16 trial, what plan knows of metrics", () => {
           "metrics[0].from.output"
         ]
       ) assert.include(paths, at, problems.join("\n"))
-      // a shape problem without an obvious repair is reported alone, as before
+      // a value of the wrong type is removed for the later checks, which find nothing else here
+      // (without a metrics section an unknown objective metric is not refused)
       const unrepaired = yield* failure(judged({ repeats: "three", objectives: [{ metric: "judgeScor", direction: "maximize" }] }))
       assert.deepStrictEqual(unrepaired.map((p) => p.split(":")[0]), ["repeats"], unrepaired.join("\n"))
+    }))
+
+  it.effect("an out-of-range value, a misspelt key and the references in one pass (tester16b N3): none hides another", () =>
+    Effect.gen(function*() {
+      const problems = yield* failure(write(study({
+        repeats: 0, // out of range
+        analysis: { level: 2 }, // out of range, optional: its default applies for the rest
+        stop: [{ when: "successfulTrials", count: 0 }], // out of range, required: a stand-in for the rest
+        metrics: [{ name: "accuracy", reducer: "mean", from: { output: "correct" } }],
+        objectivs: [{ metric: "acuracy", direction: "maximize" }], // a misspelt key, its content checked as objectives
+        baseline: { prompt: "terce", model: "small", temperature: 0, pause: "1 millis" } // not a value
+      })))
+      const paths = problems.map((p) => p.split(":")[0])
+      assert.includeMembers(paths, ["repeats", "analysis.level", "stop[0].count", "objectivs", "objectives[0].metric", "baseline.prompt"], problems.join("\n"))
+      assert.include(problems, "objectivs: unknown key \"objectivs\" | did you mean objectives?")
+      assert.include(problems.find((p) => p.startsWith("objectives[0].metric")) ?? "", "did you mean \"accuracy\"?")
+      // nothing about the stand-ins themselves
+      assert.strictEqual(paths.length, 6, problems.join("\n"))
+    }))
+
+  it.effect("a range variable's out-of-range step is reported; the baseline is not judged against the stand-in, the other checks still run", () =>
+    Effect.gen(function*() {
+      const problems = yield* failure(write(study({
+        variables: [...study()["variables"] as Array<Record<string, unknown>>].map((v) => v["name"] === "temperature" ? { ...v, step: 0 } : v),
+        metrics: [{ name: "accuracy", reducer: "mean", from: { output: "correct" } }],
+        objectives: [{ metric: "acuracy", direction: "maximize" }]
+      })))
+      const paths = problems.map((p) => p.split(":")[0])
+      assert.deepStrictEqual(paths, ["variables[2].step", "objectives[0].metric"], problems.join("\n"))
     }))
 
   it.effect("a hard constraint or a threshold no value can meet is warned about (a rate above 1, a cost below 0, a judge's score above 1); a reported metric nothing reports too", () =>

@@ -9,7 +9,7 @@
 import { formatUsd } from "../../services/internal/money.js"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
-import { Duration, Effect, Either, Schema } from "effect"
+import { Duration, Effect, Either, ParseResult, Schema } from "effect"
 import { ConfigError, type ConfigIssue } from "../../domain/Errors.js"
 import { canonicalJsonUnsafe, digest, type Json } from "../../domain/Json.js"
 import * as Control from "../../domain/Control.js"
@@ -289,11 +289,28 @@ export const JUDGE_CODE_DIGEST = "assay.judge/v1"
 // Errors
 // ---------------------------------------------------------------------------------------------
 
-const invalid = (file: string, all: ReadonlyArray<ConfigIssue>): ConfigError => {
+/**
+ * What the shape's stand-ins put in doubt: the paths whose value was removed or stood in for
+ * (their problem is the Schema's, already among `shape`), so that a later check's problem at
+ * or under one of them (or at the baseline, when a variable was stood in for) is not shown.
+ */
+interface Guessed {
+  readonly paths: ReadonlyArray<string>
+  readonly shape: ReadonlySet<ConfigIssue>
+}
+
+const isUnderPath = (p: string, root: string): boolean => p === root || p.startsWith(`${root}.`) || p.startsWith(`${root}[`)
+
+const invalid = (file: string, all: ReadonlyArray<ConfigIssue>, guessed?: Guessed): ConfigError => {
   const seen = new Set<string>()
+  const variablesGuessed = guessed?.paths.some((g) => isUnderPath(g, "variables")) === true
   const issues = all.filter((i) => {
     const k = `${i.path}\u0000${i.message}`
     if (seen.has(k)) return false
+    if (guessed !== undefined && !guessed.shape.has(i)) {
+      if (guessed.paths.some((g) => isUnderPath(i.path, g))) return false
+      if (variablesGuessed && isUnderPath(i.path, "baseline")) return false
+    }
     seen.add(k)
     return true
   })
@@ -985,9 +1002,9 @@ const pathSegments = (p: string): Array<string | number> =>
  * checks after the shape (references, the experiment, output paths) can run in the same pass
  * and every problem of the file is reported at once: an unknown key is dropped, or renamed to
  * the missing key it misspells (`questoin` → `question`); a value outside its choices takes the
- * suggested one (`compair` → `compare`). `undefined` when some problem has no such repair (the
- * shape problems are then reported alone). The repaired document is never run: the issues
- * stay, and the load fails with them.
+ * suggested one (`compair` → `compare`). A problem with no such repair is left as it is, for
+ * `standIn`; `undefined` when the document cannot be copied. The repaired document is never
+ * run: the issues stay, and the load fails with them.
  */
 const repairShape = (doc: unknown, issues: ReadonlyArray<ConfigIssue>): unknown => {
   let copy: unknown
@@ -1014,7 +1031,8 @@ const repairShape = (doc: unknown, issues: ReadonlyArray<ConfigIssue>): unknown 
     const beside = issues.filter((j) => j.message.startsWith("unknown key") && pathSegments(j.path).slice(0, -1).join("\u0000") === segs.slice(0, -1).join("\u0000"))
     const only = unknownNear ?? (beside.length === 1 ? beside[0]!.path : undefined)
     const stray = found !== null && found !== undefined ? found[1] : only === undefined ? undefined : String(pathSegments(only).at(-1))
-    if (parent === undefined || stray === undefined || !(stray in parent)) return undefined
+    // no stray key to read it from: left to standIn
+    if (parent === undefined || stray === undefined || !(stray in parent)) continue
     parent[key] = parent[stray]
     delete parent[stray]
     renamed.add(formatPath([...segs.slice(0, -1), stray]))
@@ -1026,14 +1044,65 @@ const repairShape = (doc: unknown, issues: ReadonlyArray<ConfigIssue>): unknown 
     if (parent === undefined) return undefined
     const key = segs[segs.length - 1]!
     if (i.message.startsWith("unknown key")) {
+      // a misspelt optional key (`objectivs`) is read as the key it misspells, when that one is
+      // not written too, so that what it holds is checked in the same pass
+      const meant = /^did you mean ([\w$]+)\?$/.exec(i.suggestion ?? "")?.[1]
+      if (!renamed.has(i.path) && meant !== undefined && !(meant in parent)) parent[meant] = parent[key as string]
       if (!renamed.has(i.path)) delete parent[key as string]
       continue
     }
     const suggested = /^did you mean ("(?:[^"\\]|\\.)*")\?$/.exec(i.suggestion ?? "")
-    if (suggested === null) return undefined
+    // no suggestion (a value out of its range, a number where a list belongs): left to standIn
+    if (suggested === null) continue
     parent[key as string] = JSON.parse(suggested[1]!) as unknown
   }
   return copy
+}
+
+/** Stand-ins for a required value removed by `standIn`, tried in order. */
+const STAND_INS: ReadonlyArray<unknown> = [1, "x", true, [], {}]
+
+/**
+ * The document with every value its Schema still refuses removed (an optional field: its
+ * default applies) or stood in for (a required one: the first of `STAND_INS` its Schema takes),
+ * so that the checks after the shape run on what is left: `repeats: 0` beside a misspelt
+ * baseline value reports both. Returns the paths removed or stood in for (problems a later check
+ * finds at or under them are the stand-in's, not the file's, and are not shown), or `undefined`
+ * when a problem sits in a list's element or has no path (nothing sensible to stand in).
+ */
+const standIn = (
+  doc: unknown,
+  decode: (u: unknown) => Either.Either<unknown, ParseResult.ParseError>
+): { readonly doc: unknown; readonly guessed: ReadonlyArray<string> } | undefined => {
+  const guessed: Array<string> = []
+  for (let round = 0; round < 8; round++) {
+    const r = decode(doc)
+    if (Either.isRight(r)) return { doc, guessed }
+    for (const i of ParseResult.ArrayFormatter.formatErrorSync(r.left)) {
+      if (i.path.length === 0) return undefined
+      const at = formatPath(i.path)
+      const last = i.path[i.path.length - 1]!
+      let parent: unknown = doc
+      for (const s of i.path.slice(0, -1)) parent = isRecord(parent) || Array.isArray(parent) ? (parent as Record<PropertyKey, unknown>)[s] : undefined
+      if (!isRecord(parent) || typeof last !== "string") return undefined
+      if (i._tag === "Missing") {
+        // a required value (missing, or removed by this repair): the first stand-in its Schema
+        // takes at that path (an object's own fields are stood in for in the next round)
+        const fits = STAND_INS.find((v) => {
+          parent[last] = v
+          const again = decode(doc)
+          return Either.isRight(again) || !ParseResult.ArrayFormatter.formatErrorSync(again.left).some((j) => formatPath(j.path) === at)
+        })
+        if (fits === undefined) return undefined
+        parent[last] = fits
+        if (!guessed.includes(at)) guessed.push(at)
+      } else {
+        if (!guessed.includes(at)) guessed.push(at)
+        delete parent[last]
+      }
+    }
+  }
+  return undefined
 }
 
 const shown = (u: unknown): string => {
@@ -1100,13 +1169,18 @@ export const load = (
     // shape problems first; when each has an obvious repair (a misspelt key or choice), the
     // checks after the shape run on the repaired document too, so that one pass reports every
     // problem of the file (a typo in study.type and one in an objective's metric at once)
+    // a value out of its range (`repeats: 0`) or of the wrong type has no obvious repair: it is
+    // removed or stood in for, and what a later check finds there is not shown (`guessed`)
+    let guessed: Guessed | undefined
     if (Either.isLeft(strict)) {
       const shapeIssues = decodeIssues(strict.left, shaped, StudyFile).map(literalChoice)
       issues.push(...shapeIssues)
       const repaired = repairShape(shaped, shapeIssues)
-      strict = repaired === undefined ? strict : decode(repaired)
+      const stood = repaired === undefined ? undefined : standIn(repaired, decode)
+      strict = stood === undefined ? strict : decode(stood.doc)
+      if (stood !== undefined && stood.guessed.length > 0) guessed = { paths: stood.guessed, shape: new Set(shapeIssues) }
     }
-    if (Either.isLeft(strict)) return yield* invalid(abs, issues)
+    if (Either.isLeft(strict)) return yield* invalid(abs, issues, guessed)
     const doc = strict.right
     const studyId = doc.study.id
     const variables = doc.variables ?? []
@@ -1319,20 +1393,20 @@ export const load = (
     if (experimentFile === abs) {
       issues.push(issue("protocol.experiment", "is the study file itself: the protocol's experiment is an experiment file"))
       settleUnknownMetrics([])
-      return yield* invalid(abs, issues)
+      return yield* invalid(abs, issues, guessed)
     }
     const rawExp = yield* Effect.either(parse.read(experimentFile))
     if (Either.isLeft(rawExp)) {
       for (const i of rawExp.left.issues) issues.push(i.line !== undefined ? issue("protocol.experiment", i.message) : expIssue(i.path, i.message, i.suggestion))
       settleUnknownMetrics([])
-      return yield* invalid(abs, issues)
+      return yield* invalid(abs, issues, guessed)
     }
     const base = rawExp.right
     for (const key of ["study", "suite"]) {
       if (isRecord(base.raw) && base.raw[key] !== undefined) {
         issues.push(issue("protocol.experiment", `${rel} is a ${key} file: the protocol's experiment is an experiment file`))
         settleUnknownMetrics([])
-        return yield* invalid(abs, issues)
+        return yield* invalid(abs, issues, guessed)
       }
     }
     const found = findRefs(base.raw)
@@ -1397,7 +1471,7 @@ export const load = (
     if ((issues.length > 0 && !onlyElsewhere) || baselinePositions === undefined || Either.isLeft(resolvedRun) || (outputRoot === undefined && earlier === 0)) {
       // refused before the experiment is built: the judges as the document declares them
       settleUnknownMetrics(rawJudgeMetrics(base.raw))
-      return yield* invalid(abs, issues.length > 0 ? issues : [issue("", "the study could not be loaded")])
+      return yield* invalid(abs, issues.length > 0 ? issues : [issue("", "the study could not be loaded")], guessed)
     }
 
     // one experiment per variant: the base document with the variant's values bound
@@ -1425,7 +1499,7 @@ export const load = (
         `${int(count)} variants, above the ${int(Study.MAX_EXPANDED_VARIANTS)} a study expands (limits.maxTrials ${int(maxTrials)} allows them, but each variant is an experiment built and checked before anything runs)`,
         "studies are never sampled: narrow a range, drop values, or split the study"
       ))
-      return yield* invalid(abs, issues)
+      return yield* invalid(abs, issues, guessed)
     }
     const ctx = { file: base.file, baseDir: base.baseDir, format: base.format, literalIssues: base.literalIssues }
     // the source is the same for every variant (references are refused outside the pipeline):
@@ -1440,7 +1514,7 @@ export const load = (
         issues.push(i.line !== undefined ? issue("protocol.experiment", i.message) : expIssue(i.path, `${i.message}${more}`, i.suggestion))
       }
       settleUnknownMetrics(rawJudgeMetrics(base.raw))
-      return yield* invalid(abs, issues)
+      return yield* invalid(abs, issues, guessed)
     }
     // the metrics the experiment's judge tasks report: known to objectives and stop conditions
     const judged = judgeMetrics(baselineExp.right.template.tasks)
@@ -1491,7 +1565,7 @@ export const load = (
         : `${vs.length} variants: ${vs.slice(0, 5).map((v) => v.id).join(", ")}${vs.length > 5 ? ", ..." : ""}`
       issues.push(expIssue(i.path, `${i.message} (${which})`, i.suggestion))
     }
-    if (issues.length > 0 && earlier === 0) return yield* invalid(abs, issues)
+    if (issues.length > 0 && earlier === 0) return yield* invalid(abs, issues, guessed)
     const experiment = baselineExp.right
     warnings.push(...experiment.warnings)
     // endpoints that cannot be called as configured: warned here (plan), refused by run
@@ -1532,9 +1606,9 @@ export const load = (
           ))
         }
       })
-      if (issues.length > 0) return yield* invalid(abs, issues)
+      if (issues.length > 0) return yield* invalid(abs, issues, guessed)
     }
-    if (outputRoot === undefined) return yield* invalid(abs, [issue("output.root", "is missing")])
+    if (outputRoot === undefined) return yield* invalid(abs, [issue("output.root", "is missing")], guessed)
 
     // the prices of every variant's model calls (the pricing tables the accounting uses)
     const callsOf = new Map<string, ReadonlyArray<PricedCall>>()
@@ -1585,7 +1659,7 @@ export const load = (
             "add the model to the experiment's pricing: { MODEL: { inputPer1M, outputPer1M } } (or a resource's pricing, or the model profile's price)"
           ))
         }
-        return yield* invalid(abs, issues)
+        return yield* invalid(abs, issues, guessed)
       }
     }
 
@@ -1694,10 +1768,10 @@ export const load = (
     capOf("maxPipelines", pipelines, "the source cannot be counted")
     capOf("maxCalls", maxModelCalls, "the source cannot be counted")
     capOf("maxTokens", tokens === null ? null : tokens.max, "the token range has no upper bound (set maxTokens on the chat tasks)")
-    if (issues.length > 0) return yield* invalid(abs, issues)
+    if (issues.length > 0) return yield* invalid(abs, issues, guessed)
     const what: Record<string, string> = { maxTrials: "trials", maxPipelines: "pipelines", maxCalls: "model calls", maxTokens: "tokens" }
     if (caps.length > 0 && options.allowOverCap !== true) {
-      return yield* invalid(abs, caps.map((c) => issue(`limits.${c.name}`, `the plan has ${c.planned} ${what[c.name]}, above the cap of ${c.limit}: ${reduce}`, "studies are never sampled: narrow a range, drop values, or lower repeats")))
+      return yield* invalid(abs, caps.map((c) => issue(`limits.${c.name}`, `the plan has ${c.planned} ${what[c.name]}, above the cap of ${c.limit}: ${reduce}`, "studies are never sampled: narrow a range, drop values, or lower repeats")), guessed)
     }
     const plan: Plan = {
       variants: count,

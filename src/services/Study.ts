@@ -499,8 +499,10 @@ export const trialComplete = (f: Pick<TrialFacts, "admitted" | "sourceExhausted"
 
 /**
  * A trial's progress in words, each count naming what it counts: `N of P planned pipeline(s)
- * ended, A admitted` when the plan's count `P` is known, else `N of A admitted pipeline(s)
- * ended` (`A`: the pipelines it submitted or stored).
+ * ended, A submitted` when the plan's count `P` is known, else `N of A submitted pipeline(s)
+ * ended` (`A`: the pipelines it submitted or stored, ended ones included; "submitted", not
+ * "admitted", which `study status` and the run monitor keep for the pipelines admitted and not
+ * ended: tester16b N8).
  *
  * @param ended its pipelines ended succeeded
  * @param admitted its pipelines submitted or stored
@@ -511,8 +513,8 @@ export const trialComplete = (f: Pick<TrialFacts, "admitted" | "sourceExhausted"
  */
 export const progressOf = (ended: number, admitted: number, planned: number | null): string =>
   planned === null
-    ? `${ended} of ${Words.count(admitted, "admitted pipeline")} ended`
-    : `${ended} of ${Words.count(planned, "planned pipeline")} ended, ${admitted} admitted`
+    ? `${ended} of ${Words.count(admitted, "submitted pipeline")} ended`
+    : `${ended} of ${Words.count(planned, "planned pipeline")} ended, ${admitted} submitted`
 
 /**
  * How the reason of a trial left `incomplete` by endpoint faults begins (see

@@ -831,6 +831,9 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           interval = Statistics.studentInterval(xs, level)
           aggregation = `per repeat: ${d.source}; across ${Words.count(xs.length, "repeat")}: mean and median; interval: ${interval?.method ?? "none (fewer than 2 repeats: insufficient repeats)"}`
         }
+        // no compared repeat at all: say why instead of "across 0 repeats"
+        const base = variantBase.find((b) => b.variantId === v.variantId)!
+        if (base.trials.every((t) => !t.compared)) aggregation = `per repeat: ${d.source}; ${noComparedRepeat(base)}`
         // a built-in metric counts or measures (calls, tokens, cost, time, attempts): it is never
         // below 0, so neither is its interval (Student's t over few repeats can reach below)
         if (interval !== null && d.kind === "builtin" && interval.lower < 0) {
@@ -1785,6 +1788,26 @@ export const renderText = (c: StudyComparison): string => sectionsOf(c, false)
  * @category rendering
  */
 export const renderMarkdown = (c: StudyComparison): string => sectionsOf(c, true)
+
+/**
+ * Why a variant has no compared repeat, in words for its values' aggregation: `no compared
+ * repeat: every trial broke a hard constraint (accuracy >= 0.9)`, or `no compared repeat: no
+ * trial succeeded (2 failed)`.
+ */
+const noComparedRepeat = (v: { readonly trials: ReadonlyArray<{ readonly status: string }>; readonly breaches: ReadonlyArray<string> }): string => {
+  const broken = [...new Set(v.breaches.flatMap((b) => {
+    const m = /hard constraint (\S+ (?:>=|<=|==|!=|>|<) [^\s:;,]+)/.exec(b)
+    return m === null ? [] : [m[1]!]
+  }))]
+  if (broken.length > 0) {
+    const onMean = v.breaches.some((b) => b.includes("broken by the variant"))
+    return `no compared repeat: ${onMean ? "the variant broke" : "every trial with a value broke"} the hard constraint${broken.length === 1 ? "" : "s"} ${broken.join(", ")}${onMean ? " on its mean over its repeats" : ""}`
+  }
+  if (v.trials.length === 0) return "no compared repeat: no trial ran"
+  const byStatus = new Map<string, number>()
+  for (const t of v.trials) byStatus.set(t.status, (byStatus.get(t.status) ?? 0) + 1)
+  return `no compared repeat: no trial succeeded (${[...byStatus].map(([k, n]) => `${n} ${Words.statusWords(k)}`).join(", ")})`
+}
 
 /**
  * An {@link Evidence} as text: the value, each trial and its first 3 pipelines (the count of

@@ -5,7 +5,7 @@
  */
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Effect, Either, Option } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -956,6 +956,35 @@ describe("StudyConfig.load: endpoints the study cannot call (tester16 F7)", () =
       // both set: nothing to say
       const ok = yield* load(unset(), { env: { T16Q_URL: "http://127.0.0.1:9/v1", T16Q_KEY: "k" } })
       assert.deepStrictEqual(ok.endpointProblems, [])
+    }))
+
+  it.effect("a key variable two resources share is warned about once, naming both places (tester16b N9)", () =>
+    Effect.gen(function*() {
+      const file = write(study(), {
+        "experiment.json": experiment({
+          pools: {
+            llm: {
+              resources: [
+                { id: "a", capacity: 2, options: { baseUrl: "http://127.0.0.1:9/v1", apiKeyEnv: "T16T_KEY", model: "base" } },
+                { id: "b", capacity: 1, options: { baseUrl: "http://127.0.0.1:9/v1", apiKeyEnv: "T16T_KEY", model: "base" } }
+              ]
+            }
+          }
+        })
+      })
+      const s = yield* load(file)
+      const about = s.warnings.filter((w) => w.includes("T16T_KEY"))
+      assert.strictEqual(about.length, 1, about.join("\n"))
+      assert.include(about[0]!, "pools.llm.resources[0].options.apiKeyEnv, pools.llm.resources[1].options.apiKeyEnv: environment variable T16T_KEY (the key) is not set: every call to these 2 endpoints would fail")
+      assert.strictEqual(s.endpointProblems.length, 1)
+      // the experiment alone (validate, run) says it once too
+      const plain = path.join(path.dirname(file), "plain.json")
+      const pools = (JSON.parse(fs.readFileSync(path.join(path.dirname(file), "experiment.json"), "utf8")) as { pools: unknown }).pools
+      fs.writeFileSync(plain, JSON.stringify({ pools, pipeline: { name: "p", tasks: [{ use: "chat", name: "c", options: { resource: "llm", template: "x {{text}}", maxTokens: 5 } }] }, source: { range: { n: 1 } } }))
+      const e = yield* Experiment.load(plain, { env: {} }).pipe(Effect.provide(NodeContext.layer), Effect.either)
+      const ws = Either.isRight(e) ? e.right.warnings.filter((w) => w.includes("T16T_KEY")) : ["refused"]
+      assert.strictEqual(ws.length, 1, ws.join("\n"))
+      assert.include(ws[0]!, "every call to these 2 resources will fail")
     }))
 
   it.effect("only resources a task can lease are looked at: a pool no task uses, a resource the chat task's selector leaves out (issue 16 item 4)", () =>

@@ -86,7 +86,7 @@ describe("Study.settleTrial", () => {
       "cancelled mid-way",
       { byState: { succeeded: 1, interrupted: 1 }, stop: stop("deadline", "cancel") },
       "cancelled",
-      "cancelled: deadline fired; 1 of 3 admitted pipelines ended"
+      "cancelled: deadline fired; 1 of 3 submitted pipelines ended"
     ],
     [
       "started (the window began it, a call used) but stopped before any pipeline of it was stored (drain)",
@@ -100,21 +100,21 @@ describe("Study.settleTrial", () => {
       "cancelled",
       "cancelled: manual fired; no pipeline of it ran yet; resume continues it"
     ],
-    ["drained mid-way by a condition (not manual)", { byState: { succeeded: 1 }, stop: stop("successfulTrials", "drain") }, "incomplete", "stopped after it started: successfulTrials fired; 1 of 3 admitted pipelines ended"],
-    ["interrupted mid-way, no stop", { byState: { succeeded: 1, interrupted: 1 } }, "incomplete", "1 of 3 admitted pipelines ended"],
+    ["drained mid-way by a condition (not manual)", { byState: { succeeded: 1 }, stop: stop("successfulTrials", "drain") }, "incomplete", "stopped after it started: successfulTrials fired; 1 of 3 submitted pipelines ended"],
+    ["interrupted mid-way, no stop", { byState: { succeeded: 1, interrupted: 1 } }, "incomplete", "1 of 3 submitted pipelines ended"],
     // the value with 4 significant digits, as the report prints figures (tester16 F10.4: was 0.6666666666666666)
     ["a hard constraint broken by a value with many digits", { metrics: { accuracy: 2 / 3 } }, "failed", "hard constraint accuracy >= 0.8 broken: 0.6667"],
     [
       "budget spent with the plan's count known: every count says what it counts",
       { admitted: 16, byState: { succeeded: 9, pending: 7 }, sourceExhausted: false, budgetSpent: "costUsd", planned: 24 },
       "budget_exhausted",
-      "its cost budget is spent: 9 of 24 planned pipelines ended, 16 admitted; source not read to its end"
+      "its cost budget is spent: 9 of 24 planned pipelines ended, 16 submitted; source not read to its end"
     ],
     [
       "stored more than this run admitted (an earlier run's): admitted counts the larger",
       { admitted: 2, byState: { succeeded: 3, interrupted: 1 }, stop: stop("manual", "drain"), planned: 24 },
       "incomplete",
-      "stopped after it started: manual fired; 3 of 24 planned pipelines ended, 4 admitted; resume continues it"
+      "stopped after it started: manual fired; 3 of 24 planned pipelines ended, 4 submitted; resume continues it"
     ],
     [
       "every pipeline ended but over its budget",
@@ -673,7 +673,7 @@ describe("Study.run", () => {
       // cost yet) and took the trial past it; nothing more started
       assert.deepStrictEqual(t.overshoot, ["tokens 100 of 50, 100% over"])
       assert.include(report.summary(), "over budget: tokens 100 of 50, 100% over")
-      assert.strictEqual(t.reason, "its tokens budget is spent: 100 used of 50; 1 of 1 admitted pipeline ended; source not read to its end")
+      assert.strictEqual(t.reason, "its tokens budget is spent: 100 used of 50; 1 of 1 submitted pipeline ended; source not read to its end")
       assert.include(report.summary(), "a budget is a start gate")
       assert.deepStrictEqual((report.toJSON().trials as Array<{ overshoot?: unknown }>)[0]!.overshoot, t.overshoot)
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))

@@ -365,6 +365,9 @@ describe("StudyCompare: what a fresh user read wrong (issue 16, tester16 F4, F5,
       const text = StudyCompare.renderEvidence(e)
       assert.include(text, "cases of trials p1-v02-r1, p1-v02-r2, not compared (")
       assert.notInclude(text, "(no per-case values)")
+      // its value says why there is none, never "across 0 repeats" (tester16b N6)
+      assert.include(text, "no compared repeat: every trial with a value broke the hard constraint accuracy >= 0.8")
+      assert.notInclude(text, "across 0 repeats")
       // 30 pipelines per trial: 3 ids, then the count of the rest
       assert.include(text, "… and 27 more (--json lists every pipeline)")
       assert.strictEqual(e.trials[0]!.pipelines.length, 30)

@@ -249,7 +249,8 @@ export const check = (
     // unset key variable under --strict-env, …; without --strict-env an unset key variable is
     // not refused, but every call would fail: a warning
     const env = options.env ?? process.env
-    const keyWarnings: Array<string> = []
+    // one warning per unset key variable, naming every resource that reads it (tester16b N9)
+    const unsetKeys = new Map<string, Array<string>>()
     for (const [name, p] of Object.entries(rawPools ?? {})) {
       if (!isRecord(p) || !Array.isArray(p["resources"])) continue
       p["resources"].forEach((r: unknown, j: number) => {
@@ -260,14 +261,15 @@ export const check = (
         for (const k of ["apiKeyEnv", "api_key_env"]) {
           const v = r["options"][k]
           if (typeof v !== "string" || !Chat.isEnvName(v) || (env[v] ?? "") !== "") continue
-          keyWarnings.push(
-            `warning: ${at}.${k}: environment variable ${v} (the key) is ${
-              env[v] === undefined ? "not set" : "empty"
-            }: every call to this resource will fail (export ${v}=...; --strict-env refuses it)`
-          )
+          unsetKeys.set(v, [...(unsetKeys.get(v) ?? []), `${at}.${k}`])
         }
       })
     }
+    const keyWarnings = [...unsetKeys].map(([v, places]) =>
+      `warning: ${places.length === 1 ? places[0] : places.join(", ")}: environment variable ${v} (the key) is ${
+        env[v] === undefined ? "not set" : "empty"
+      }: every call to ${places.length === 1 ? "this resource" : `these ${places.length} resources`} will fail (export ${v}=...; --strict-env refuses it)`
+    )
     if (issues.length > 0 || experiment === undefined) {
       const shown = issues.map(hidingEnvValues(interpolated, options.env ?? process.env))
       return yield* failWith(ctx.file, shown.length > 0 ? shown : [issue("", "the experiment could not be built")])

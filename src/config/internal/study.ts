@@ -961,8 +961,20 @@ export const endpointProblems = (
   unresolved: ReadonlyArray<{ readonly name: string; readonly path: string }>,
   rel: string,
   leases: ReadonlyArray<{ readonly pool: string; readonly selector: Selector | undefined }>
-): Array<ConfigIssue> =>
-  pools.flatMap((pool) =>
+): Array<ConfigIssue> => {
+  // one problem per unset key variable, naming every resource that reads it (tester16b N9):
+  // its message is written once every resource has been seen
+  const unsetKeys = new Map<string, { readonly places: Array<string>; readonly set: boolean }>()
+  const keyIssue = (name: string, entry: { readonly places: Array<string>; readonly set: boolean }): ConfigIssue => ({
+    path: "protocol.experiment",
+    get message() {
+      return `${rel}: ${entry.places.join(", ")}: environment variable ${name} (the key) is ${entry.set ? "empty" : "not set"}: every call to ${
+        entry.places.length === 1 ? "this endpoint" : `these ${entry.places.length} endpoints`
+      } would fail`
+    },
+    suggestion: `export ${name}=...`
+  })
+  return pools.flatMap((pool) =>
     pool.resources.flatMap((r, j) => {
       const leased = leases.some((l) => l.pool === pool.name && (l.selector === undefined || Resource.matches(l.selector, r)))
       if (!leased) return []
@@ -973,11 +985,14 @@ export const endpointProblems = (
         if (typeof name !== "string" || name === "") continue
         const value = env[name]
         if (value === undefined || value === "") {
-          out.push(issue(
-            "protocol.experiment",
-            `${rel}: ${at}.${k}: environment variable ${name} (the key) is ${value === undefined ? "not set" : "empty"}: every call to this endpoint would fail`,
-            `export ${name}=...`
-          ))
+          const seen = unsetKeys.get(name)
+          if (seen !== undefined) {
+            seen.places.push(`${at}.${k}`)
+            continue
+          }
+          const entry = { places: [`${at}.${k}`], set: value !== undefined }
+          unsetKeys.set(name, entry)
+          out.push(keyIssue(name, entry))
         }
       }
       for (const k of ["baseUrl", "base_url"]) {
@@ -991,7 +1006,8 @@ export const endpointProblems = (
       }
       return out
     })
-  )
+  ).map((i) => ({ ...i }))
+}
 
 /** `variables[1].vals` → ["variables", 1, "vals"] (the paths `decodeIssues` writes). */
 const pathSegments = (p: string): Array<string | number> =>
@@ -1567,7 +1583,9 @@ export const load = (
     }
     if (issues.length > 0 && earlier === 0) return yield* invalid(abs, issues, guessed)
     const experiment = baselineExp.right
-    warnings.push(...experiment.warnings)
+    // the experiment's own unset-key warnings are said below, once per variable, for the
+    // endpoints a task can call (tester16b N9: the same variable was warned about twice)
+    warnings.push(...experiment.warnings.filter((w) => !/^warning: \S.*: environment variable \S+ \(the key\) is (?:not set|empty)/.test(w)))
     // endpoints that cannot be called as configured: warned here (plan), refused by run
     // the resources some task of some variant can lease (a variable may pick the pool or a selector)
     const leases = [experiment, ...experiments.values()].flatMap((e) => leasesOf(e.template.tasks))

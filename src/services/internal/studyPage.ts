@@ -16,7 +16,7 @@ import { createHash } from "node:crypto"
 import { canonicalJsonUnsafe, type Json } from "../../domain/Json.js"
 import { noun } from "../../domain/internal/words.js"
 import { escapeHtml } from "../Dashboard.js"
-import { deltaText, fmt, type StudyComparison, tieText, versusText } from "../StudyCompare.js"
+import { deltaText, type Evidence, fmt, type StudyComparison, tieText, versusText } from "../StudyCompare.js"
 import { formatCost } from "./money.js"
 
 /** A value of an assignment as text (strings as they are, others as canonical JSON). */
@@ -48,6 +48,14 @@ const shownMetrics = (c: StudyComparison): ReadonlyArray<StudyComparison["metric
  */
 export interface StudyPageOptions {
   readonly pipelineTrial?: ReadonlyMap<string, string> | undefined
+  /**
+   * The evidence of each variant with no compared trial (every one broke a hard constraint,
+   * or failed), by variant id then metric name (`StudyCompare.Analysis.evidence`): its cases,
+   * read from its trials that have values, are shown marked "not compared" with the
+   * constraints they broke, as `assay study evidence` shows them. A variant absent here is left
+   * out of the Evidence tab.
+   */
+  readonly notCompared?: ReadonlyMap<string, ReadonlyMap<string, Evidence>> | undefined
 }
 
 // A Pareto column's cell: "yes" on the front, else "no" and the variants that dominate it
@@ -177,10 +185,23 @@ ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeM
         ? `<span class="mono pid">${e(id)}</span>`
         : `<a class="mono pid evidence-link" href="${e(trialHref(trial))}" title="${e(`pipeline ${id} of trial ${trial}: open the trial's pipelines`)}">${e(id)}</a>`
     }).join(" ")
-  const evidence = c.variants.filter((v) => v.succeeded > 0).map((v) => {
+  const evidence = c.variants.filter((v) => v.succeeded > 0 || (options.notCompared?.get(v.variantId)?.size ?? 0) > 0).map((v) => {
     const blocks = shown.map((m) => {
-      const ev = v.evidence[m.name]
+      // a variant with no compared trial: the cases of its trials that have values, marked
+      const other = v.succeeded > 0 ? undefined : options.notCompared?.get(v.variantId)?.get(m.name)
+      const ev = v.succeeded > 0
+        ? v.evidence[m.name]
+        : other === undefined
+        ? undefined
+        : { trials: other.trials.map((t) => t.trialId), worstCases: other.worstCases, bestCases: other.bestCases, tie: other.tie }
       if (ev === undefined) return ""
+      const marked = other === undefined
+        ? ""
+        : `<p class="not-compared">not compared${
+          other.notCompared === undefined ? " (no trial of it has a value)" : `: cases of ${e(other.notCompared.trials.join(", "))}${
+            other.notCompared.breaches.length === 0 ? "" : ` (${e(other.notCompared.breaches.join("; "))})`
+          }`
+        }</p>`
       const cases = (title: string, list: typeof ev.worstCases) =>
         list.length === 0 ? "" : `<div><b>${title}</b><table class="cases"><tbody>${
           list.map((x) => `<tr><td class="mono">${e(x.caseKey)}</td><td>${e(fmt(x.value))}</td><td>${pipelineLinks(x.pipelineIds)}</td></tr>`).join("")
@@ -190,7 +211,7 @@ ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeM
       return `<div class="evidence" data-metric="${e(m.name)}" data-variant="${e(v.variantId)}"><h4>${e(m.name)} of <span class="mono">${e(v.variantId)}</span>: ${
         e(x === undefined ? "—" : `${fmt(x.mean)}${intervalText(x.interval)}`)
       } <a class="muted" href="${e(json)}">every pipeline (JSON)</a></h4>
-<p class="muted">${e(x?.aggregation ?? "")}</p>
+<p class="muted">${e(x?.aggregation ?? "")}</p>${marked}
 <p>${noun(ev.trials.length, "trial")}: ${ev.trials.map((t) => `<a class="mono trial-link" href="${e(trialHref(t))}">${e(t)}</a>`).join(", ")}</p>
 ${ev.tie === undefined ? `<div class="two">${cases("worst cases", ev.worstCases)}${cases("best cases", ev.bestCases)}</div>` : `<p class="tie">${e(tieText(ev.tie))}</p>`}</div>`
     }).join("")

@@ -247,6 +247,11 @@ export interface LoadedStudy {
   readonly variantPrice: (variantId: string) => { readonly promptPer1k: number; readonly completionPer1k: number } | null
   readonly suiteFor: (version: number) => LoadedSuite
   readonly trialsFor: (version: number) => ReadonlyArray<Trial>
+  /**
+   * The names of the base experiment's evaluator tasks (`judge` among them): the judge's share
+   * of a trial's `costUsd` is the cost of their calls (since 0.13.0).
+   */
+  readonly evaluatorTasks: ReadonlyArray<string>
   readonly warnings: ReadonlyArray<string>
   readonly unresolvedEnv: ReadonlyArray<{ readonly name: string; readonly path: string }>
   /**
@@ -677,6 +682,10 @@ const moduleDigests = (
     }
     return out
   })
+
+/** The names of the evaluator tasks (`judge`, a task made with `evaluator: true`), at any depth. */
+const evaluatorNames = (tasks: ReadonlyArray<Task.Any>): Array<string> =>
+  tasks.flatMap((t) => t.children.length > 0 ? evaluatorNames(t.children) : t.options.evaluator ? [t.name] : [])
 
 const codeDigests = (tasks: ReadonlyArray<Task.Any>): Json =>
   tasks.map((t) => (t.children.length > 0 ? [t.codeDigest, codeDigests(t.children)] : t.codeDigest))
@@ -1953,6 +1962,7 @@ export const load = (
       },
       suiteFor,
       trialsFor,
+      evaluatorTasks: evaluatorNames(experiment.template.tasks),
       warnings,
       unresolvedEnv: [...unresolved, ...experiment.unresolvedEnv],
       endpointProblems: endpoints,

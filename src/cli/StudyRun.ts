@@ -522,7 +522,9 @@ const UNSETTLED_STATES: ReadonlySet<string> = new Set(["running", "ended", "inte
  * counts them: `partial (2 of 40 pipelines): ` (`Study.partialLabel`; since 0.11.0); a trial not
  * settled since its pipelines changed (`running`, `ended`, `interrupted`, `pending`) shows its
  * last settlement's metrics as `partial, as last settled: ` (the live counts, in the pipelines
- * column, are not what they cover).
+ * column, are not what they cover). With the counts the settlement stored (`settled.metricsOver`,
+ * schema version 15) the prefix counts those: `partial (2 of 40 pipelines): `, or `partial, as
+ * last settled (2 of 40 pipelines): ` while the trial runs again.
  *
  * @param t the row: its shown state, its stored metrics and its pipelines (`ended`, `planned`,
  *   `succeeded`)
@@ -539,6 +541,8 @@ export const metricsCell = (
       readonly planned?: number | null | undefined
       readonly succeeded?: number | undefined
     }
+    /** What the last settlement counted (schema version 15): the pipelines its metrics cover. */
+    readonly settled?: { readonly metricsOver?: { readonly succeeded: number; readonly planned: number | null } | undefined } | undefined
   }
 ): { readonly partial: boolean; readonly text: string } => {
   const pairs = Object.entries(t.metrics ?? {}).map(([k, v]) => `${k}=${Words.figure(v)}`).join(" ")
@@ -548,11 +552,25 @@ export const metricsCell = (
   const since = UNSETTLED_STATES.has(t.state)
   const complete = !since && planned !== null && planned !== undefined && t.pipelines.ended >= planned
   const partial = pairs !== "" && t.state !== "succeeded" && !complete
+  // the count the settlement stored (tester16b: a live count does not say what the metrics
+  // cover); a trial settled before schema version 15 has none: the live count when settled,
+  // no count while it runs again
+  const over = t.settled?.metricsOver
   const label = since
-    ? "partial, as last settled"
-    : Study.partialLabel(t.pipelines.succeeded === undefined ? undefined : { succeeded: t.pipelines.succeeded, planned })
+    ? over === undefined ? "partial, as last settled" : Study.partialLabel(over).replace(/^partial/, "partial, as last settled")
+    : Study.partialLabel(over ?? (t.pipelines.succeeded === undefined ? undefined : { succeeded: t.pipelines.succeeded, planned }))
   return { partial, text: partial ? `${label}: ${pairs}` : pairs }
 }
+
+/**
+ * The judge's share beside a trial's cost in `assay study status` (` (judge $0.0030)`), as its
+ * last settlement recorded it (` (judge $0.0030, as last settled)` while it runs again); empty
+ * without one (tester16b N7).
+ */
+const judgeCell = (t: { readonly state: string; readonly settled?: { readonly judgeCostUsd?: number | undefined } | undefined }): string =>
+  t.settled?.judgeCostUsd === undefined
+    ? ""
+    : ` (judge $${t.settled.judgeCostUsd.toFixed(4)}${UNSETTLED_STATES.has(t.state) ? ", as last settled" : ""})`
 
 /**
  * `assay study status FILE` (see the module docs).
@@ -620,7 +638,7 @@ export const status = (
       const progress = progressText(t.pipelines)
       yield* Console.log(
         `${pad(t.trialId, 16)} ${pad(Words.statusWords(t.state), 17)} ${pad(progress, 30)} ${pad(String(t.usage.calls), 7)} ${pad(String(t.usage.tokens), 9)} ${
-          pad(`$${t.usage.costUsd.toFixed(4)}`, 9)
+          pad(`$${t.usage.costUsd.toFixed(4)}${judgeCell(t)}`, 9)
         } ${metrics}`
       )
     }

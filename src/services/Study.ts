@@ -208,6 +208,12 @@ export interface StudyInput {
   readonly previousProtocols?: ReadonlyArray<DomainStudy.PreviousProtocol> | undefined
   /** The pipelines planned per trial (`null` or absent: unknown): a trial's progress counts against it. */
   readonly pipelinesPerTrial?: number | null | undefined
+  /**
+   * The names of the experiment's evaluator tasks (`judge`; default none): the cost of their
+   * calls is stored with each settlement as the judge's share of the trial's `costUsd`, which
+   * the study views show beside it (since 0.13.0, tester16b N7).
+   */
+  readonly evaluatorTasks?: ReadonlyArray<string> | undefined
   readonly describe: () => Json
   readonly trialsFor: (version: number) => ReadonlyArray<StudyTrial>
   readonly suiteFor: (version: number) => StudySuite
@@ -319,7 +325,7 @@ export const studyControl = (
         return Effect.gen(function*() {
           const figures = yield* trialFigures(study.id, [trialId], trialId)
           const usage = yield* ledger.usage([trialId])
-          const metrics = yield* withComputedMetrics(study, [trialId], figures.metrics, usage, trialId)
+          const { metrics } = yield* withComputedMetrics(study, [trialId], figures.metrics, usage, trialId)
           const entry = { figures, metrics, usage }
           figuresCache.set(trialId, entry)
           return entry
@@ -499,8 +505,10 @@ export const trialComplete = (f: Pick<TrialFacts, "admitted" | "sourceExhausted"
 
 /**
  * A trial's progress in words, each count naming what it counts: `N of P planned pipeline(s)
- * ended, A admitted` when the plan's count `P` is known, else `N of A admitted pipeline(s)
- * ended` (`A`: the pipelines it submitted or stored).
+ * ended, A submitted` when the plan's count `P` is known, else `N of A submitted pipeline(s)
+ * ended` (`A`: the pipelines it submitted or stored, ended ones included; "submitted", not
+ * "admitted", which `study status` and the run monitor keep for the pipelines admitted and not
+ * ended: tester16b N8).
  *
  * @param ended its pipelines ended succeeded
  * @param admitted its pipelines submitted or stored
@@ -511,8 +519,8 @@ export const trialComplete = (f: Pick<TrialFacts, "admitted" | "sourceExhausted"
  */
 export const progressOf = (ended: number, admitted: number, planned: number | null): string =>
   planned === null
-    ? `${ended} of ${Words.count(admitted, "admitted pipeline")} ended`
-    : `${ended} of ${Words.count(planned, "planned pipeline")} ended, ${admitted} admitted`
+    ? `${ended} of ${Words.count(admitted, "submitted pipeline")} ended`
+    : `${ended} of ${Words.count(planned, "planned pipeline")} ended, ${admitted} submitted`
 
 /**
  * How the reason of a trial left `incomplete` by endpoint faults begins (see
@@ -1233,12 +1241,22 @@ const withComputedMetrics = (
   reported: ReadonlyMap<string, Readonly<Record<string, number>>>,
   usage: ReadonlyMap<string, TrialUsage>,
   view?: string
-): Effect.Effect<ReadonlyMap<string, Readonly<Record<string, number>>>, StoreUnavailable | ConfigError, SuiteCatalog> =>
+): Effect.Effect<
+  { readonly metrics: ReadonlyMap<string, Readonly<Record<string, number>>>; readonly judgeCostUsd: ReadonlyMap<string, number> },
+  StoreUnavailable | ConfigError,
+  SuiteCatalog
+> =>
   Effect.gen(function*() {
     const defs = settlementDefinitions(study)
-    if (defs.length === 0) return reported
-    const computed = yield* StudyMetrics.read({ studyId: study.id, trialIds: ids, metrics: defs, usage, view })
-    return new Map(ids.map((id) => [id, { ...(reported.get(id) ?? {}), ...(computed.get(id)?.values ?? {}) }]))
+    const evaluatorTasks = new Set(study.evaluatorTasks ?? [])
+    if (defs.length === 0 && evaluatorTasks.size === 0) return { metrics: reported, judgeCostUsd: new Map() }
+    const computed = yield* StudyMetrics.read({ studyId: study.id, trialIds: ids, metrics: defs, usage, view, evaluatorTasks })
+    const judgeCostUsd = new Map<string, number>()
+    for (const [id, v] of computed) if (v.judgeCostUsd !== undefined) judgeCostUsd.set(id, v.judgeCostUsd)
+    return {
+      metrics: new Map(ids.map((id) => [id, { ...(reported.get(id) ?? {}), ...(computed.get(id)?.values ?? {}) }])),
+      judgeCostUsd
+    }
   })
 
 /** Member-scoped run metrics the runner and the suite keep for themselves, never a trial's metric. */
@@ -1396,7 +1414,7 @@ const settle = (
     const ids = trials.map((t) => t.trialId)
     const figures = yield* trialFigures(study.id, ids)
     const usage = yield* catalog.ledger(study.id).usage(ids)
-    const computed = yield* withComputedMetrics(study, ids, figures.metrics, usage)
+    const { judgeCostUsd, metrics: computed } = yield* withComputedMetrics(study, ids, figures.metrics, usage)
     const rows = new Map((yield* catalog.trials(study.id, version)).map((r) => [r.trialId, r]))
     const faults = yield* trialFaults(study.id, ids.filter((id) => ran.has(id) && count(figures.byState.get(id)?.failed) > 0))
     const outcome = new Map(membership.map((m) => [m.experimentId, m]))
@@ -1449,7 +1467,13 @@ const settle = (
           metrics: status === "not_started" ? {} : m,
           startedAt: firstStart,
           // the end the control recorded when the trial's work ended (else now, settling it)
-          endedAt: status === "incomplete" || status === "cancelled" || status === "not_started" ? null : (row?.endedAt ?? now)
+          endedAt: status === "incomplete" || status === "cancelled" || status === "not_started" ? null : (row?.endedAt ?? now),
+          // the pipelines its metrics cover, as settled (study status shows them while the trial
+          // runs again), and the judge's share of its cost
+          settled: {
+            metricsOver: { succeeded: count(states.succeeded), planned: study.pipelinesPerTrial ?? null },
+            ...(judgeCostUsd.has(t.trialId) ? { judgeCostUsd: judgeCostUsd.get(t.trialId)! } : {})
+          }
         })
       }
       if (!ran.has(t.trialId)) {

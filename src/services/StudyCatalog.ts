@@ -172,6 +172,8 @@ export interface TrialRecord extends NewTrial {
   readonly startedAt: number | null
   readonly endedAt: number | null
   readonly updatedAt: number
+  /** What its last settlement counted beside its metrics (absent: never settled, or settled before schema version 15; since 0.13.0). */
+  readonly settled?: Settled | undefined
 }
 
 /**
@@ -188,6 +190,22 @@ export interface TrialSettlement {
   readonly metrics: Readonly<Record<string, number>> | null
   readonly startedAt: number | null
   readonly endedAt: number | null
+  /** What the settlement counted beside its metrics (see {@link Settled}; since 0.13.0). */
+  readonly settled?: Settled | undefined
+}
+
+/**
+ * What a trial's settlement counted beside its metrics (schema version 15; absent in rows
+ * settled before): `metricsOver`, the pipelines its metrics cover (`succeeded` of `planned`,
+ * `null` when the source cannot be counted), and `judgeCostUsd`, the part of its `costUsd` (US
+ * dollars) the calls of its evaluator tasks (`judge`) made, when it has any.
+ *
+ * @since 0.13.0
+ * @category models
+ */
+export interface Settled {
+  readonly metricsOver?: { readonly succeeded: number; readonly planned: number | null } | undefined
+  readonly judgeCostUsd?: number | undefined
 }
 
 /**
@@ -661,7 +679,8 @@ export const makeMemory: Effect.Effect<StudyCatalogService> = Effect.gen(functio
             metrics: x.metrics,
             startedAt: t.startedAt ?? x.startedAt,
             endedAt: x.endedAt,
-            updatedAt: now
+            updatedAt: now,
+            settled: x.settled
           })
         }
       }),

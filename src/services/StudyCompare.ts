@@ -58,7 +58,7 @@ import { closest } from "../domain/internal/suggest.js"
 import * as Words from "../domain/internal/words.js"
 import { canonicalJsonUnsafe, type Json } from "../domain/Json.js"
 import * as DomainStudy from "../domain/Study.js"
-import { formatCost } from "./internal/money.js"
+import { formatCost, formatUsd } from "./internal/money.js"
 import * as Statistics from "../domain/Statistics.js"
 import { StudyCatalog, type StudyRecordStatus, type TrialRecord } from "./StudyCatalog.js"
 import * as StudyControl from "./StudyControl.js"
@@ -194,6 +194,12 @@ export interface MetricValue {
    * `latencyP95Ms` leaves out the pipelines they served (the `aggregation` says so too).
    */
   readonly cacheHits?: number | undefined
+  /**
+   * `costUsd` only, in a study with evaluator tasks (`judge`) whose settlements recorded their
+   * cost: the mean over the compared repeats of the part of the trial's cost the judge's calls
+   * made (US dollars; `costUsd` includes it: it is what the trial cost; since 0.13.0, tester16b N7).
+   */
+  readonly judgeCostUsd?: number | undefined
 }
 
 /** The built-in metrics that say how many of the compared calls the call cache served. */
@@ -365,11 +371,28 @@ export interface StudyComparison {
     readonly source: string
   }>
   readonly run: {
+    /** The study's status; `null` when this comparison reads a protocol version that is not the current one (see `currentVersion`). */
     readonly status: StudyRecordStatus | null
+    /**
+     * With `status: null` only: the study's current protocol version, whose status the study
+     * records (this version's trials were settled under it; since 0.13.0, tester16b N9).
+     */
+    readonly currentVersion?: number | undefined
     readonly stopReason: string | null
     readonly trialsByStatus: Readonly<Record<string, number>>
     /** `unpriced`: calls with tokens but no price (`costUsd` leaves them out; since 0.9.0). */
-    readonly usage: { readonly calls: number; readonly tokens: number; readonly costUsd: number; readonly timeMs: number; readonly unpriced?: number | undefined }
+    /**
+     * `judgeCostUsd`: the part of `costUsd` the evaluator tasks' (`judge`) calls made, summed over
+     * the trials whose settlement recorded it; absent when none did (since 0.13.0, tester16b N7).
+     */
+    readonly usage: {
+      readonly calls: number
+      readonly tokens: number
+      readonly costUsd: number
+      readonly timeMs: number
+      readonly unpriced?: number | undefined
+      readonly judgeCostUsd?: number | undefined
+    }
     readonly budget: Json
     /**
      * The study's usage past its total budget, one phrase per figure (`cost $0.0090 of
@@ -609,6 +632,14 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     if (!(level > 0 && level < 1)) return yield* configError("analysis.level", `must be a number between 0 and 1, got ${level}`)
     if (!Number.isSafeInteger(resamples) || resamples < 1) return yield* configError("analysis.resamples", `must be a positive integer, got ${resamples}`)
     const rows = yield* catalog.trials(study.id, version)
+    // each trial's judge share of its cost, as its settlement recorded it (tester16b N7)
+    const judgeOf = new Map<string, number>()
+    for (const r of rows) if (r.settled?.judgeCostUsd !== undefined) judgeOf.set(r.trialId, r.settled.judgeCostUsd)
+    const judgeShareOf = (byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>): { readonly judgeCostUsd?: number } => {
+      if (judgeOf.size === 0) return {}
+      const xs = byRepeat.flatMap((t) => t === null || t.values["costUsd"] === undefined ? [] : [judgeOf.get(t.trialId) ?? 0])
+      return xs.length === 0 ? {} : { judgeCostUsd: roundUsd(Statistics.mean(xs)) }
+    }
     const defs = StudyMetrics.definitions(study.metrics ?? [], study.objectives)
     const usage = new Map(rows.map((r) => [r.trialId, r.usage]))
     const values = yield* StudyMetrics.read({ studyId: study.id, trialIds: rows.map((r) => r.trialId), metrics: defs, usage })
@@ -831,6 +862,9 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           interval = Statistics.studentInterval(xs, level)
           aggregation = `per repeat: ${d.source}; across ${Words.count(xs.length, "repeat")}: mean and median; interval: ${interval?.method ?? "none (fewer than 2 repeats: insufficient repeats)"}`
         }
+        // no compared repeat at all: say why instead of "across 0 repeats"
+        const base = variantBase.find((b) => b.variantId === v.variantId)!
+        if (base.trials.every((t) => !t.compared)) aggregation = `per repeat: ${d.source}; ${noComparedRepeat(base)}`
         // a built-in metric counts or measures (calls, tokens, cost, time, attempts): it is never
         // below 0, so neither is its interval (Student's t over few repeats can reach below)
         if (interval !== null && d.kind === "builtin" && interval.lower < 0) {
@@ -883,7 +917,8 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           aggregation,
           ...(tokenMetric && estimated > 0 ? { estimatedAttempts: estimated } : {}),
           ...(unpricedCalls > 0 ? { unpricedCalls } : {}),
-          ...(hits > 0 ? { cacheHits: hits } : {})
+          ...(hits > 0 ? { cacheHits: hits } : {}),
+          ...(d.kind === "builtin" && d.name === "costUsd" ? judgeShareOf(byRepeat) : {})
         }
         // evidence: the cases sorted best first (ties by case key); pipelines only for those kept
         evidenceOf.get(v.variantId)![d.name] = {
@@ -1155,10 +1190,12 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     // run
     const trialsByStatus: Record<string, number> = {}
     for (const r of rows) trialsByStatus[r.status] = (trialsByStatus[r.status] ?? 0) + 1
-    const total = rows.reduce(
+    const summed = rows.reduce(
       (a, r) => ({ calls: a.calls + r.usage.calls, tokens: a.tokens + r.usage.tokens, costUsd: roundUsd(a.costUsd + r.usage.costUsd), timeMs: a.timeMs + r.usage.timeMs, unpriced: a.unpriced + (r.usage.unpriced ?? 0) }),
       { calls: 0, tokens: 0, costUsd: 0, timeMs: 0, unpriced: 0 }
     )
+    // the judge's share of the cost, as the settlements recorded it (tester16b N7)
+    const total = judgeOf.size === 0 ? summed : { ...summed, judgeCostUsd: roundUsd([...judgeOf.values()].reduce((a, b) => a + b, 0)) }
 
     // conclusion
     const comparedTrials = variants.reduce((a, v) => a + v.succeeded, 0)
@@ -1327,6 +1364,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       metrics: defs.map((d) => ({ name: d.name, unit: d.unit, direction: d.direction, level: d.level, kind: d.kind, source: d.source })),
       run: {
         status,
+        ...(status === null ? { currentVersion: row.value.currentVersion } : {}),
         stopReason: row.value.currentVersion === version ? row.value.stopReason : null,
         trialsByStatus,
         usage: total,
@@ -1632,6 +1670,33 @@ const intervalMethodsText = (methods: ReadonlyArray<{ readonly variantId: string
   return texts.slice(0, 3).join("; ") + (texts.length > 3 ? `; and ${texts.length - 3} more` : "")
 }
 
+/**
+ * The judge's share beside a cost (` (judge $1.00)`), or nothing without one: a trial's
+ * `costUsd` includes its evaluator tasks' calls (tester16b N7).
+ *
+ * @param judgeCostUsd the judge's part, US dollars (`undefined`: none recorded)
+ * @returns the phrase, with its leading space
+ * @since 0.13.0
+ * @category rendering
+ */
+export const judgeShareText = (judgeCostUsd: number | undefined): string =>
+  judgeCostUsd === undefined ? "" : ` (judge ${formatUsd(judgeCostUsd)})`
+
+/**
+ * The study's status in words; for a comparison of a protocol version that is not the current
+ * one (no status of its own), what that means: `not recorded for version 1: its trials were
+ * settled under protocol version 1 (current 2), and the study's status is version 2's`.
+ *
+ * @since 0.13.0
+ * @category rendering
+ */
+export const statusWordsOf = (c: Pick<StudyComparison, "version" | "run">, status: StudyRecordStatus | null): string =>
+  status !== null
+    ? Words.statusWords(status)
+    : `not recorded for version ${c.version}: its trials were settled under protocol version ${c.version}${
+      c.run.currentVersion === undefined ? "" : ` (current ${c.run.currentVersion}), and the study's status is version ${c.run.currentVersion}'s`
+    }`
+
 const sectionsOf = (c: StudyComparison, md: boolean) => {
   const h = (s: string) => md ? `## ${s}` : s.toUpperCase()
   const lines: Array<string> = []
@@ -1647,9 +1712,9 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   lines.push(`${bullet}objectives (as frozen with protocol version ${c.version}): ${c.objectives.length === 0 ? "none" : c.objectives.map((o) => `${o.metric} ${o.direction === "target" ? `→ ${o.target}` : o.direction === "maximize" ? "↑" : "↓"}${o.weight !== 1 ? ` (weight ${o.weight})` : ""}${o.hardConstraint === undefined ? "" : ` [${o.hardConstraint.op} ${o.hardConstraint.value}]`}`).join(", ")}`)
   lines.push(`${bullet}analysis: level ${pct(c.level)}, ${c.resamples} bootstrap resamples, seed ${c.seed}; minimum ${c.minPairedCases} paired cases, ${c.minRepeats} repeats`)
   lines.push("", h("Run"))
-  lines.push(`${bullet}status: ${c.run.status === null ? "(an earlier version)" : Words.statusWords(c.run.status)}${c.run.stopReason === null ? "" : ` — stop: ${c.run.stopReason}`}`)
+  lines.push(`${bullet}status: ${statusWordsOf(c, c.run.status)}${c.run.stopReason === null ? "" : ` — stop: ${c.run.stopReason}`}`)
   lines.push(`${bullet}trials: ${Object.entries(c.run.trialsByStatus).map(([s, n]) => `${Words.statusWords(s)} ${n}`).join(" · ")}`)
-  lines.push(`${bullet}usage: ${c.run.usage.calls} calls · ${c.run.usage.tokens} tokens · ${formatCost(c.run.usage.costUsd, c.run.usage.unpriced ?? 0)} · ${(c.run.usage.timeMs / 1000).toFixed(1)} s`)
+  lines.push(`${bullet}usage: ${c.run.usage.calls} calls · ${c.run.usage.tokens} tokens · ${formatCost(c.run.usage.costUsd, c.run.usage.unpriced ?? 0)}${judgeShareText(c.run.usage.judgeCostUsd)} · ${(c.run.usage.timeMs / 1000).toFixed(1)} s`)
   const budget = c.run.budget as { perTrial?: Record<string, number>; total?: Record<string, number> }
   // each figure with its unit (`time 20 ms`, `cost $0.5000`), as the run's lines say them
   const budgetText = (b: Record<string, number> | undefined) =>
@@ -1689,25 +1754,38 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
     if (md) {
       lines.push(`| ${v.variantId}${v.isBaseline ? " (baseline)" : ""} | ${shown.map((m) => {
         const x = v.values[m.name]!
-        return `${fmt(x.mean)}${intervalText(x.interval)}; median ${fmt(x.median)}; repeats ${x.perRepeat.map(fmt).join(", ")}`
+        return `${fmt(x.mean)}${judgeShareText(x.judgeCostUsd)}${intervalText(x.interval)}; median ${fmt(x.median)}; repeats ${x.perRepeat.map(fmt).join(", ")}`
       }).join(" | ")} | ${pareto} | ${v.rank ?? "—"} |`)
     } else {
       lines.push(`${bullet}${v.variantId}${v.isBaseline ? " (baseline)" : ""}: ${assignmentText(v.assignment)} — ${Words.count(v.succeeded, "compared trial")}; Pareto: ${pareto}; weighted rank ${v.rank ?? "—"}`)
       if (v.succeeded === 0) continue
       for (const m of shown) {
         const x = v.values[m.name]!
-        lines.push(`      ${m.name}: ${fmt(x.mean)}${intervalText(x.interval)} (${x.perRepeat.map(fmt).join(", ")}) median ${fmt(x.median)}`)
+        lines.push(`      ${m.name}: ${fmt(x.mean)}${judgeShareText(x.judgeCostUsd)}${intervalText(x.interval)} (${x.perRepeat.map(fmt).join(", ")}) median ${fmt(x.median)}`)
       }
     }
   }
-  // the interval methods, in full, once per metric (a method shared by every variant once)
+  // the interval methods, in full, once per section: a method shared by every variant once, and
+  // metrics whose methods differ only by their seed (each metric draws its own) on one line
+  // (tester16b N8: the same long line was printed once per metric)
   lines.push(md ? "\n### Interval methods" : `${bullet}interval methods:`)
+  const byMethod = new Map<string, { readonly names: Array<string>; readonly seeds: Array<string>; readonly text: string }>()
   for (const m of shown) {
     const methods = c.variants.flatMap((v) => {
       const method = v.values[m.name]?.interval?.method
       return method === undefined ? [] : [{ variantId: v.variantId, method }]
     })
-    lines.push(`${md ? "- " : "    "}${m.name}: ${intervalMethodsText(methods)}`)
+    const text = intervalMethodsText(methods)
+    const seeds = [...text.matchAll(/\bseed (\d+)/g)].map((x) => x[1]!)
+    const key = seeds.length === 1 ? text.replace(/\bseed \d+/, "seed #") : text
+    const group = byMethod.get(key) ?? { names: [], seeds: [], text }
+    group.names.push(m.name)
+    group.seeds.push(seeds[0] ?? "")
+    byMethod.set(key, group)
+  }
+  for (const [key, g] of byMethod) {
+    const text = g.names.length === 1 ? g.text : key.replace("seed #", `seeds ${g.seeds.join(", ")} (one per metric, in that order)`)
+    lines.push(`${md ? "- " : "    "}${g.names.join(", ")}: ${text}`)
   }
   if (md) lines.push("")
   lines.push(md ? "### Against the baseline" : `${bullet}against the baseline ${c.baseline} (paired: candidate − baseline):`)
@@ -1759,7 +1837,7 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   }
   // Conclusion
   lines.push("", h("Conclusion"))
-  lines.push(`${bullet}status: ${c.conclusion.status === null ? "(an earlier version)" : Words.statusWords(c.conclusion.status)}`)
+  lines.push(`${bullet}status: ${statusWordsOf(c, c.conclusion.status)}`)
   lines.push(`${bullet}${c.conclusion.summary}`)
   if (c.conclusion.candidates.length > 0) lines.push(`${bullet}${Words.noun(c.conclusion.candidates.length, "candidate")} (${c.conclusion.wording}): ${c.conclusion.candidates.join(", ")}`)
   if (c.conclusion.notRuledOut !== undefined) lines.push(`${bullet}not ruled out (the sample is below the declared minimums): ${c.conclusion.notRuledOut.join(", ")}`)
@@ -1785,6 +1863,26 @@ export const renderText = (c: StudyComparison): string => sectionsOf(c, false)
  * @category rendering
  */
 export const renderMarkdown = (c: StudyComparison): string => sectionsOf(c, true)
+
+/**
+ * Why a variant has no compared repeat, in words for its values' aggregation: `no compared
+ * repeat: every trial broke a hard constraint (accuracy >= 0.9)`, or `no compared repeat: no
+ * trial succeeded (2 failed)`.
+ */
+const noComparedRepeat = (v: { readonly trials: ReadonlyArray<{ readonly status: string }>; readonly breaches: ReadonlyArray<string> }): string => {
+  const broken = [...new Set(v.breaches.flatMap((b) => {
+    const m = /hard constraint (\S+ (?:>=|<=|==|!=|>|<) [^\s:;,]+)/.exec(b)
+    return m === null ? [] : [m[1]!]
+  }))]
+  if (broken.length > 0) {
+    const onMean = v.breaches.some((b) => b.includes("broken by the variant"))
+    return `no compared repeat: ${onMean ? "the variant broke" : "every trial with a value broke"} the hard constraint${broken.length === 1 ? "" : "s"} ${broken.join(", ")}${onMean ? " on its mean over its repeats" : ""}`
+  }
+  if (v.trials.length === 0) return "no compared repeat: no trial ran"
+  const byStatus = new Map<string, number>()
+  for (const t of v.trials) byStatus.set(t.status, (byStatus.get(t.status) ?? 0) + 1)
+  return `no compared repeat: no trial succeeded (${[...byStatus].map(([k, n]) => `${n} ${Words.statusWords(k)}`).join(", ")})`
+}
 
 /**
  * An {@link Evidence} as text: the value, each trial and its first 3 pipelines (the count of

@@ -183,6 +183,12 @@ export interface TrialValues {
    * leaves out the pipelines they served (an entry keeps no latency).
    */
   readonly cacheHits?: number | undefined
+  /**
+   * The part of the trial's cost (US dollars) its evaluator tasks' calls made (a `judge`'s),
+   * when `read` was given `evaluatorTasks` and they cost anything; `costUsd` includes it: it is
+   * what the trial cost (since 0.13.0, tester16b N7).
+   */
+  readonly judgeCostUsd?: number | undefined
 }
 
 /** A value as a number (booleans 0/1), else undefined. */
@@ -321,6 +327,8 @@ interface Acc {
   hitUnpriced: number
   /** positions of the pipelines with a cache hit (left out of the latency) */
   hitPositions: Set<number>
+  /** the cost its evaluator tasks' attempts recorded (cache hits at their entries' cost) */
+  judgeCostUsd: number
 }
 
 const CHUNK = 500
@@ -348,7 +356,8 @@ const newAcc = (trialId: string, member: string): Acc => ({
   hitTokensOut: 0,
   hitCostUsd: 0,
   hitUnpriced: 0,
-  hitPositions: new Set()
+  hitPositions: new Set(),
+  judgeCostUsd: 0
 })
 
 /** Appends one pipeline (its id matches `Suite`'s member id shape) to a trial's columns. */
@@ -501,6 +510,8 @@ export const read = (input: {
   readonly usage: ReadonlyMap<string, TrialUsage>
   /** The view to read (default: the root's merged view). */
   readonly view?: string | undefined
+  /** The evaluator tasks' names (`judge`): their attempts' cost is each trial's `judgeCostUsd`. */
+  readonly evaluatorTasks?: ReadonlySet<string> | undefined
 }): Effect.Effect<ReadonlyMap<string, TrialValues>, StoreUnavailable | ConfigError, SuiteCatalog> =>
   Effect.gen(function*() {
     const catalog = yield* SuiteCatalog
@@ -542,12 +553,18 @@ export const read = (input: {
     // the usage metrics count a cache hit at what its call cost when made (issue 18 trial F3)
     const needHits = needTokens || needLatency || names.has("calls") || names.has("tokens") || names.has("costUsd")
     const scratch = new Uint8Array(ID_BYTES)
-    if (names.has("retries") || names.has("rateLimited") || needHits) {
+    // the judge's share of the cost: the attempts of the evaluator tasks (tester16b N7)
+    const judges = input.evaluatorTasks ?? new Set<string>()
+    if (names.has("retries") || names.has("rateLimited") || needHits || judges.size > 0) {
       yield* Stream.runForEach(store.streamAttempts(), (a) =>
         Effect.sync(() => {
           const d = memberDigestOf(a.pipelineId)
           const acc = d === undefined ? undefined : byDigest.get(d)
           if (acc === undefined) return
+          if (judges.has(a.taskName)) {
+            const cost = a.outcome === "cache_hit" ? hitUsageOf(a.decision)?.costUsd : a.costUsd
+            if (cost !== undefined && cost !== null) acc.judgeCostUsd += cost
+          }
           if (needLatency) {
             const i = positionOf(acc, a.pipelineId, scratch)
             if (i >= 0 && acc.ok[i] === 1) {
@@ -771,7 +788,8 @@ const valuesOf = (
     ...(metrics.some((m) => m.kind === "builtin" && m.name === "costUsd") && unpriced > 0
       ? { unpricedCalls: unpriced }
       : {}),
-    ...(acc.hits > 0 ? { cacheHits: acc.hits } : {})
+    ...(acc.hits > 0 ? { cacheHits: acc.hits } : {}),
+    ...(acc.judgeCostUsd > 0 ? { judgeCostUsd: roundUsd(acc.judgeCostUsd) } : {})
   }
 }
 

@@ -425,6 +425,17 @@ describe("assay study status", () => {
     )
   })
 
+  it("the partial count is the one the settlement stored, not the live one (tester16b: 'partial (n of N)' read live)", () => {
+    // settled incomplete at 12 succeeded (stored), resumed: 20 succeeded now
+    const row = { state: "running", metrics: { accuracy: 0.75 }, pipelines: { ended: 20, planned: 40, succeeded: 20 }, settled: { metricsOver: { succeeded: 12, planned: 40 } } }
+    assert.deepStrictEqual(StudyRun.metricsCell(row), { partial: true, text: "partial, as last settled (12 of 40 pipelines): accuracy=0.7500" })
+    // settled again later with more pipelines stored than it covered: the stored count
+    assert.deepStrictEqual(
+      StudyRun.metricsCell({ ...row, state: "incomplete", pipelines: { ended: 25, planned: 40, succeeded: 25 } }),
+      { partial: true, text: "partial (12 of 40 pipelines): accuracy=0.7500" }
+    )
+  })
+
   it("metric values print as every study view prints figures: from 10,000 up rounded, never 1.235e+4 (issue 16 item 3)", () => {
     const row = { state: "succeeded", metrics: { wallMs: 12345.678, accuracy: 2 / 3 }, pipelines: { ended: 40, planned: 40 } }
     assert.strictEqual(StudyRun.metricsCell(row).text, "wallMs=12346 accuracy=0.6667")

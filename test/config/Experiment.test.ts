@@ -462,6 +462,26 @@ describe("Experiment loader: every problem at once", () => {
       assert.include(all, "pipeline.tasks[4].args[0]: \"soon\" is not a finite, non-negative duration | write a duration with a unit, for example \"300 millis\" or \"2 seconds\"")
     }).pipe(Effect.provide(NodeContext.layer)))
 
+  it.effect("a misspelt required key, an out-of-range value and a reference in one pass (tester16b N3): the misspelt pipeline is still checked", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-all-"))
+      const file = path.join(dir, "three.yaml")
+      fs.writeFileSync(file, [
+        "pools:",
+        "  llm: { resources: [ { id: a, capacity: 2 } ] }",
+        "run: { concurrency: 0 }",
+        "pipelin:",
+        "  name: m",
+        "  tasks:",
+        "    - { use: simulateLlm, name: a, options: { resource: lmm } }",
+        "source: { range: { n: 2 } }"
+      ].join("\n"))
+      const lines = yield* loadIssues(file)
+      assert.sameMembers(lines.map((l) => l.split(":")[0]!), ["pipelin", "run.concurrency", "pipeline.tasks[0].use"], lines.join("\n"))
+      assert.include(lines, "pipelin: unknown key \"pipelin\" | did you mean pipeline?")
+      assert.include(lines.find((l) => l.startsWith("pipeline.tasks[0].use")) ?? "", "no pool named \"lmm\"")
+    }).pipe(Effect.provide(NodeContext.layer)))
+
   it.effect("a literal of a mixed union misspelled by case (run.cache: readwrite): one line naming every form, with a did-you-mean", () =>
     Effect.gen(function*() {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-case-"))

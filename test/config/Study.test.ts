@@ -5,7 +5,7 @@
  */
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Effect, Either, Option } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -407,9 +407,39 @@ describe("StudyConfig.load: issue 16 trial, what plan knows of metrics", () => {
           "metrics[0].from.output"
         ]
       ) assert.include(paths, at, problems.join("\n"))
-      // a shape problem without an obvious repair is reported alone, as before
+      // a value of the wrong type is removed for the later checks, which find nothing else here
+      // (without a metrics section an unknown objective metric is not refused)
       const unrepaired = yield* failure(judged({ repeats: "three", objectives: [{ metric: "judgeScor", direction: "maximize" }] }))
       assert.deepStrictEqual(unrepaired.map((p) => p.split(":")[0]), ["repeats"], unrepaired.join("\n"))
+    }))
+
+  it.effect("an out-of-range value, a misspelt key and the references in one pass (tester16b N3): none hides another", () =>
+    Effect.gen(function*() {
+      const problems = yield* failure(write(study({
+        repeats: 0, // out of range
+        analysis: { level: 2 }, // out of range, optional: its default applies for the rest
+        stop: [{ when: "successfulTrials", count: 0 }], // out of range, required: a stand-in for the rest
+        metrics: [{ name: "accuracy", reducer: "mean", from: { output: "correct" } }],
+        objectivs: [{ metric: "acuracy", direction: "maximize" }], // a misspelt key, its content checked as objectives
+        baseline: { prompt: "terce", model: "small", temperature: 0, pause: "1 millis" } // not a value
+      })))
+      const paths = problems.map((p) => p.split(":")[0])
+      assert.includeMembers(paths, ["repeats", "analysis.level", "stop[0].count", "objectivs", "objectives[0].metric", "baseline.prompt"], problems.join("\n"))
+      assert.include(problems, "objectivs: unknown key \"objectivs\" | did you mean objectives?")
+      assert.include(problems.find((p) => p.startsWith("objectives[0].metric")) ?? "", "did you mean \"accuracy\"?")
+      // nothing about the stand-ins themselves
+      assert.strictEqual(paths.length, 6, problems.join("\n"))
+    }))
+
+  it.effect("a range variable's out-of-range step is reported; the baseline is not judged against the stand-in, the other checks still run", () =>
+    Effect.gen(function*() {
+      const problems = yield* failure(write(study({
+        variables: [...study()["variables"] as Array<Record<string, unknown>>].map((v) => v["name"] === "temperature" ? { ...v, step: 0 } : v),
+        metrics: [{ name: "accuracy", reducer: "mean", from: { output: "correct" } }],
+        objectives: [{ metric: "acuracy", direction: "maximize" }]
+      })))
+      const paths = problems.map((p) => p.split(":")[0])
+      assert.deepStrictEqual(paths, ["variables[2].step", "objectives[0].metric"], problems.join("\n"))
     }))
 
   it.effect("a hard constraint or a threshold no value can meet is warned about (a rate above 1, a cost below 0, a judge's score above 1); a reported metric nothing reports too", () =>
@@ -926,6 +956,35 @@ describe("StudyConfig.load: endpoints the study cannot call (tester16 F7)", () =
       // both set: nothing to say
       const ok = yield* load(unset(), { env: { T16Q_URL: "http://127.0.0.1:9/v1", T16Q_KEY: "k" } })
       assert.deepStrictEqual(ok.endpointProblems, [])
+    }))
+
+  it.effect("a key variable two resources share is warned about once, naming both places (tester16b N9)", () =>
+    Effect.gen(function*() {
+      const file = write(study(), {
+        "experiment.json": experiment({
+          pools: {
+            llm: {
+              resources: [
+                { id: "a", capacity: 2, options: { baseUrl: "http://127.0.0.1:9/v1", apiKeyEnv: "T16T_KEY", model: "base" } },
+                { id: "b", capacity: 1, options: { baseUrl: "http://127.0.0.1:9/v1", apiKeyEnv: "T16T_KEY", model: "base" } }
+              ]
+            }
+          }
+        })
+      })
+      const s = yield* load(file)
+      const about = s.warnings.filter((w) => w.includes("T16T_KEY"))
+      assert.strictEqual(about.length, 1, about.join("\n"))
+      assert.include(about[0]!, "pools.llm.resources[0].options.apiKeyEnv, pools.llm.resources[1].options.apiKeyEnv: environment variable T16T_KEY (the key) is not set: every call to these 2 endpoints would fail")
+      assert.strictEqual(s.endpointProblems.length, 1)
+      // the experiment alone (validate, run) says it once too
+      const plain = path.join(path.dirname(file), "plain.json")
+      const pools = (JSON.parse(fs.readFileSync(path.join(path.dirname(file), "experiment.json"), "utf8")) as { pools: unknown }).pools
+      fs.writeFileSync(plain, JSON.stringify({ pools, pipeline: { name: "p", tasks: [{ use: "chat", name: "c", options: { resource: "llm", template: "x {{text}}", maxTokens: 5 } }] }, source: { range: { n: 1 } } }))
+      const e = yield* Experiment.load(plain, { env: {} }).pipe(Effect.provide(NodeContext.layer), Effect.either)
+      const ws = Either.isRight(e) ? e.right.warnings.filter((w) => w.includes("T16T_KEY")) : ["refused"]
+      assert.strictEqual(ws.length, 1, ws.join("\n"))
+      assert.include(ws[0]!, "every call to these 2 resources will fail")
     }))
 
   it.effect("only resources a task can lease are looked at: a pool no task uses, a resource the chat task's selector leaves out (issue 16 item 4)", () =>

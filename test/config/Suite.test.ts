@@ -346,6 +346,26 @@ describe("SuiteConfig.load: members", () => {
       ])
     }))
 
+  it.effect("an out-of-range value, a misspelt key and a binding in one pass (tester16b N3): none hides another", () =>
+    Effect.gen(function*() {
+      const dir = standard({
+        run: { concurrency: 0 },
+        experiments: {
+          a: { config: "members/a.json", poolBindings: { apis: "shared" }, stopAfterFailures: 0 },
+          b: { config: "members/b.json", lable: "B", poolBindings: { apis: "shraed" } }
+        }
+      })
+      const out = yield* failure(path.join(dir, "suite.json"))
+      assert.sameMembers(out.map((l) => l.split(":")[0]), [
+        "run.concurrency",
+        "experiments.a.stopAfterFailures",
+        "experiments.b.lable",
+        "experiments.b.poolBindings.apis"
+      ], out.join("\n"))
+      assert.include(out, "experiments.b.lable: unknown key \"lable\" | did you mean label?")
+      assert.include(out, "experiments.b.poolBindings.apis: no top-level pool \"shraed\" | did you mean shared?")
+    }))
+
   it.effect("bindings: the local name must be a member's pool, the target a top-level pool (did-you-mean)", () =>
     Effect.gen(function*() {
       const dir = standard({

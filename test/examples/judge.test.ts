@@ -59,6 +59,30 @@ describe("examples/judge", () => {
     }), 120_000)
 })
 
+describe("the judge's share of a trial's cost (tester16b N7)", () => {
+  it.scopedLive("costUsd includes the judge's calls; status and report show the judge's part beside it", () =>
+    Effect.gen(function*() {
+      const server = yield* mock
+      const dir = yield* tempDir("judge-cost")
+      const copy = path.join(dir, "study")
+      fs.cpSync(example, copy, { recursive: true })
+      // the judge's model priced, so that its calls cost something
+      fs.appendFileSync(path.join(copy, "experiment.yaml"), "pricing:\n  mock-judge: { inputPer1M: 1, outputPer1M: 2 }\n")
+      const out = yield* runStudy(path.join(copy, "study.yaml"), path.join(dir, "out"), server.url)
+      assert.strictEqual(out.status, "completed")
+      const env = { JUDGE_EXAMPLE_URL: `${server.url}/v1`, JUDGE_EXAMPLE_KEY: "test-key" }
+      const report = yield* assay(["study", "report", path.join(copy, "study.yaml"), "--output-root", path.join(dir, "out"), "--format", "json"], { env })
+      assert.strictEqual(report.code, 0, report.stderr)
+      const usage = (JSON.parse(report.stdout) as { run: { usage: { costUsd: number; judgeCostUsd?: number } } }).run.usage
+      assert.isAbove(usage.judgeCostUsd ?? 0, 0)
+      assert.isBelow(usage.judgeCostUsd!, usage.costUsd)
+      const text = yield* assay(["study", "report", path.join(copy, "study.yaml"), "--output-root", path.join(dir, "out")], { env })
+      assert.match(text.stdout, /usage: .* · \$[0-9.]+ \(judge \$[0-9.]+\) · /)
+      const status = yield* assay(["study", "status", path.join(copy, "study.yaml"), "--output-root", path.join(dir, "out")], { env })
+      assert.match(status.stdout, /p1-v01-r1 .*\$[0-9.]+ \(judge \$[0-9.]+\)/)
+    }), 120_000)
+})
+
 describe("evaluator blindness in a study run", () => {
   it.scopedLive("a plain task sees its variant; the same task marked evaluator sees none of it, in its context or its input", () =>
     Effect.gen(function*() {

@@ -4,6 +4,7 @@ import { Effect, Fiber, Option, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
+import Database from "better-sqlite3"
 import * as SuiteStore from "../../src/layers/SuiteStore.js"
 import * as StudyTables from "../../src/layers/internal/study/tables.js"
 import * as Study from "../../src/services/Study.js"
@@ -27,21 +28,30 @@ import { makeStudy, studyEnv } from "./studyFixture.js"
 const withScores = (study: Study.StudyInput, cases: number): Study.StudyInput => {
   const report = Task.make("report", (n: number, ctx) => Effect.as(Effect.orDie(ctx.reportMetric("score", n)), n))
   const finish = Task.make("finish", (n: number) => n % 2 === 1 ? Effect.fail(new FatalError({ message: "odd" })) : Effect.succeed(n))
-  const template = Pipeline.make("scored", report, finish)
-  return {
-    ...study,
-    pipelinesPerTrial: cases,
-    suiteFor: (version) => {
-      const base = study.suiteFor(version) as Suite.Suite<any, any, any>
-      return {
-        ...base,
-        experiments: base.experiments.map((m: Suite.Member<any, any, any>) =>
-          Suite.member(m.id, () => template.map(Array.from({ length: cases }, (_, i) => i)), { definitionDigest: `${m.id}-scored` })
-        )
-      }
+  return { ...withTemplate(study, Pipeline.make("scored", report, finish), Array.from({ length: cases }, (_, i) => i), "scored"), pipelinesPerTrial: cases }
+}
+
+/**
+ * `study` with every trial running `template` over `inputs` instead of the fixture's own
+ * pipeline (each member's definition digest gets `-SUFFIX`, so that it is its own definition).
+ */
+const withTemplate = (
+  study: Study.StudyInput,
+  template: Pipeline.Template<any, any, any>,
+  inputs: ReadonlyArray<number>,
+  suffix: string
+): Study.StudyInput => ({
+  ...study,
+  suiteFor: (version) => {
+    const base = study.suiteFor(version) as Suite.Suite<any, any, any>
+    return {
+      ...base,
+      experiments: base.experiments.map((m: Suite.Member<any, any, any>) =>
+        Suite.member(m.id, () => template.map([...inputs]), { definitionDigest: `${m.id}-${suffix}` })
+      )
     }
   }
-}
+})
 
 // ---------------------------------------------------------------------------------------------
 // Settlement rules (pure)
@@ -86,7 +96,7 @@ describe("Study.settleTrial", () => {
       "cancelled mid-way",
       { byState: { succeeded: 1, interrupted: 1 }, stop: stop("deadline", "cancel") },
       "cancelled",
-      "cancelled: deadline fired; 1 of 3 admitted pipelines ended"
+      "cancelled: deadline fired; 1 of 3 submitted pipelines ended"
     ],
     [
       "started (the window began it, a call used) but stopped before any pipeline of it was stored (drain)",
@@ -100,21 +110,21 @@ describe("Study.settleTrial", () => {
       "cancelled",
       "cancelled: manual fired; no pipeline of it ran yet; resume continues it"
     ],
-    ["drained mid-way by a condition (not manual)", { byState: { succeeded: 1 }, stop: stop("successfulTrials", "drain") }, "incomplete", "stopped after it started: successfulTrials fired; 1 of 3 admitted pipelines ended"],
-    ["interrupted mid-way, no stop", { byState: { succeeded: 1, interrupted: 1 } }, "incomplete", "1 of 3 admitted pipelines ended"],
+    ["drained mid-way by a condition (not manual)", { byState: { succeeded: 1 }, stop: stop("successfulTrials", "drain") }, "incomplete", "stopped after it started: successfulTrials fired; 1 of 3 submitted pipelines ended"],
+    ["interrupted mid-way, no stop", { byState: { succeeded: 1, interrupted: 1 } }, "incomplete", "1 of 3 submitted pipelines ended"],
     // the value with 4 significant digits, as the report prints figures (tester16 F10.4: was 0.6666666666666666)
     ["a hard constraint broken by a value with many digits", { metrics: { accuracy: 2 / 3 } }, "failed", "hard constraint accuracy >= 0.8 broken: 0.6667"],
     [
       "budget spent with the plan's count known: every count says what it counts",
       { admitted: 16, byState: { succeeded: 9, pending: 7 }, sourceExhausted: false, budgetSpent: "costUsd", planned: 24 },
       "budget_exhausted",
-      "its cost budget is spent: 9 of 24 planned pipelines ended, 16 admitted; source not read to its end"
+      "its cost budget is spent: 9 of 24 planned pipelines ended, 16 submitted; source not read to its end"
     ],
     [
       "stored more than this run admitted (an earlier run's): admitted counts the larger",
       { admitted: 2, byState: { succeeded: 3, interrupted: 1 }, stop: stop("manual", "drain"), planned: 24 },
       "incomplete",
-      "stopped after it started: manual fired; 3 of 24 planned pipelines ended, 4 admitted; resume continues it"
+      "stopped after it started: manual fired; 3 of 24 planned pipelines ended, 4 submitted; resume continues it"
     ],
     [
       "every pipeline ended but over its budget",
@@ -321,6 +331,11 @@ const contract = (name: string, withCatalog: <A, E>(body: (c: StudyCatalogServic
           ])
           assert.strictEqual(rows[0]!.repeat, 1)
           assert.deepStrictEqual(rows[0]!.variant, { a: 1 })
+          // what the settlement counted is kept with it (schema version 15, tester16b)
+          assert.isUndefined(rows[0]!.settled)
+          const settled = { metricsOver: { succeeded: 12, planned: 40 }, judgeCostUsd: 0.003 }
+          yield* c.settle([{ trialId: "p1-v01-r2", status: "incomplete", reason: "stopped", metrics: { accuracy: 0.75 }, startedAt: 6, endedAt: null, settled }], 8)
+          assert.deepStrictEqual((yield* c.trials("demo", 1)).find((r) => r.trialId === "p1-v01-r2")!.settled, settled)
 
           assert.isNull(yield* ledger.stopRequested)
           yield* c.requestStop("demo", { running: "cancel", by: "pid 1 on h" }, 100)
@@ -342,6 +357,37 @@ const contract = (name: string, withCatalog: <A, E>(body: (c: StudyCatalogServic
 
 contract("memory", (body) => Effect.flatMap(StudyCatalog, body).pipe(Effect.provide(layerMemory)))
 contract("SQLite", (body) => Effect.scoped(Effect.flatMap(openRoot(tempRoot()), body)).pipe(Effect.provide(NodeFileSystem.layer)))
+
+describe("StudyCatalog (SQLite): a root from before schema version 15", () => {
+  it.effect("reads its trials without settled counts (no settled_json column), and a writer migrates it", () =>
+    Effect.gen(function*() {
+      const root = tempRoot()
+      yield* Effect.scoped(Effect.gen(function*() {
+        const c = yield* openRoot(root)
+        yield* c.freeze(input(), 1)
+        yield* c.registerTrials("demo", [{ trialId: "p1-v01-r1", version: 1, variantId: "v01", variantKey: "{}", variant: {}, repeat: 1, seedable: false }], 1)
+        yield* c.settle([{ trialId: "p1-v01-r1", status: "succeeded", reason: "ok", metrics: { accuracy: 1 }, startedAt: 1, endedAt: 2 }], 2)
+      }))
+      // as the build before this one left it: no column, schema version 14
+      const file = fs.readdirSync(root).map((f) => nodePath.join(root, f)).find((f) => f.endsWith("state.db"))!
+      const db = new Database(file)
+      db.exec("ALTER TABLE study_trials DROP COLUMN settled_json")
+      db.prepare("UPDATE store_meta SET value = '14' WHERE key = 'schema_version'").run()
+      db.prepare("DELETE FROM effect_sql_migrations WHERE migration_id = 15").run()
+      db.close()
+      const read = yield* Effect.scoped(Effect.gen(function*() {
+        const h = yield* SuiteStore.makeRead(root)
+        return yield* h.study.trials("demo", 1)
+      }))
+      assert.deepStrictEqual(read.map((r) => [r.trialId, r.status, r.metrics, r.settled]), [["p1-v01-r1", "succeeded", { accuracy: 1 }, undefined]])
+      // a writer brings it to version 15, and settles with the counts
+      yield* Effect.scoped(Effect.gen(function*() {
+        const c = yield* openRoot(root)
+        yield* c.settle([{ trialId: "p1-v01-r1", status: "succeeded", reason: "ok", metrics: { accuracy: 1 }, startedAt: 1, endedAt: 2, settled: { metricsOver: { succeeded: 4, planned: 4 } } }], 3)
+        assert.deepStrictEqual((yield* c.trials("demo", 1))[0]!.settled, { metricsOver: { succeeded: 4, planned: 4 } })
+      }))
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+})
 
 describe("StudyCatalog (SQLite) across processes", () => {
   it.effect("usage, settlements and versions survive a reopen; another process's stop request is seen by the writer", () =>
@@ -421,19 +467,7 @@ describe("Study.run", () => {
       const { study } = makeStudy({ qualities: ["good"], repeats: 1 })
       // every case of a trial asks the same thing (one key): the first calls, the others are served
       const ask = Task.make("ask", { cache: true, cacheKey: () => Effect.succeed("same") }, (n: number) => Effect.succeed(n))
-      const template = Pipeline.make("cached", ask)
-      const cached: Study.StudyInput = {
-        ...study,
-        suiteFor: (version) => {
-          const base = study.suiteFor(version) as Suite.Suite<any, any, any>
-          return {
-            ...base,
-            experiments: base.experiments.map((m: Suite.Member<any, any, any>) =>
-              Suite.member(m.id, () => template.map([0, 1, 2]), { definitionDigest: `${m.id}-cached` })
-            )
-          }
-        }
-      }
+      const cached = withTemplate(study, Pipeline.make("cached", ask), [0, 1, 2], "cached")
       const report = yield* Study.run(cached)
       assert.deepStrictEqual(report.trials.map((t) => [t.trialId, t.cache]), [["p1-v01-r1", { hits: 2, misses: 1 }]])
       assert.match(report.summary(), /p1-v01-r1 [^\n]*· calls 0 · cache hits 2, misses 1 · tokens 0/)
@@ -673,7 +707,7 @@ describe("Study.run", () => {
       // cost yet) and took the trial past it; nothing more started
       assert.deepStrictEqual(t.overshoot, ["tokens 100 of 50, 100% over"])
       assert.include(report.summary(), "over budget: tokens 100 of 50, 100% over")
-      assert.strictEqual(t.reason, "its tokens budget is spent: 100 used of 50; 1 of 1 admitted pipeline ended; source not read to its end")
+      assert.strictEqual(t.reason, "its tokens budget is spent: 100 used of 50; 1 of 1 submitted pipeline ended; source not read to its end")
       assert.include(report.summary(), "a budget is a start gate")
       assert.deepStrictEqual((report.toJSON().trials as Array<{ overshoot?: unknown }>)[0]!.overshoot, t.overshoot)
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, maxAdmitted: 1 }))))
@@ -789,19 +823,7 @@ describe("StudyReport.summary: figures", () => {
     Effect.gen(function*() {
       const { study } = makeStudy({ qualities: ["good"], repeats: 1 })
       const big = Task.make("big", (n: number, ctx) => Effect.as(Effect.orDie(ctx.reportMetric("latencyMs", 12345.678)), n))
-      const template = Pipeline.make("big", big)
-      const report = yield* Study.run({
-        ...study,
-        suiteFor: (version) => {
-          const base = study.suiteFor(version) as Suite.Suite<any, any, any>
-          return {
-            ...base,
-            experiments: base.experiments.map((m: Suite.Member<any, any, any>) =>
-              Suite.member(m.id, () => template.map([0, 1]), { definitionDigest: `${m.id}-big` })
-            )
-          }
-        }
-      })
+      const report = yield* Study.run(withTemplate(study, Pipeline.make("big", big), [0, 1], "big"))
       assert.include(report.summary(), "latencyMs 12346")
       assert.notInclude(report.summary(), "e+4")
     }).pipe(Effect.provide(studyEnv("demo"))))

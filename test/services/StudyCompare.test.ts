@@ -365,6 +365,9 @@ describe("StudyCompare: what a fresh user read wrong (issue 16, tester16 F4, F5,
       const text = StudyCompare.renderEvidence(e)
       assert.include(text, "cases of trials p1-v02-r1, p1-v02-r2, not compared (")
       assert.notInclude(text, "(no per-case values)")
+      // its value says why there is none, never "across 0 repeats" (tester16b N6)
+      assert.include(text, "no compared repeat: every trial with a value broke the hard constraint accuracy >= 0.8")
+      assert.notInclude(text, "across 0 repeats")
       // 30 pipelines per trial: 3 ids, then the count of the rest
       assert.include(text, "… and 27 more (--json lists every pipeline)")
       assert.strictEqual(e.trials[0]!.pipelines.length, 30)
@@ -772,6 +775,48 @@ describe("StudyCompare: the paired test's unit is the case; ties; survivorship (
         for (const [op, value] of ops) assert.include(report, `[${op} ${value}]`)
       }
     }).pipe(Effect.provide(studyEnv("hand"))))
+
+  it.effect("a report of an earlier protocol version says what its status means, never '(an earlier version)' (tester16b N9)", () =>
+    Effect.gen(function*() {
+      const first = handMade({ id: "versions", correct: [BASE, CAND], cases: 30, repeats: 1 })
+      yield* Study.run(first.study)
+      const second = handMade({ id: "versions", correct: [BASE, CAND], cases: 30, repeats: 2 })
+      yield* Study.run(second.study, { newVersion: true })
+      const c = yield* StudyCompare.compare(first.input, { version: 1 })
+      assert.isNull(c.run.status)
+      assert.strictEqual(c.run.currentVersion, 2)
+      const wording = "not recorded for version 1: its trials were settled under protocol version 1 (current 2), and the study's status is version 2's"
+      for (const text of [StudyCompare.renderText(c), StudyCompare.renderMarkdown(c)]) {
+        assert.include(text, `status: ${wording}`)
+        assert.notInclude(text, "(an earlier version)")
+      }
+      // the current version's comparison has its status, and no currentVersion
+      const now = yield* StudyCompare.compare(second.input)
+      assert.strictEqual(now.run.status, "completed")
+      assert.isUndefined(now.run.currentVersion)
+    }).pipe(Effect.provide(studyEnv("versions"))))
+
+  it.effect("metrics whose interval methods differ only by their seed share one line (tester16b N8)", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({
+        id: "methods",
+        correct: [BASE, CAND],
+        cases: 40,
+        repeats: 2,
+        metrics: [
+          { name: "accuracy", reducer: "mean", from: { output: "correct" } },
+          { name: "wrongRate", reducer: "rate", from: { output: "correct" }, equals: false, direction: "minimize" }
+        ],
+        objectives: [{ metric: "accuracy", direction: "maximize" }, { metric: "wrongRate", direction: "minimize" }]
+      })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      const text = StudyCompare.renderText(c)
+      const section = text.slice(text.indexOf("interval methods:"), text.indexOf("against the baseline"))
+      assert.strictEqual(section.split("\n").filter((l) => l.includes("percentile bootstrap")).length, 1, section)
+      assert.include(section, "    accuracy, wrongRate: percentile bootstrap over cases and repeats, 2000 resamples, seeds 1, 2 (one per metric, in that order)")
+      assert.include(StudyCompare.renderMarkdown(c), "\n- accuracy, wrongRate: percentile bootstrap")
+    }).pipe(Effect.provide(studyEnv("methods"))))
 
   it.effect("the interval methods name each method once, with what it resamples for which variants (issue 16 leftovers)", () =>
     Effect.gen(function*() {

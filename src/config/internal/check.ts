@@ -69,29 +69,46 @@ export const fillers: Record<string, () => unknown> = {
 
 /**
  * When the Schema refuses a file, repairs a copy so that the checks of everything else can
- * still run: a value of the wrong type is removed (a task entry or resource of the wrong type
+ * still run: a required key misspelt (`strictIssues` names it, `unknown key "pipelin"` with its
+ * did-you-mean) is read under the key it misspells, a value of the wrong type is removed (a task entry or resource of the wrong type
  * becomes a harmless stand-in), a missing required field gets a stand-in, an empty task list
  * gets one stand-in task. Repeats up to 8 rounds. Returns the decoded repaired definition and
  * the paths that were repaired (problems found at or under them were already reported by the
- * Schema and are dropped), or `undefined` when the file cannot be repaired that way.
+ * Schema and are dropped) and the missing keys a misspelt one stood for (their `is missing` is
+ * the unknown key's problem), or `undefined` when the file cannot be repaired that way.
  */
 export const repairedDecode = (
   input: unknown,
-  schema: Schema.Schema<Definition, unknown>
-): { readonly def: Definition; readonly repaired: ReadonlyArray<string> } | undefined => {
+  schema: Schema.Schema<Definition, unknown>,
+  strictIssues: ReadonlyArray<ConfigIssue> = []
+): { readonly def: Definition; readonly repaired: ReadonlyArray<string>; readonly renamed: ReadonlyArray<string> } | undefined => {
   const copy = cloneShape(input)
   if (!isRecord(copy)) return undefined
   const repaired: Array<string> = []
+  const renamed: Array<string> = []
   const decode = Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "ignore" })
   for (let round = 0; round < 8; round++) {
     const r = decode(copy)
-    if (Either.isRight(r)) return { def: r.right, repaired }
+    if (Either.isRight(r)) return { def: r.right, repaired, renamed }
     for (const i of ParseResult.ArrayFormatter.formatErrorSync(r.left)) {
       if (i.path.length === 0) return undefined
       const parentPath = i.path.slice(0, -1)
       const last = i.path[i.path.length - 1]!
       const parent = valueAt(copy, parentPath)
-      if (i._tag === "Missing" && isEmptyTaskList(i.path) && Array.isArray(parent)) {
+      // a required key misspelt (`pipelin:`): the strict decode named the unknown key and its
+      // did-you-mean; read it under the key it misspells, so that what it holds is checked too
+      const misspelt = i._tag === "Missing" && isRecord(parent) && typeof last === "string"
+        ? strictIssues.find((j) =>
+          j.message.startsWith("unknown key") && j.suggestion === `did you mean ${last}?` &&
+          j.path === formatPath([...parentPath, String(j.path.split(".").at(-1))])
+        )
+        : undefined
+      const stray = misspelt === undefined ? undefined : /^unknown key "(.*)"$/.exec(misspelt.message)?.[1]
+      if (stray !== undefined && isRecord(parent) && typeof last === "string" && stray in parent) {
+        parent[last] = parent[stray]
+        delete parent[stray]
+        renamed.push(formatPath(i.path))
+      } else if (i._tag === "Missing" && isEmptyTaskList(i.path) && Array.isArray(parent)) {
         parent.push({ use: "echo", name: PLACEHOLDER })
         // a non-fanout entry's `tasks: []` stays visible to the loader ("only a fanout ...")
         if (i.path.length <= 3 || isFanoutEntry(valueAt(copy, i.path.slice(0, -2)))) repaired.push(formatPath(parentPath))
@@ -166,7 +183,7 @@ export const check = (
       ? {}
       : undefined
     let experiment: Experiment | undefined
-    const repair = Either.isRight(lenient) ? undefined : repairedDecode(expanded, schema)
+    const repair = Either.isRight(lenient) ? undefined : repairedDecode(expanded, schema, issues)
     if (Either.isRight(lenient)) {
       experiment = yield* build(lenient.right, { ...ctx, plugins, unresolved, interpolated, scanKeys: options.scanKeys ?? "head" }, issues)
     } else if (repair !== undefined) {
@@ -174,6 +191,10 @@ export const check = (
       // it, dropping what it finds where the Schema already complained.
       const more: Array<ConfigIssue> = []
       yield* build(repair.def, { ...ctx, plugins, unresolved, interpolated, scanKeys: options.scanKeys ?? "head" }, more)
+      // a required key read from its misspelling is not "missing" too: the unknown key says it
+      for (let k = issues.length - 1; k >= 0; k--) {
+        if (issues[k]!.message === "is missing" && repair.renamed.includes(issues[k]!.path)) issues.splice(k, 1)
+      }
       issues.push(...more.filter((i) => !repair.repaired.some((r) => isUnder(i.path, r))))
     } else if (isRecord(expanded) && isRecord(expanded["pipeline"]) && Array.isArray(expanded["pipeline"]["tasks"])) {
       // The shape is too broken to build; still check every `use:` (nested fanout entries
@@ -228,7 +249,8 @@ export const check = (
     // unset key variable under --strict-env, …; without --strict-env an unset key variable is
     // not refused, but every call would fail: a warning
     const env = options.env ?? process.env
-    const keyWarnings: Array<string> = []
+    // one warning per unset key variable, naming every resource that reads it (tester16b N9)
+    const unsetKeys = new Map<string, Array<string>>()
     for (const [name, p] of Object.entries(rawPools ?? {})) {
       if (!isRecord(p) || !Array.isArray(p["resources"])) continue
       p["resources"].forEach((r: unknown, j: number) => {
@@ -239,14 +261,15 @@ export const check = (
         for (const k of ["apiKeyEnv", "api_key_env"]) {
           const v = r["options"][k]
           if (typeof v !== "string" || !Chat.isEnvName(v) || (env[v] ?? "") !== "") continue
-          keyWarnings.push(
-            `warning: ${at}.${k}: environment variable ${v} (the key) is ${
-              env[v] === undefined ? "not set" : "empty"
-            }: every call to this resource will fail (export ${v}=...; --strict-env refuses it)`
-          )
+          unsetKeys.set(v, [...(unsetKeys.get(v) ?? []), `${at}.${k}`])
         }
       })
     }
+    const keyWarnings = [...unsetKeys].map(([v, places]) =>
+      `warning: ${places.length === 1 ? places[0] : places.join(", ")}: environment variable ${v} (the key) is ${
+        env[v] === undefined ? "not set" : "empty"
+      }: every call to ${places.length === 1 ? "this resource" : `these ${places.length} resources`} will fail (export ${v}=...; --strict-env refuses it)`
+    )
     if (issues.length > 0 || experiment === undefined) {
       const shown = issues.map(hidingEnvValues(interpolated, options.env ?? process.env))
       return yield* failWith(ctx.file, shown.length > 0 ? shown : [issue("", "the experiment could not be built")])

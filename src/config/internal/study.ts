@@ -9,7 +9,7 @@
 import { formatUsd } from "../../services/internal/money.js"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
-import { Duration, Effect, Either, Schema } from "effect"
+import { Duration, Effect, Either, ParseResult, Schema } from "effect"
 import { ConfigError, type ConfigIssue } from "../../domain/Errors.js"
 import { canonicalJsonUnsafe, digest, type Json } from "../../domain/Json.js"
 import * as Control from "../../domain/Control.js"
@@ -247,6 +247,11 @@ export interface LoadedStudy {
   readonly variantPrice: (variantId: string) => { readonly promptPer1k: number; readonly completionPer1k: number } | null
   readonly suiteFor: (version: number) => LoadedSuite
   readonly trialsFor: (version: number) => ReadonlyArray<Trial>
+  /**
+   * The names of the base experiment's evaluator tasks (`judge` among them): the judge's share
+   * of a trial's `costUsd` is the cost of their calls (since 0.13.0).
+   */
+  readonly evaluatorTasks: ReadonlyArray<string>
   readonly warnings: ReadonlyArray<string>
   readonly unresolvedEnv: ReadonlyArray<{ readonly name: string; readonly path: string }>
   /**
@@ -289,11 +294,28 @@ export const JUDGE_CODE_DIGEST = "assay.judge/v1"
 // Errors
 // ---------------------------------------------------------------------------------------------
 
-const invalid = (file: string, all: ReadonlyArray<ConfigIssue>): ConfigError => {
+/**
+ * What the shape's stand-ins put in doubt: the paths whose value was removed or stood in for
+ * (their problem is the Schema's, already among `shape`), so that a later check's problem at
+ * or under one of them (or at the baseline, when a variable was stood in for) is not shown.
+ */
+interface Guessed {
+  readonly paths: ReadonlyArray<string>
+  readonly shape: ReadonlySet<ConfigIssue>
+}
+
+const isUnderPath = (p: string, root: string): boolean => p === root || p.startsWith(`${root}.`) || p.startsWith(`${root}[`)
+
+const invalid = (file: string, all: ReadonlyArray<ConfigIssue>, guessed?: Guessed): ConfigError => {
   const seen = new Set<string>()
+  const variablesGuessed = guessed?.paths.some((g) => isUnderPath(g, "variables")) === true
   const issues = all.filter((i) => {
     const k = `${i.path}\u0000${i.message}`
     if (seen.has(k)) return false
+    if (guessed !== undefined && !guessed.shape.has(i)) {
+      if (guessed.paths.some((g) => isUnderPath(i.path, g))) return false
+      if (variablesGuessed && isUnderPath(i.path, "baseline")) return false
+    }
     seen.add(k)
     return true
   })
@@ -661,6 +683,10 @@ const moduleDigests = (
     return out
   })
 
+/** The names of the evaluator tasks (`judge`, a task made with `evaluator: true`), at any depth. */
+const evaluatorNames = (tasks: ReadonlyArray<Task.Any>): Array<string> =>
+  tasks.flatMap((t) => t.children.length > 0 ? evaluatorNames(t.children) : t.options.evaluator ? [t.name] : [])
+
 const codeDigests = (tasks: ReadonlyArray<Task.Any>): Json =>
   tasks.map((t) => (t.children.length > 0 ? [t.codeDigest, codeDigests(t.children)] : t.codeDigest))
 
@@ -944,8 +970,20 @@ export const endpointProblems = (
   unresolved: ReadonlyArray<{ readonly name: string; readonly path: string }>,
   rel: string,
   leases: ReadonlyArray<{ readonly pool: string; readonly selector: Selector | undefined }>
-): Array<ConfigIssue> =>
-  pools.flatMap((pool) =>
+): Array<ConfigIssue> => {
+  // one problem per unset key variable, naming every resource that reads it (tester16b N9):
+  // its message is written once every resource has been seen
+  const unsetKeys = new Map<string, { readonly places: Array<string>; readonly set: boolean }>()
+  const keyIssue = (name: string, entry: { readonly places: Array<string>; readonly set: boolean }): ConfigIssue => ({
+    path: "protocol.experiment",
+    get message() {
+      return `${rel}: ${entry.places.join(", ")}: environment variable ${name} (the key) is ${entry.set ? "empty" : "not set"}: every call to ${
+        entry.places.length === 1 ? "this endpoint" : `these ${entry.places.length} endpoints`
+      } would fail`
+    },
+    suggestion: `export ${name}=...`
+  })
+  return pools.flatMap((pool) =>
     pool.resources.flatMap((r, j) => {
       const leased = leases.some((l) => l.pool === pool.name && (l.selector === undefined || Resource.matches(l.selector, r)))
       if (!leased) return []
@@ -956,11 +994,14 @@ export const endpointProblems = (
         if (typeof name !== "string" || name === "") continue
         const value = env[name]
         if (value === undefined || value === "") {
-          out.push(issue(
-            "protocol.experiment",
-            `${rel}: ${at}.${k}: environment variable ${name} (the key) is ${value === undefined ? "not set" : "empty"}: every call to this endpoint would fail`,
-            `export ${name}=...`
-          ))
+          const seen = unsetKeys.get(name)
+          if (seen !== undefined) {
+            seen.places.push(`${at}.${k}`)
+            continue
+          }
+          const entry = { places: [`${at}.${k}`], set: value !== undefined }
+          unsetKeys.set(name, entry)
+          out.push(keyIssue(name, entry))
         }
       }
       for (const k of ["baseUrl", "base_url"]) {
@@ -974,7 +1015,8 @@ export const endpointProblems = (
       }
       return out
     })
-  )
+  ).map((i) => ({ ...i }))
+}
 
 /** `variables[1].vals` → ["variables", 1, "vals"] (the paths `decodeIssues` writes). */
 const pathSegments = (p: string): Array<string | number> =>
@@ -985,9 +1027,9 @@ const pathSegments = (p: string): Array<string | number> =>
  * checks after the shape (references, the experiment, output paths) can run in the same pass
  * and every problem of the file is reported at once: an unknown key is dropped, or renamed to
  * the missing key it misspells (`questoin` → `question`); a value outside its choices takes the
- * suggested one (`compair` → `compare`). `undefined` when some problem has no such repair (the
- * shape problems are then reported alone). The repaired document is never run: the issues
- * stay, and the load fails with them.
+ * suggested one (`compair` → `compare`). A problem with no such repair is left as it is, for
+ * `standIn`; `undefined` when the document cannot be copied. The repaired document is never
+ * run: the issues stay, and the load fails with them.
  */
 const repairShape = (doc: unknown, issues: ReadonlyArray<ConfigIssue>): unknown => {
   let copy: unknown
@@ -1014,7 +1056,8 @@ const repairShape = (doc: unknown, issues: ReadonlyArray<ConfigIssue>): unknown 
     const beside = issues.filter((j) => j.message.startsWith("unknown key") && pathSegments(j.path).slice(0, -1).join("\u0000") === segs.slice(0, -1).join("\u0000"))
     const only = unknownNear ?? (beside.length === 1 ? beside[0]!.path : undefined)
     const stray = found !== null && found !== undefined ? found[1] : only === undefined ? undefined : String(pathSegments(only).at(-1))
-    if (parent === undefined || stray === undefined || !(stray in parent)) return undefined
+    // no stray key to read it from: left to standIn
+    if (parent === undefined || stray === undefined || !(stray in parent)) continue
     parent[key] = parent[stray]
     delete parent[stray]
     renamed.add(formatPath([...segs.slice(0, -1), stray]))
@@ -1026,14 +1069,65 @@ const repairShape = (doc: unknown, issues: ReadonlyArray<ConfigIssue>): unknown 
     if (parent === undefined) return undefined
     const key = segs[segs.length - 1]!
     if (i.message.startsWith("unknown key")) {
+      // a misspelt optional key (`objectivs`) is read as the key it misspells, when that one is
+      // not written too, so that what it holds is checked in the same pass
+      const meant = /^did you mean ([\w$]+)\?$/.exec(i.suggestion ?? "")?.[1]
+      if (!renamed.has(i.path) && meant !== undefined && !(meant in parent)) parent[meant] = parent[key as string]
       if (!renamed.has(i.path)) delete parent[key as string]
       continue
     }
     const suggested = /^did you mean ("(?:[^"\\]|\\.)*")\?$/.exec(i.suggestion ?? "")
-    if (suggested === null) return undefined
+    // no suggestion (a value out of its range, a number where a list belongs): left to standIn
+    if (suggested === null) continue
     parent[key as string] = JSON.parse(suggested[1]!) as unknown
   }
   return copy
+}
+
+/** Stand-ins for a required value removed by `standIn`, tried in order. */
+const STAND_INS: ReadonlyArray<unknown> = [1, "x", true, [], {}]
+
+/**
+ * The document with every value its Schema still refuses removed (an optional field: its
+ * default applies) or stood in for (a required one: the first of `STAND_INS` its Schema takes),
+ * so that the checks after the shape run on what is left: `repeats: 0` beside a misspelt
+ * baseline value reports both. Returns the paths removed or stood in for (problems a later check
+ * finds at or under them are the stand-in's, not the file's, and are not shown), or `undefined`
+ * when a problem sits in a list's element or has no path (nothing sensible to stand in).
+ */
+const standIn = (
+  doc: unknown,
+  decode: (u: unknown) => Either.Either<unknown, ParseResult.ParseError>
+): { readonly doc: unknown; readonly guessed: ReadonlyArray<string> } | undefined => {
+  const guessed: Array<string> = []
+  for (let round = 0; round < 8; round++) {
+    const r = decode(doc)
+    if (Either.isRight(r)) return { doc, guessed }
+    for (const i of ParseResult.ArrayFormatter.formatErrorSync(r.left)) {
+      if (i.path.length === 0) return undefined
+      const at = formatPath(i.path)
+      const last = i.path[i.path.length - 1]!
+      let parent: unknown = doc
+      for (const s of i.path.slice(0, -1)) parent = isRecord(parent) || Array.isArray(parent) ? (parent as Record<PropertyKey, unknown>)[s] : undefined
+      if (!isRecord(parent) || typeof last !== "string") return undefined
+      if (i._tag === "Missing") {
+        // a required value (missing, or removed by this repair): the first stand-in its Schema
+        // takes at that path (an object's own fields are stood in for in the next round)
+        const fits = STAND_INS.find((v) => {
+          parent[last] = v
+          const again = decode(doc)
+          return Either.isRight(again) || !ParseResult.ArrayFormatter.formatErrorSync(again.left).some((j) => formatPath(j.path) === at)
+        })
+        if (fits === undefined) return undefined
+        parent[last] = fits
+        if (!guessed.includes(at)) guessed.push(at)
+      } else {
+        if (!guessed.includes(at)) guessed.push(at)
+        delete parent[last]
+      }
+    }
+  }
+  return undefined
 }
 
 const shown = (u: unknown): string => {
@@ -1100,13 +1194,18 @@ export const load = (
     // shape problems first; when each has an obvious repair (a misspelt key or choice), the
     // checks after the shape run on the repaired document too, so that one pass reports every
     // problem of the file (a typo in study.type and one in an objective's metric at once)
+    // a value out of its range (`repeats: 0`) or of the wrong type has no obvious repair: it is
+    // removed or stood in for, and what a later check finds there is not shown (`guessed`)
+    let guessed: Guessed | undefined
     if (Either.isLeft(strict)) {
       const shapeIssues = decodeIssues(strict.left, shaped, StudyFile).map(literalChoice)
       issues.push(...shapeIssues)
       const repaired = repairShape(shaped, shapeIssues)
-      strict = repaired === undefined ? strict : decode(repaired)
+      const stood = repaired === undefined ? undefined : standIn(repaired, decode)
+      strict = stood === undefined ? strict : decode(stood.doc)
+      if (stood !== undefined && stood.guessed.length > 0) guessed = { paths: stood.guessed, shape: new Set(shapeIssues) }
     }
-    if (Either.isLeft(strict)) return yield* invalid(abs, issues)
+    if (Either.isLeft(strict)) return yield* invalid(abs, issues, guessed)
     const doc = strict.right
     const studyId = doc.study.id
     const variables = doc.variables ?? []
@@ -1319,20 +1418,20 @@ export const load = (
     if (experimentFile === abs) {
       issues.push(issue("protocol.experiment", "is the study file itself: the protocol's experiment is an experiment file"))
       settleUnknownMetrics([])
-      return yield* invalid(abs, issues)
+      return yield* invalid(abs, issues, guessed)
     }
     const rawExp = yield* Effect.either(parse.read(experimentFile))
     if (Either.isLeft(rawExp)) {
       for (const i of rawExp.left.issues) issues.push(i.line !== undefined ? issue("protocol.experiment", i.message) : expIssue(i.path, i.message, i.suggestion))
       settleUnknownMetrics([])
-      return yield* invalid(abs, issues)
+      return yield* invalid(abs, issues, guessed)
     }
     const base = rawExp.right
     for (const key of ["study", "suite"]) {
       if (isRecord(base.raw) && base.raw[key] !== undefined) {
         issues.push(issue("protocol.experiment", `${rel} is a ${key} file: the protocol's experiment is an experiment file`))
         settleUnknownMetrics([])
-        return yield* invalid(abs, issues)
+        return yield* invalid(abs, issues, guessed)
       }
     }
     const found = findRefs(base.raw)
@@ -1397,7 +1496,7 @@ export const load = (
     if ((issues.length > 0 && !onlyElsewhere) || baselinePositions === undefined || Either.isLeft(resolvedRun) || (outputRoot === undefined && earlier === 0)) {
       // refused before the experiment is built: the judges as the document declares them
       settleUnknownMetrics(rawJudgeMetrics(base.raw))
-      return yield* invalid(abs, issues.length > 0 ? issues : [issue("", "the study could not be loaded")])
+      return yield* invalid(abs, issues.length > 0 ? issues : [issue("", "the study could not be loaded")], guessed)
     }
 
     // one experiment per variant: the base document with the variant's values bound
@@ -1425,7 +1524,7 @@ export const load = (
         `${int(count)} variants, above the ${int(Study.MAX_EXPANDED_VARIANTS)} a study expands (limits.maxTrials ${int(maxTrials)} allows them, but each variant is an experiment built and checked before anything runs)`,
         "studies are never sampled: narrow a range, drop values, or split the study"
       ))
-      return yield* invalid(abs, issues)
+      return yield* invalid(abs, issues, guessed)
     }
     const ctx = { file: base.file, baseDir: base.baseDir, format: base.format, literalIssues: base.literalIssues }
     // the source is the same for every variant (references are refused outside the pipeline):
@@ -1440,7 +1539,7 @@ export const load = (
         issues.push(i.line !== undefined ? issue("protocol.experiment", i.message) : expIssue(i.path, `${i.message}${more}`, i.suggestion))
       }
       settleUnknownMetrics(rawJudgeMetrics(base.raw))
-      return yield* invalid(abs, issues)
+      return yield* invalid(abs, issues, guessed)
     }
     // the metrics the experiment's judge tasks report: known to objectives and stop conditions
     const judged = judgeMetrics(baselineExp.right.template.tasks)
@@ -1491,9 +1590,11 @@ export const load = (
         : `${vs.length} variants: ${vs.slice(0, 5).map((v) => v.id).join(", ")}${vs.length > 5 ? ", ..." : ""}`
       issues.push(expIssue(i.path, `${i.message} (${which})`, i.suggestion))
     }
-    if (issues.length > 0 && earlier === 0) return yield* invalid(abs, issues)
+    if (issues.length > 0 && earlier === 0) return yield* invalid(abs, issues, guessed)
     const experiment = baselineExp.right
-    warnings.push(...experiment.warnings)
+    // the experiment's own unset-key warnings are said below, once per variable, for the
+    // endpoints a task can call (tester16b N9: the same variable was warned about twice)
+    warnings.push(...experiment.warnings.filter((w) => !/^warning: \S.*: environment variable \S+ \(the key\) is (?:not set|empty)/.test(w)))
     // endpoints that cannot be called as configured: warned here (plan), refused by run
     // the resources some task of some variant can lease (a variable may pick the pool or a selector)
     const leases = [experiment, ...experiments.values()].flatMap((e) => leasesOf(e.template.tasks))
@@ -1532,9 +1633,9 @@ export const load = (
           ))
         }
       })
-      if (issues.length > 0) return yield* invalid(abs, issues)
+      if (issues.length > 0) return yield* invalid(abs, issues, guessed)
     }
-    if (outputRoot === undefined) return yield* invalid(abs, [issue("output.root", "is missing")])
+    if (outputRoot === undefined) return yield* invalid(abs, [issue("output.root", "is missing")], guessed)
 
     // the prices of every variant's model calls (the pricing tables the accounting uses)
     const callsOf = new Map<string, ReadonlyArray<PricedCall>>()
@@ -1585,7 +1686,7 @@ export const load = (
             "add the model to the experiment's pricing: { MODEL: { inputPer1M, outputPer1M } } (or a resource's pricing, or the model profile's price)"
           ))
         }
-        return yield* invalid(abs, issues)
+        return yield* invalid(abs, issues, guessed)
       }
     }
 
@@ -1694,10 +1795,10 @@ export const load = (
     capOf("maxPipelines", pipelines, "the source cannot be counted")
     capOf("maxCalls", maxModelCalls, "the source cannot be counted")
     capOf("maxTokens", tokens === null ? null : tokens.max, "the token range has no upper bound (set maxTokens on the chat tasks)")
-    if (issues.length > 0) return yield* invalid(abs, issues)
+    if (issues.length > 0) return yield* invalid(abs, issues, guessed)
     const what: Record<string, string> = { maxTrials: "trials", maxPipelines: "pipelines", maxCalls: "model calls", maxTokens: "tokens" }
     if (caps.length > 0 && options.allowOverCap !== true) {
-      return yield* invalid(abs, caps.map((c) => issue(`limits.${c.name}`, `the plan has ${c.planned} ${what[c.name]}, above the cap of ${c.limit}: ${reduce}`, "studies are never sampled: narrow a range, drop values, or lower repeats")))
+      return yield* invalid(abs, caps.map((c) => issue(`limits.${c.name}`, `the plan has ${c.planned} ${what[c.name]}, above the cap of ${c.limit}: ${reduce}`, "studies are never sampled: narrow a range, drop values, or lower repeats")), guessed)
     }
     const plan: Plan = {
       variants: count,
@@ -1861,6 +1962,7 @@ export const load = (
       },
       suiteFor,
       trialsFor,
+      evaluatorTasks: evaluatorNames(experiment.template.tasks),
       warnings,
       unresolvedEnv: [...unresolved, ...experiment.unresolvedEnv],
       endpointProblems: endpoints,

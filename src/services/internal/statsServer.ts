@@ -380,15 +380,28 @@ export const makeApp = (
         const pipelineTrial = new Map<string, string>()
         const c = a.value.comparison
         const first = c.metrics[0]
+        // a variant with no compared trial (every one broke a hard constraint, say): its cases
+        // per metric, marked not compared, as `study evidence` shows them (tester16b N6)
+        const notCompared = new Map<string, Map<string, StudyCompare.Evidence>>()
         if (first !== undefined) {
           for (const v of c.variants) {
-            if (v.succeeded === 0) continue
+            if (v.succeeded === 0) {
+              if (v.trials.length === 0) continue
+              const byMetric = new Map<string, StudyCompare.Evidence>()
+              for (const m of c.metrics) {
+                const ev = yield* a.value.evidence(m.name, v.variantId)
+                if (ev.notCompared !== undefined) byMetric.set(m.name, ev)
+                for (const t of ev.trials) for (const p of t.pipelines) pipelineTrial.set(p, t.trialId)
+              }
+              if (byMetric.size > 0) notCompared.set(v.variantId, byMetric)
+              continue
+            }
             const ev = yield* a.value.evidence(first.name, v.variantId)
             for (const t of ev.trials) for (const p of t.pipelines) pipelineTrial.set(p, t.trialId)
           }
         }
         // (HttpServerResponse.html escapes nothing: renderStudyPage escapes every value)
-        return HttpServerResponse.text(renderStudyPage(c, { pipelineTrial }), {
+        return HttpServerResponse.text(renderStudyPage(c, { pipelineTrial, notCompared }), {
           contentType: "text/html; charset=utf-8",
           headers: { "cache-control": "no-store", "content-security-policy": STUDY_CSP, "x-content-type-options": "nosniff" }
         })

@@ -16,7 +16,7 @@ import { createHash } from "node:crypto"
 import { canonicalJsonUnsafe, type Json } from "../../domain/Json.js"
 import { noun } from "../../domain/internal/words.js"
 import { escapeHtml } from "../Dashboard.js"
-import { deltaText, fmt, type StudyComparison, tieText, versusText } from "../StudyCompare.js"
+import { deltaText, type Evidence, fmt, judgeShareText, statusWordsOf, type StudyComparison, tieText, versusText } from "../StudyCompare.js"
 import { formatCost } from "./money.js"
 
 /** A value of an assignment as text (strings as they are, others as canonical JSON). */
@@ -48,6 +48,14 @@ const shownMetrics = (c: StudyComparison): ReadonlyArray<StudyComparison["metric
  */
 export interface StudyPageOptions {
   readonly pipelineTrial?: ReadonlyMap<string, string> | undefined
+  /**
+   * The evidence of each variant with no compared trial (every one broke a hard constraint,
+   * or failed), by variant id then metric name (`StudyCompare.Analysis.evidence`): its cases,
+   * read from its trials that have values, are shown marked "not compared" with the
+   * constraints they broke, as `assay study evidence` shows them. A variant absent here is left
+   * out of the Evidence tab.
+   */
+  readonly notCompared?: ReadonlyMap<string, ReadonlyMap<string, Evidence>> | undefined
 }
 
 // A Pareto column's cell: "yes" on the front, else "no" and the variants that dominate it
@@ -111,7 +119,7 @@ ${li("analysis", e(`level ${pct(c.level)}, ${c.resamples} bootstrap resamples, s
   }
   const notCompared = c.variants.flatMap((v) => v.trials.filter((t) => !t.compared).map((t) => ({ ...t, variantId: v.variantId })))
   const run = `<ul class="facts">
-${li("status", `<span id="study-status" class="status">${e(c.run.status ?? "(an earlier version)")}</span>`)}
+${li("status", `<span id="study-status" class="status">${e(c.run.status ?? statusWordsOf(c, null))}</span>`)}
 ${li("stop reason", `<span id="study-stop">${e(c.run.stopReason ?? "none fired")}</span>`)}
 </ul>
 <h3>Trials by state</h3>
@@ -122,7 +130,7 @@ ${li("stop reason", `<span id="study-stop">${e(c.run.stopReason ?? "none fired")
 <table><thead><tr><th>resource</th><th>used</th><th>total budget</th><th>use</th><th>per trial</th></tr></thead><tbody id="run-budget">
 ${usageRow("model calls", usage.calls, String(usage.calls), "calls")}
 ${usageRow("tokens", usage.tokens, String(usage.tokens), "tokens")}
-${usageRow("cost (USD)", usage.costUsd, formatCost(usage.costUsd, usage.unpriced ?? 0), "costUsd")}
+${usageRow("cost (USD)", usage.costUsd, `${formatCost(usage.costUsd, usage.unpriced ?? 0)}${judgeShareText(usage.judgeCostUsd)}`, "costUsd")}
 ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeMs")}
 </tbody></table>
 <h3>Trials not compared</h3>
@@ -136,7 +144,9 @@ ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeM
     const cells = shown.map((m) => {
       const x = v.values[m.name]
       const vs = v.vsBaseline[m.name]
-      const value = x === undefined || x.mean === null ? "—" : `${fmt(x.mean)}<span class="ci">${e(intervalText(x.interval))}</span>`
+      const value = x === undefined || x.mean === null
+        ? "—"
+        : `${fmt(x.mean)}${x.judgeCostUsd === undefined ? "" : `<span class="judge">${e(judgeShareText(x.judgeCostUsd))}</span>`}<span class="ci">${e(intervalText(x.interval))}</span>`
       const delta = v.isBaseline || vs === undefined || vs.paired === null
         ? ""
         : `<div class="delta${vs.sufficiency.sufficient ? "" : " insufficient"}" title="${e(versusText(vs, c.level))}">${e(deltaText(vs.paired.difference))}${
@@ -177,10 +187,23 @@ ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeM
         ? `<span class="mono pid">${e(id)}</span>`
         : `<a class="mono pid evidence-link" href="${e(trialHref(trial))}" title="${e(`pipeline ${id} of trial ${trial}: open the trial's pipelines`)}">${e(id)}</a>`
     }).join(" ")
-  const evidence = c.variants.filter((v) => v.succeeded > 0).map((v) => {
+  const evidence = c.variants.filter((v) => v.succeeded > 0 || (options.notCompared?.get(v.variantId)?.size ?? 0) > 0).map((v) => {
     const blocks = shown.map((m) => {
-      const ev = v.evidence[m.name]
+      // a variant with no compared trial: the cases of its trials that have values, marked
+      const other = v.succeeded > 0 ? undefined : options.notCompared?.get(v.variantId)?.get(m.name)
+      const ev = v.succeeded > 0
+        ? v.evidence[m.name]
+        : other === undefined
+        ? undefined
+        : { trials: other.trials.map((t) => t.trialId), worstCases: other.worstCases, bestCases: other.bestCases, tie: other.tie }
       if (ev === undefined) return ""
+      const marked = other === undefined
+        ? ""
+        : `<p class="not-compared">not compared${
+          other.notCompared === undefined ? " (no trial of it has a value)" : `: cases of ${e(other.notCompared.trials.join(", "))}${
+            other.notCompared.breaches.length === 0 ? "" : ` (${e(other.notCompared.breaches.join("; "))})`
+          }`
+        }</p>`
       const cases = (title: string, list: typeof ev.worstCases) =>
         list.length === 0 ? "" : `<div><b>${title}</b><table class="cases"><tbody>${
           list.map((x) => `<tr><td class="mono">${e(x.caseKey)}</td><td>${e(fmt(x.value))}</td><td>${pipelineLinks(x.pipelineIds)}</td></tr>`).join("")
@@ -190,7 +213,7 @@ ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeM
       return `<div class="evidence" data-metric="${e(m.name)}" data-variant="${e(v.variantId)}"><h4>${e(m.name)} of <span class="mono">${e(v.variantId)}</span>: ${
         e(x === undefined ? "—" : `${fmt(x.mean)}${intervalText(x.interval)}`)
       } <a class="muted" href="${e(json)}">every pipeline (JSON)</a></h4>
-<p class="muted">${e(x?.aggregation ?? "")}</p>
+<p class="muted">${e(x?.aggregation ?? "")}</p>${marked}
 <p>${noun(ev.trials.length, "trial")}: ${ev.trials.map((t) => `<a class="mono trial-link" href="${e(trialHref(t))}">${e(t)}</a>`).join(", ")}</p>
 ${ev.tie === undefined ? `<div class="two">${cases("worst cases", ev.worstCases)}${cases("best cases", ev.bestCases)}</div>` : `<p class="tie">${e(tieText(ev.tie))}</p>`}</div>`
     }).join("")
@@ -200,7 +223,7 @@ ${ev.tie === undefined ? `<div class="two">${cases("worst cases", ev.worstCases)
   // Conclusion (the weighted ranking numbers tied variants alike: 1, 1, 3)
   const rankOf = new Map(c.variants.map((v) => [v.variantId, v.rank]))
   const conclusion = `<ul class="facts">
-${li("status", e(c.conclusion.status ?? "(an earlier version)"))}
+${li("status", e(c.conclusion.status ?? statusWordsOf(c, null)))}
 ${li("conclusion", `<span id="conclusion-summary">${e(c.conclusion.summary)}</span>`)}
 ${li("wording", `<span id="conclusion-wording">${e(c.conclusion.wording)}</span>`)}
 ${li("candidates", `<span id="conclusion-candidates">${c.conclusion.candidates.length === 0 ? "none" : c.conclusion.candidates.map((x) => `<span class="mono">${e(x)}</span>`).join(", ")}</span>`)}
@@ -214,6 +237,8 @@ ${c.weightedRanking.length === 0 ? "" : `<h3>Weighted ranking <span class="muted
   const tabs = [["design", "Design", design], ["run", "Run", run], ["compare", "Compare", compare], ["evidence", "Evidence", evidence === "" ? "<p>no compared trial: no evidence</p>" : evidence], ["conclusion", "Conclusion", conclusion]] as const
   const plotData = {
     candidates: c.conclusion.candidates,
+    // each metric's unit and direction, for the axes' labels
+    metrics: Object.fromEntries(c.metrics.map((m) => [m.name, { unit: m.unit, direction: m.direction }])),
     variants: c.variants.map((v) => ({
       id: v.variantId,
       strict: v.pareto.strict,
@@ -293,6 +318,12 @@ const SCRIPT = `
     b.addEventListener("click", function () { show(b.getAttribute("data-tab")); history.replaceState(null, "", "#" + b.getAttribute("data-tab")); });
   });
   function num(x) { return typeof x === "number" && isFinite(x) ? x : null; }
+  // an axis's label: the metric, its unit and which way is better
+  function axisLabel(name) {
+    var m = data.metrics[name] || { unit: "", direction: "" };
+    var way = m.direction === "maximize" ? "↑ higher is better" : m.direction === "minimize" ? "↓ lower is better" : m.direction === "target" ? "→ nearer the target is better" : "";
+    return name + (m.unit ? " (" + m.unit + ")" : "") + (way ? ", " + way : "");
+  }
   function drawPareto() {
     var box = $("pareto-plot"), mx = $("pareto-x").value, my = $("pareto-y").value;
     var pts = data.variants.filter(function (v) {
@@ -306,16 +337,36 @@ const SCRIPT = `
     box.setAttribute("data-points", String(pts.length));
     box.setAttribute("data-candidates", pts.filter(function (p) { return p.candidate; }).map(function (p) { return p.id; }).join(","));
     box.setAttribute("data-variants", pts.map(function (p) { return p.id; }).join(","));
+    box.setAttribute("data-axis-x", axisLabel(mx));
+    box.setAttribute("data-axis-y", axisLabel(my));
     if (state.pareto) { state.pareto.destroy(); state.pareto = null; }
     while (box.firstChild) box.removeChild(box.firstChild);
     if (typeof uPlot === "undefined" || pts.length === 0) { box.textContent = pts.length === 0 ? "no compared variant has both metrics" : ""; return; }
     function dots(label, color, size) { return { label: label, stroke: color, fill: color, paths: function () { return null; }, points: { show: true, size: size, fill: color, stroke: color } }; }
+    // each point labelled with its variant, on the canvas beside it
+    var labelled = [];
+    function labels(u) {
+      var ctx = u.ctx, r = window.devicePixelRatio || 1;
+      labelled = [];
+      ctx.save();
+      ctx.font = (11 * r) + "px system-ui, sans-serif";
+      ctx.fillStyle = "#1f2328";
+      pts.forEach(function (p) {
+        var x = u.valToPos(p.x, "x", true), y = u.valToPos(p.y, "y", true);
+        if (!isFinite(x) || !isFinite(y)) return;
+        ctx.fillText(p.id, x + 7 * r, y - 5 * r);
+        labelled.push(p.id);
+      });
+      ctx.restore();
+      box.setAttribute("data-labels", labelled.join(","));
+    }
     state.pareto = new uPlot({
       width: Math.max(300, box.clientWidth - 16), height: 280,
       scales: { x: { time: false } },
       series: [{ label: mx, value: function (u, v, si, i) { return i === null || i === undefined ? "" : pts[i].id + " " + mx + "=" + v; } },
                dots("candidate", "#1a7f37", 12), dots("front within noise", "#9a6700", 9), dots("dominated", "#57606a", 7)],
-      axes: [{ label: mx }, { label: my }]
+      axes: [{ label: axisLabel(mx) }, { label: axisLabel(my) }],
+      hooks: { draw: [labels] }
     }, [xs, cand, noise, other], box);
     state.pareto.points = pts;
   }
@@ -338,7 +389,7 @@ const SCRIPT = `
                { label: "mean", stroke: "#0969da", paths: noLine, points: { show: true, size: 10, fill: "#0969da" } },
                { label: "lower", stroke: "#57606a", paths: noLine, points: { show: true, size: 6, fill: "#fff" } },
                { label: "upper", stroke: "#57606a", paths: noLine, points: { show: true, size: 6, fill: "#fff" } }],
-      axes: [{ label: "variant", incrs: [1], values: function (u, splits) { return splits.map(function (s) { return s >= 1 && s <= vs.length && s === Math.round(s) ? vs[s - 1].id : ""; }); } }, { label: m }]
+      axes: [{ label: "variant", incrs: [1], values: function (u, splits) { return splits.map(function (s) { return s >= 1 && s <= vs.length && s === Math.round(s) ? vs[s - 1].id : ""; }); } }, { label: axisLabel(m) }]
     }, [xs, means, lows, highs], box);
     state.intervals.variants = vs.map(function (v) { return v.id; });
   }

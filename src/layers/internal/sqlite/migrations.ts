@@ -1,5 +1,5 @@
 /**
- * The SQLite schema of the store: migrations 1 to 13, the schema version and feature levels
+ * The SQLite schema of the store: migrations 1 to 15, the schema version and feature levels
  * this build knows, and the constants queries share (`UNADMITTED_PNO`, `TIMED_TERMINAL`).
  *
  * @since 0.1.0
@@ -15,7 +15,7 @@ import { defaultPipelineId } from "../../../domain/Pipeline.js"
  * @since 0.1.0
  * @category constants
  */
-export const SCHEMA_VERSION = 14
+export const SCHEMA_VERSION = 15
 
 /**
  * The SQL condition of a terminal pipeline with a duration: the rows `stats` takes latency
@@ -605,6 +605,22 @@ export const MIGRATION_0014: ReadonlyArray<string> = [
 ]
 
 /**
+ * Schema version 15 (tester16b N9): `study_trials.settled_json`, what a trial's settlement
+ * counted beside its metrics (JSON, `null` before it was settled, and in rows written before):
+ * `metricsOver` (`{ succeeded, planned }`: the pipelines its metrics cover, so that `study status`
+ * shows the settlement's count, not the live one, while the trial runs again) and
+ * `judgeCostUsd` (the part of its cost the evaluator tasks' calls made, `judge` among them).
+ * A root not yet migrated reads none of them: its views say what they said before.
+ *
+ * @since 0.13.0
+ * @category migrations
+ */
+export const MIGRATION_0015: ReadonlyArray<string> = [
+  `ALTER TABLE study_trials ADD COLUMN settled_json TEXT`,
+  `UPDATE store_meta SET value = '15' WHERE key = 'schema_version'`
+]
+
+/**
  * The migrations in order: what a writer applies to bring a store to {@link SCHEMA_VERSION},
  * and what benchmarks apply to build the same schema with plain better-sqlite3 (the statements;
  * the data steps have nothing to do on a fresh file).
@@ -626,5 +642,6 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
   ["0011_suite_superseded", MIGRATION_0011],
   ["0012_attempt_accounting", MIGRATION_0012],
   ["0013_visits_guard_index", MIGRATION_0013, visitsGuardStep],
-  ["0014_study_trials_unpriced", MIGRATION_0014]
+  ["0014_study_trials_unpriced", MIGRATION_0014],
+  ["0015_study_trials_settled", MIGRATION_0015]
 ]

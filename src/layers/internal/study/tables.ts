@@ -25,6 +25,7 @@ import {
   type ProtocolVersionRecord,
   stopOfRequest,
   type StopRequest,
+  type Settled,
   type StudyCatalogService,
   type StudyRecord,
   type StudyRecordStatus,
@@ -111,8 +112,24 @@ const toTrial = (r: Row): TrialRecord => ({
   metrics: numberRecord(r.metrics_json),
   startedAt: numOrNull(r.started_at),
   endedAt: numOrNull(r.ended_at),
-  updatedAt: Number(r.updated_at)
+  updatedAt: Number(r.updated_at),
+  // schema version 15; a root not yet migrated has no such column
+  ...(typeof r.settled_json === "string" ? { settled: settledOf(r.settled_json) } : {})
 })
+
+/** `study_trials.settled_json` read back: only the fields of the right shape. */
+const settledOf = (text: string): Settled => {
+  const j = json(text) as Record<string, unknown> | null
+  if (j === null || typeof j !== "object") return {}
+  const over = j["metricsOver"] as Record<string, unknown> | undefined
+  const judge = j["judgeCostUsd"]
+  return {
+    ...(over !== undefined && over !== null && typeof over["succeeded"] === "number"
+      ? { metricsOver: { succeeded: over["succeeded"], planned: typeof over["planned"] === "number" ? over["planned"] : null } }
+      : {}),
+    ...(typeof judge === "number" && Number.isFinite(judge) ? { judgeCostUsd: judge } : {})
+  }
+}
 
 const toRequest = (r: Row): StopRequest => ({
   id: Number(r.id),
@@ -257,10 +274,19 @@ export const make = (env: SqliteEnv): StudyCatalogService => {
       env.tx((d) => {
         const update = d.prepare(
           `UPDATE study_trials SET status = ?, reason = ?, metrics_json = ?, started_at = COALESCE(started_at, ?), ended_at = ?,
-             updated_at = ? WHERE trial_id = ?`
+             updated_at = ?, settled_json = ? WHERE trial_id = ?`
         )
         for (const s of settlements) {
-          update.run(s.status, s.reason, s.metrics === null ? null : JSON.stringify(s.metrics), s.startedAt, s.endedAt, now, s.trialId)
+          update.run(
+            s.status,
+            s.reason,
+            s.metrics === null ? null : JSON.stringify(s.metrics),
+            s.startedAt,
+            s.endedAt,
+            now,
+            s.settled === undefined ? null : JSON.stringify(s.settled),
+            s.trialId
+          )
         }
       }),
     setStatus: (studyId, status, stop, now) =>

@@ -274,6 +274,11 @@ describe("Monitor", () => {
       assert.include(k1, s.resources.find((r) => r.resource_id === "k1")!.algorithm_text)
       assert.match(k1, / · adaptive delivered 24\.6 req\/s lately, allows 31\.5 req\/s now, 6 at once; cut 2× /)
       assert.notInclude(k2, "adaptive")
+      // a piped watch prints this line every frame: it carries the state too, not only the
+      // last frame's full picture (tester18c F8)
+      const line = Monitor.renderLine(s)
+      assert.include(line, ` · llm/k1 ${s.resources.find((r) => r.resource_id === "k1")!.algorithm_text}`)
+      assert.notInclude(line, "llm/k2")
     }).pipe(Effect.provide(MemoryStore.layer())))
 
   it.effect("storeReads pages by key: pages are disjoint, ordered, complete, with pipeline metrics", () =>

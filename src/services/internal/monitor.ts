@@ -1472,7 +1472,9 @@ export const statusOf = (s: Snapshot): string => {
  * `admitted` counts pipelines admitted and not finished (stored state `running`: in flight,
  * waiting for a worker or for a retry), the word `assay run`'s progress line uses too; an
  * interrupted count and the lost global leases (`3 global leases lost`) appear when there are some; one member of a suite adds `[member ID]`
- * after the run. Store text is stripped of control characters.
+ * after the run; each pool resource with an acquisition state (`adaptive`) adds it, as the
+ * multi-line picture says it (`llm/a adaptive delivered 19.8 req/s lately, …`). Store text is
+ * stripped of control characters.
  *
  * @since 0.1.0
  * @category rendering
@@ -1499,6 +1501,11 @@ export const renderLine = (s: Snapshot): string => {
   if (s.handoffs_total > 0) parts.push(`${s.handoffs_total} handoffs`)
   const lost = (s.leases_lost ?? []).reduce((a, l) => a + l.lost, 0)
   if (lost > 0) parts.push(`${lost} global lease${lost === 1 ? "" : "s"} lost`)
+  // each resource's acquisition state (adaptive: its learned rate and window), so that every
+  // frame a pipe gets carries it, not only the last one (tester18c F8)
+  for (const r of s.resources) {
+    if (r.algorithm_text !== "") parts.push(`${clean(r.pool)}/${clean(r.resource_id)} ${clean(r.algorithm_text)}`)
+  }
   return `${head} ${clean(statusOf(s))}: ${parts.join(" · ")}`
 }
 

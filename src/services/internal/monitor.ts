@@ -846,8 +846,8 @@ export interface Snapshot {
   /** Present only for a suite root: its identity, the member shown and its members. */
   readonly suite?: SuiteSection | undefined
   /**
-   * What the call cache did in the selection ({@link CacheWire}; a running run's figures as of
-   * its last heartbeat); absent when it did nothing.
+   * What the call cache did in the selection ({@link CacheWire}; counted from the attempt rows
+   * recorded so far, a running run's too); absent when it did nothing.
    */
   readonly cache?: CacheWire | undefined
   /**

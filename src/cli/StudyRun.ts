@@ -597,6 +597,10 @@ export const status = (
     const shown: StudyRecordStatus = study.status === "running" && !live ? "interrupted" : study.status
     // the trials' stored pipelines by state (one aggregate read): live progress
     const states = h?.study.pipelineStates === undefined ? new Map() : yield* h.study.pipelineStates(loaded.id)
+    // the call cache's hits and misses per trial, from the attempt rows (as `study run` shows them)
+    const cacheByTrial = h === undefined
+      ? new Map<string, { readonly hits: number; readonly misses: number }>()
+      : yield* Study.trialCache(loaded.id, trials.map((t) => t.trialId)).pipe(Effect.provideService(SuiteCatalog, h.catalog))
     const rows = trials.map((t) => {
       const p: Readonly<Record<string, number>> = states.get(t.trialId) ?? {}
       const pipelines = {
@@ -620,7 +624,16 @@ export const status = (
       // the per-trial budget figures its usage went past, as `run --json` has them
       const overshoot = Study.overshootOf(t.usage, loaded.budget?.perTrial ?? {})
       const partial = metricsCell({ state, metrics: t.metrics, pipelines }).partial
-      return { ...t, reason: statusReason(t, state), state, pipelines, ...(overshoot.length > 0 ? { overshoot } : {}), ...(partial ? { partialMetrics: true } : {}) }
+      const cache = cacheByTrial.get(t.trialId)
+      return {
+        ...t,
+        reason: statusReason(t, state),
+        state,
+        pipelines,
+        ...(overshoot.length > 0 ? { overshoot } : {}),
+        ...(partial ? { partialMetrics: true } : {}),
+        ...(cache === undefined ? {} : { cache })
+      }
     })
     if (args.json) {
       yield* Console.log(
@@ -630,14 +643,17 @@ export const status = (
     }
     yield* Console.log(`study ${study.studyId} (protocol version ${study.currentVersion}): ${Words.statusWords(shown)}${live ? " (a process is running it)" : ""}`)
     if (study.stopReason !== null) yield* Console.log(`stop: ${study.stopReason}`)
+    // the cache column only when the call cache did something for some trial: hits/misses
+    const cached = cacheByTrial.size > 0
     yield* Console.log(
-      `${pad("trial", 16)} ${pad("status", 17)} ${pad("pipelines", 30)} ${pad("calls", 7)} ${pad("tokens", 9)} ${pad("cost", 9)} metrics`
+      `${pad("trial", 16)} ${pad("status", 17)} ${pad("pipelines", 30)} ${pad("calls", 7)} ${cached ? `${pad("cache hit/miss", 15)} ` : ""}${pad("tokens", 9)} ${pad("cost", 9)} metrics`
     )
     for (const t of rows) {
       const metrics = metricsCell(t).text
       const progress = progressText(t.pipelines)
+      const cache = cached ? `${pad(t.cache === undefined ? "—" : `${t.cache.hits}/${t.cache.misses}`, 15)} ` : ""
       yield* Console.log(
-        `${pad(t.trialId, 16)} ${pad(Words.statusWords(t.state), 17)} ${pad(progress, 30)} ${pad(String(t.usage.calls), 7)} ${pad(String(t.usage.tokens), 9)} ${
+        `${pad(t.trialId, 16)} ${pad(Words.statusWords(t.state), 17)} ${pad(progress, 30)} ${pad(String(t.usage.calls), 7)} ${cache}${pad(String(t.usage.tokens), 9)} ${
           pad(`$${t.usage.costUsd.toFixed(4)}${judgeCell(t)}`, 9)
         } ${metrics}`
       )

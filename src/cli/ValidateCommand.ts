@@ -29,10 +29,30 @@ import * as SuiteConfig from "../config/Suite.js"
 import { ConfigError } from "../domain/Errors.js"
 import * as PluginUri from "../layers/PluginUri.js"
 import * as StoreResolver from "../layers/internal/storeResolver.js"
+import { isEnvName } from "../tasks/internal/chat.js"
 import * as DefinitionMatch from "./DefinitionMatch.js"
 import * as Flags from "./Flags.js"
 import * as StudyPlan from "./StudyPlan.js"
 import * as SuiteRun from "./SuiteRun.js"
+
+/**
+ * The environment variables the experiment needs and has no value for: its `${VAR}`s without
+ * one, and each key variable a resource's `apiKeyEnv` names that is unset or empty (tester18c
+ * F6: `unresolved env: none` was printed above the warning that the key's variable is unset).
+ */
+const unresolvedOf = (experiment: Experiment.Experiment): ReadonlyArray<{ readonly name: string; readonly path: string }> => [
+  ...experiment.unresolvedEnv,
+  ...experiment.pools.flatMap((pool) =>
+    pool.resources.flatMap((r, j) =>
+      ["apiKeyEnv", "api_key_env"].flatMap((k) => {
+        const name = r.options[k]
+        return typeof name === "string" && isEnvName(name) && (process.env[name] ?? "") === ""
+          ? [{ name, path: `pools.${pool.name}.resources[${j}].options.${k}` }]
+          : []
+      })
+    )
+  )
+]
 
 const text = (experiment: Experiment.Experiment): string => {
   const d = experiment.describe() as Record<string, any>
@@ -87,11 +107,14 @@ const text = (experiment: Experiment.Experiment): string => {
     )
   }
   lines.push(`run: ${JSON.stringify(d["run"])}`)
+  // the shared call cache file resolved, and as written when that differs (tester18c F9)
+  const db = experiment.cacheDb
+  if (db !== undefined) lines.push(`call cache db: ${db.path}${db.written === db.path ? "" : ` (written ${db.written})`}`)
   if (d["pricing"] !== undefined) lines.push(`pricing: ${JSON.stringify(d["pricing"])}`)
   for (const pl of d["plugins"] as Array<Record<string, any>>) {
     lines.push(`plugin ${pl["specifier"]}: ${pl["error"] === null ? "ok" : `failed: ${pl["error"]}`}`)
   }
-  const unresolved = d["unresolvedEnv"] as Array<{ name: string; path: string }>
+  const unresolved = unresolvedOf(experiment)
   lines.push(
     unresolved.length === 0
       ? "unresolved env: none"
@@ -231,6 +254,9 @@ export const validate = Command.make(
             {
               valid: true,
               ...described,
+              // the key variables unset too, as the text says (F6); the cache file resolved (F9)
+              unresolvedEnv: unresolvedOf(experiment).map((u) => ({ ...u })),
+              ...(experiment.cacheDb === undefined ? {} : { cacheDb: { ...experiment.cacheDb } }),
               sourceEmpty: empty,
               warnings: experiment.warnings,
               ...(stored === undefined ? {} : { store: stored.json })

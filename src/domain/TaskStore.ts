@@ -132,7 +132,11 @@ export interface CacheFigures {
 /**
  * Token and cost figures of a set of attempts (see `Pricing`), each attempt counted once:
  * `calls` the attempts that recorded a model call (token figures, from the server's `usage`
- * or estimated), `cacheHits` the attempts served by the call cache (outcome `cache_hit`: no
+ * or estimated: the calls answered), `refused` the attempts on a pool resource that the
+ * provider refused with a 429 (error class `rate_limit`, no tokens), `failedCalls` those that
+ * reached it and failed without an answer (`upstream`: a 5xx, `timeout`; no tokens), so that
+ * `calls + refused + failedCalls` are the calls sent to a provider (since 0.12.0; a connection
+ * that never reached it is not a call), `cacheHits` the attempts served by the call cache (outcome `cache_hit`: no
  * call, no tokens, no cost), `tokensIn` / `tokensOut` the sums of their tokens, `costUsd` the
  * sum of their known costs (US dollars), `estimated` the attempts whose tokens were estimated
  * (the server reported none), `unpriced` the attempts with tokens but no known cost. All 0 in
@@ -143,6 +147,8 @@ export interface CacheFigures {
  */
 export interface AccountingFigures {
   readonly calls: number
+  readonly refused: number
+  readonly failedCalls: number
   readonly cacheHits: number
   readonly tokensIn: number
   readonly tokensOut: number

@@ -24,7 +24,7 @@ import type { CacheNamespace } from "../domain/CallCache.js"
 import type { StoreUnavailable } from "../domain/Errors.js"
 import type { RunId } from "../domain/Ids.js"
 import type { RunRecord } from "../domain/Records.js"
-import type { ReadError, StoreStats, TaskStore } from "../domain/TaskStore.js"
+import type { CacheFigures, ReadError, StoreStats, TaskStore } from "../domain/TaskStore.js"
 
 /**
  * One stored output: its `key` (32 hex), the task's name, the {@link CacheNamespace} it was
@@ -133,19 +133,13 @@ export const layerMemory: Layer.Layer<CallCache> = Layer.sync(CallCache, makeMem
  * `Pricing`) stored with each output the hits were served from, summed; `null` when no hit's
  * call had a known cost (no price configured and no cost reported by the server).
  *
+ * The same type as the store's `TaskStore.CacheFigures` (what `StoreStats.cache` holds), of
+ * which it is an alias (since 0.12.0; they were two interfaces field for field).
+ *
  * @since 0.7.0
  * @category models
  */
-export interface CacheStats {
-  readonly hits: number
-  readonly misses: number
-  readonly refreshed: number
-  readonly bypassed: number
-  readonly writeFailures: number
-  readonly lookupFailures: number
-  readonly tokensSaved: CacheUsageTokens
-  readonly costSavedUsd: number | null
-}
+export type CacheStats = CacheFigures
 
 /**
  * Zero figures.
@@ -253,36 +247,6 @@ export const sumStats = (a: CacheStats, b: CacheStats): CacheStats => ({
   },
   costSavedUsd: addCost(a.costSavedUsd, b.costSavedUsd)
 })
-
-/**
- * The figures a run recorded with its `run.finished` (or `cache.stats`) event (`data.cache`:
- * `{ hits, misses, refreshed, bypassed, writeFailures, lookupFailures, promptTokens,
- * completionTokens, totalTokens, costSavedUsd }`; a run recorded before `writeFailures` or
- * `lookupFailures` existed reads 0), or
- * {@link emptyStats} when it recorded none.
- *
- * @since 0.7.0
- * @category reads
- */
-export const statsOfFinished = (data: unknown): CacheStats => {
-  const c = Predicate.isObject(data) ? (data as { readonly cache?: unknown }).cache : undefined
-  if (!Predicate.isObject(c)) return emptyStats
-  const r = c as Record<string, unknown>
-  return {
-    hits: numberOr0(r["hits"]),
-    misses: numberOr0(r["misses"]),
-    refreshed: numberOr0(r["refreshed"]),
-    bypassed: numberOr0(r["bypassed"]),
-    writeFailures: numberOr0(r["writeFailures"]),
-    lookupFailures: numberOr0(r["lookupFailures"]),
-    tokensSaved: {
-      promptTokens: numberOr0(r["promptTokens"]),
-      completionTokens: numberOr0(r["completionTokens"]),
-      totalTokens: numberOr0(r["totalTokens"])
-    },
-    costSavedUsd: typeof r["costSavedUsd"] === "number" && Number.isFinite(r["costSavedUsd"]) ? roundUsd(r["costSavedUsd"]) : null
-  }
-}
 
 /**
  * The cache figures of a scope (`runId`; absent: every run of the store), counted from its

@@ -28,7 +28,7 @@
 import { createHash } from "node:crypto"
 import type { MemberWire, MetricRow, ResourceRow, RunView, Snapshot } from "./internal/monitor.js"
 import { formatDuration, formatRate, holdOf } from "./internal/monitor.js"
-import { formatCost, formatUsd } from "./internal/money.js"
+import { callsText, formatCost, formatUsd } from "./internal/money.js"
 import { SKIP_REASON_WORDS } from "../domain/internal/words.js"
 import { formatMetric } from "./internal/report.js"
 
@@ -181,17 +181,23 @@ const renderMembers = (s: Snapshot, runIdParam: string | undefined, suiteLink: b
 const cacheText = (c: Snapshot["cache"]): string =>
   c === undefined
     ? "\u2013"
-    : `${c.hits} / ${c.misses} (${c.tokens_saved.total_tokens} tokens${c.cost_saved_usd === null ? "" : `, ${formatUsd(c.cost_saved_usd)}`} saved)${
+    : `${c.hits} / ${c.misses}${c.refreshed > 0 ? ` · refreshed ${c.refreshed}` : ""}${c.bypassed > 0 ? ` · read-only misses ${c.bypassed}` : ""} (${c.tokens_saved.total_tokens} tokens${
+      c.cost_saved_usd === null ? "" : `, ${formatUsd(c.cost_saved_usd)}`
+    } saved)${
       c.lookup_failures > 0 ? ` · ${c.lookup_failures} cache lookup${c.lookup_failures === 1 ? "" : "s"} failed` : ""
     }${
       c.write_failures > 0 ? ` · ${c.write_failures} cache write${c.write_failures === 1 ? "" : "s"} failed` : ""
     }`
 
-/** The token and cost totals as the dashboard shows them (`–` when no attempt carried usage). */
+/**
+ * The model calls sent, token and cost totals as the dashboard shows them (`–` when no attempt
+ * carried usage): `calls 12 (10 answered, 2 refused with 429) · 1200 in / 340 out · $0.0031`
+ * (the calls as the run's summary, `report` and `watch` count them: `callsText`).
+ */
 const accountingText = (a: Snapshot["accounting"]): string =>
   a === undefined
     ? "\u2013"
-    : `${a.tokens_in} in / ${a.tokens_out} out${a.estimated > 0 ? ` (${a.estimated} estimated)` : ""} · ${formatCost(a.cost_usd, a.unpriced)}`
+    : `calls ${callsText({ calls: a.calls, refused: a.refused, failedCalls: a.failed_calls })} · ${a.tokens_in} in / ${a.tokens_out} out${a.estimated > 0 ? ` (${a.estimated} estimated)` : ""} · ${formatCost(a.cost_usd, a.unpriced)}`
 
 /**
  * The scope of the page's tokens and cost when the store holds other runs: a run's figures
@@ -300,7 +306,7 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
     <span>retries <b id="retries">${s.retries}</b></span>
     <span>handoffs <b id="handoffs">${s.handoffs_total}</b></span>
     <span>cache hits/misses <b id="cache">${escapeHtml(cacheText(s.cache))}</b></span>
-    <span>tokens / cost <b id="cost">${escapeHtml(accountingText(s.accounting))}</b> <span id="cost-scope" class="muted">${escapeHtml(costScope(s))}</span></span>
+    <span>model calls / tokens / cost <b id="cost">${escapeHtml(accountingText(s.accounting))}</b> <span id="cost-scope" class="muted">${escapeHtml(costScope(s))}</span></span>
     <span title="each ended pipeline's time from admission to end: includes waiting for a worker slot (run.concurrency), so it is not the pipelines' own execution time">time in run p50/p95/p99 (incl. queueing) <b id="latency">${
     s.latency_ms === null
       ? "–"
@@ -402,6 +408,11 @@ const SCRIPT = `
   // US dollars and costs as the report prints them (src/services/internal/money.ts formatUsd,
   // formatCost: a total with unpriced calls never reads as a plain dollar figure)
   function usd(v) { var r = Number(v.toPrecision(2)); return v === 0 ? "$0" : r < 1 ? "$" + v.toFixed(Math.min(20, 1 - Math.floor(Math.log10(r)))).replace(/(\\.\\d\\d\\d*?)0+$/, "$1") : "$" + v.toFixed(2); }
+  // the calls sent as money.ts callsText says them: "12 (10 answered, 2 refused with 429)"
+  function callsOf(a) {
+    var un = (a.refused || 0) + (a.failed_calls || 0);
+    return "calls " + (un === 0 ? a.calls : (a.calls + un) + " (" + a.calls + " answered" + (a.refused > 0 ? ", " + a.refused + " refused with 429" : "") + (a.failed_calls > 0 ? ", " + a.failed_calls + " failed at the endpoint" : "") + ")");
+  }
   function cost(c, unpriced) {
     var calls = function (n) { return n + (n === 1 ? " call" : " calls"); };
     if (c === null || (unpriced > 0 && c === 0)) return "unpriced (" + calls(unpriced) + ")";
@@ -501,9 +512,9 @@ const SCRIPT = `
     text("attempts", s.attempts_total);
     text("retries", s.retries);
     text("handoffs", s.handoffs_total);
-    text("cache", s.cache ? s.cache.hits + " / " + s.cache.misses + " (" + s.cache.tokens_saved.total_tokens + " tokens" + (s.cache.cost_saved_usd === null ? "" : ", " + usd(s.cache.cost_saved_usd)) + " saved)" + (s.cache.lookup_failures > 0 ? " \u00b7 " + s.cache.lookup_failures + " cache lookup" + (s.cache.lookup_failures === 1 ? "" : "s") + " failed" : "") + (s.cache.write_failures > 0 ? " \u00b7 " + s.cache.write_failures + " cache write" + (s.cache.write_failures === 1 ? "" : "s") + " failed" : "") : "\u2013");
+    text("cache", s.cache ? s.cache.hits + " / " + s.cache.misses + (s.cache.refreshed > 0 ? " \u00b7 refreshed " + s.cache.refreshed : "") + (s.cache.bypassed > 0 ? " \u00b7 read-only misses " + s.cache.bypassed : "") + " (" + s.cache.tokens_saved.total_tokens + " tokens" + (s.cache.cost_saved_usd === null ? "" : ", " + usd(s.cache.cost_saved_usd)) + " saved)" + (s.cache.lookup_failures > 0 ? " \u00b7 " + s.cache.lookup_failures + " cache lookup" + (s.cache.lookup_failures === 1 ? "" : "s") + " failed" : "") + (s.cache.write_failures > 0 ? " \u00b7 " + s.cache.write_failures + " cache write" + (s.cache.write_failures === 1 ? "" : "s") + " failed" : "") : "\u2013");
     var a = s.accounting;
-    text("cost", a ? a.tokens_in + " in / " + a.tokens_out + " out" + (a.estimated > 0 ? " (" + a.estimated + " estimated)" : "") + " \u00b7 " + cost(a.cost_usd, a.unpriced) : "\u2013");
+    text("cost", a ? callsOf(a) + " \u00b7 " + a.tokens_in + " in / " + a.tokens_out + " out" + (a.estimated > 0 ? " (" + a.estimated + " estimated)" : "") + " \u00b7 " + cost(a.cost_usd, a.unpriced) : "\u2013");
     text("cost-scope", s.run_id !== null && s.run_id !== "all" && s.runs_total > 1 ? "(this run only; whole experiment: view whole store, " + s.runs_total + " runs)" : "");
     text("latency", s.latency_ms ? dur(s.latency_ms.p50) + " / " + dur(s.latency_ms.p95) + " / " + dur(s.latency_ms.p99) : "\\u2013");
     replace("pools", s.resources.map(function (x) {

@@ -1043,9 +1043,15 @@ const STATE_CHUNK = 500
 /**
  * The call cache's hits and misses of each trial whose cache did anything, from the attempt
  * rows of the root's merged view (each attempt's pipeline names its trial; one pass over the
- * attempts, see `CallCache.addAttempt`).
+ * attempts, see `CallCache.addAttempt`): what `study run` and `study status` show per trial.
+ *
+ * @param studyId the study
+ * @param trialIds the trials to count (attempts of other trials are skipped)
+ * @returns trial id → `{ hits, misses }`, only the trials the cache did something for
+ * @since 0.12.0
+ * @category reading
  */
-const trialCache = (
+export const trialCache = (
   studyId: string,
   trialIds: ReadonlyArray<string>
 ): Effect.Effect<Map<string, { readonly hits: number; readonly misses: number }>, StoreUnavailable | ConfigError, SuiteCatalog> =>

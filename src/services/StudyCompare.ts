@@ -289,6 +289,13 @@ export interface VariantComparison {
     readonly status: string
     readonly reason: string | null
     readonly compared: boolean
+    /**
+     * What the call cache did for the trial's pipelines (since 0.12.0), counted from its
+     * attempt rows as `study run`'s per-trial line and `StoreStats.cache` count them: `hits`
+     * (answers served from the cache) and `misses` (calls its cached tasks made). Absent when
+     * the cache did nothing for it.
+     */
+    readonly cache?: { readonly hits: number; readonly misses: number } | undefined
   }>
   readonly succeeded: number
   readonly failed: number
@@ -400,6 +407,11 @@ export interface StudyComparison {
      */
     readonly overTotal: ReadonlyArray<string>
     readonly notStarted: ReadonlyArray<string>
+    /**
+     * The call cache's hits and misses over the version's trials (since 0.12.0; each trial's
+     * are in `variants[].trials[].cache`). Absent when the cache did nothing for any of them.
+     */
+    readonly cache?: { readonly hits: number; readonly misses: number } | undefined
   }
   readonly variants: ReadonlyArray<VariantComparison>
   readonly weightedRanking: ReadonlyArray<{ readonly variantId: string; readonly score: number }>
@@ -680,7 +692,14 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           }
         }
         if (compared && tv !== undefined) byRepeat[t.repeat - 1] = tv
-        return { trialId: t.trialId, repeat: t.repeat, status: t.status, reason: t.reason, compared: compared && tv !== undefined }
+        return {
+          trialId: t.trialId,
+          repeat: t.repeat,
+          status: t.status,
+          reason: t.reason,
+          compared: compared && tv !== undefined,
+          ...(tv?.cache === undefined ? {} : { cache: tv.cache })
+        }
       })
       // Survivorship: dropping the repeats that broke a hard constraint and valuing the variant
       // over the rest biases it upward (a variant whose accuracy is 0.70 keeps its one lucky
@@ -1370,7 +1389,8 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         usage: total,
         budget: (study.budget ?? { perTrial: {}, total: {} }) as Json,
         overTotal: StudyControl.overshoot(total, study.budget?.total ?? {}),
-        notStarted: rows.filter((r) => r.status === "not_started").map((r) => r.trialId)
+        notStarted: rows.filter((r) => r.status === "not_started").map((r) => r.trialId),
+        ...cacheTotal(values)
       },
       variants,
       weightedRanking: ranking.map((r) => ({ variantId: r.id, score: r.score })),
@@ -1378,6 +1398,17 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     }
     return { comparison, values, rows }
   })
+
+/** The call cache's hits and misses over the trials (`{}` when it did nothing for any). */
+const cacheTotal = (values: ReadonlyMap<string, StudyMetrics.TrialValues>): { readonly cache?: { readonly hits: number; readonly misses: number } } => {
+  let hits = 0
+  let misses = 0
+  for (const v of values.values()) {
+    hits += v.cache?.hits ?? 0
+    misses += v.cache?.misses ?? 0
+  }
+  return hits + misses === 0 ? {} : { cache: { hits, misses } }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Evidence
@@ -1724,6 +1755,11 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
     }).join(", ")
   lines.push(`${bullet}budget: per trial ${budgetText(budget.perTrial)}; total ${budgetText(budget.total)}`)
   if (c.run.overTotal.length > 0) lines.push(`${bullet}over the total budget: ${c.run.overTotal.join("; ")}`)
+  if (c.run.cache !== undefined) {
+    // each trial's, as `study run` and `study status` show them
+    const perTrial = c.variants.flatMap((v) => v.trials.flatMap((t) => t.cache === undefined ? [] : [`${t.trialId} ${t.cache.hits}/${t.cache.misses}`]))
+    lines.push(`${bullet}call cache: ${Words.count(c.run.cache.hits, "hit")}, ${Words.count(c.run.cache.misses, "miss", "misses")}; per trial (hits/misses): ${perTrial.join(" · ")}`)
+  }
   if (c.run.notStarted.length > 0) lines.push(`${bullet}never started (left out): ${c.run.notStarted.join(", ")}`)
   for (const v of c.variants) {
     for (const t of v.trials) if (!t.compared) lines.push(`${bullet}${t.trialId}: ${Words.statusWords(t.status)}${t.reason === null ? "" : ` (${t.reason})`} — not compared`)
@@ -1748,8 +1784,12 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
       ? "front"
       : v.pareto.uncertain
       ? `front within noise (behind ${v.pareto.dominatedBy.strict.join(", ")} on the point estimates only)`
+      : c.objectives.length === 0
+      ? "none (no objectives to place it by)"
       : unvalued.length > 0
       ? `not placed (no value for ${unvalued.join(", ")})`
+      : v.pareto.dominatedBy.uncertain.length === 0
+      ? "not placed"
       : `dominated by ${v.pareto.dominatedBy.uncertain.join(", ")}`
     if (md) {
       lines.push(`| ${v.variantId}${v.isBaseline ? " (baseline)" : ""} | ${shown.map((m) => {

@@ -36,6 +36,7 @@ import * as Study from "../domain/Study.js"
 import { memberDigest, memberDigestOf } from "../domain/Suite.js"
 import { decodePayload } from "./internal/export.js"
 import * as Suite from "./Suite.js"
+import * as CallCache from "./CallCache.js"
 import { SuiteCatalog } from "./SuiteCatalog.js"
 import type { TrialUsage } from "./StudyControl.js"
 
@@ -189,6 +190,13 @@ export interface TrialValues {
    * what the trial cost (since 0.13.0, tester16b N7).
    */
   readonly judgeCostUsd?: number | undefined
+  /**
+   * What the call cache did for the trial (since 0.12.0), when it did anything and the
+   * attempts were read: `hits` (answers served from the cache) and `misses` (calls its cached
+   * tasks made), counted from the attempt rows with `CallCache.addAttempt`, as `StoreStats.cache`
+   * and `study run`'s per-trial line count them.
+   */
+  readonly cache?: { readonly hits: number; readonly misses: number } | undefined
 }
 
 /** A value as a number (booleans 0/1), else undefined. */
@@ -325,6 +333,8 @@ interface Acc {
   hitCostUsd: number
   /** hits whose entry recorded tokens but no cost (the cost of the call is unknown) */
   hitUnpriced: number
+  /** the call cache's figures from the trial's attempts (`CallCache.addAttempt`) */
+  cache: CallCache.CacheStats
   /** positions of the pipelines with a cache hit (left out of the latency) */
   hitPositions: Set<number>
   /** the cost its evaluator tasks' attempts recorded (cache hits at their entries' cost) */
@@ -356,6 +366,7 @@ const newAcc = (trialId: string, member: string): Acc => ({
   hitTokensOut: 0,
   hitCostUsd: 0,
   hitUnpriced: 0,
+  cache: CallCache.emptyStats,
   hitPositions: new Set(),
   judgeCostUsd: 0
 })
@@ -574,6 +585,7 @@ export const read = (input: {
           }
           if (a.attemptNo > 1) acc.retries++
           if (a.errorClass === "rate_limit") acc.rateLimited++
+          acc.cache = CallCache.addAttempt(acc.cache, a.outcome, a.decision)
           if (a.outcome === "cache_hit") {
             // served by the call cache: counted at the figures its entry recorded when the call
             // was made (a hit is $0 and ~0 ms; averaged with paid trials it would read as a
@@ -789,7 +801,8 @@ const valuesOf = (
       ? { unpricedCalls: unpriced }
       : {}),
     ...(acc.hits > 0 ? { cacheHits: acc.hits } : {}),
-    ...(acc.judgeCostUsd > 0 ? { judgeCostUsd: roundUsd(acc.judgeCostUsd) } : {})
+    ...(acc.judgeCostUsd > 0 ? { judgeCostUsd: roundUsd(acc.judgeCostUsd) } : {}),
+    ...(acc.cache.hits + acc.cache.misses > 0 ? { cache: { hits: acc.cache.hits, misses: acc.cache.misses } } : {})
   }
 }
 

@@ -169,10 +169,49 @@ describe("study run takes the call cache flags", () => {
       const second = yield* run(["--cache-db", "cache.db", "--output-root", "out-b"])
       assert.strictEqual(second.r.code, 0, second.r.stderr)
       assert.strictEqual(second.calls, 0, "every call served from the shared cache")
+      // each trial's hits and misses, from its attempt rows, in study status and study report
+      // (text, Markdown, JSON) as study run shows them (issue 18)
+      const read = (args: ReadonlyArray<string>) =>
+        Effect.map(assay(["study", ...args], { cwd: dir, env }), (r) => {
+          assert.strictEqual(r.code, 0, r.stderr)
+          return r.stdout
+        })
+      type StatusJson = { trials: Array<{ trialId: string; cache?: { hits: number; misses: number } }> }
+      const statusOf = (root: string) => Effect.map(read(["status", "study.yaml", "--output-root", root, "--json"]), (o) => JSON.parse(o) as StatusJson)
+      assert.deepStrictEqual((yield* statusOf("out-a")).trials.map((t) => [t.trialId, t.cache]), [
+        ["p1-v01-r1", { hits: 0, misses: 3 }],
+        ["p1-v02-r1", { hits: 0, misses: 3 }]
+      ])
+      assert.deepStrictEqual((yield* statusOf("out-b")).trials.map((t) => [t.trialId, t.cache]), [
+        ["p1-v01-r1", { hits: 3, misses: 0 }],
+        ["p1-v02-r1", { hits: 3, misses: 0 }]
+      ])
+      const statusText = yield* read(["status", "study.yaml", "--output-root", "out-b"])
+      assert.include(statusText, "cache hit/miss")
+      assert.match(statusText, /p1-v01-r1 .* 3\/0 /)
+      const reportText = yield* read(["report", "study.yaml", "--output-root", "out-b"])
+      assert.include(reportText, "call cache: 6 hits, 0 misses; per trial (hits/misses): p1-v01-r1 3/0 · p1-v02-r1 3/0")
+      // no objectives: no Pareto placement, never "dominated by " an empty list (tester18c F7)
+      assert.notInclude(reportText, "dominated by ;")
+      assert.include(reportText, "Pareto: none (no objectives to place it by)")
+      const reportMd = yield* read(["report", "study.yaml", "--output-root", "out-a", "--format", "markdown"])
+      assert.include(reportMd, "- call cache: 0 hits, 6 misses; per trial (hits/misses): p1-v01-r1 0/3 · p1-v02-r1 0/3")
+      const reportJson = JSON.parse(yield* read(["report", "study.yaml", "--output-root", "out-b", "--format", "json"])) as {
+        run: { cache?: unknown }
+        variants: Array<{ trials: Array<{ trialId: string; cache?: unknown }> }>
+      }
+      assert.deepStrictEqual(reportJson.run.cache, { hits: 6, misses: 0 })
+      assert.deepStrictEqual(reportJson.variants.flatMap((v) => v.trials.map((t) => [t.trialId, t.cache])), [
+        ["p1-v01-r1", { hits: 3, misses: 0 }],
+        ["p1-v02-r1", { hits: 3, misses: 0 }]
+      ])
       // without the flags a third root calls again
       const third = yield* run(["--output-root", "out-c"])
       assert.strictEqual(third.r.code, 0, third.r.stderr)
       assert.strictEqual(third.calls, 6)
+      // the cache did nothing there: no cache column, no cache line
+      assert.notInclude(yield* read(["status", "study.yaml", "--output-root", "out-c"]), "cache hit/miss")
+      assert.notInclude(yield* read(["report", "study.yaml", "--output-root", "out-c"]), "call cache:")
       const badTtl = yield* run(["--cache-ttl", "soon", "--output-root", "out-d"])
       assert.strictEqual(badTtl.r.code, 2, badTtl.r.stderr)
       assert.include(badTtl.r.stderr, "--cache-ttl")

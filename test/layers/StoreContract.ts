@@ -770,9 +770,16 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           // v3: no model call (no figures, not listed); v4: a call in run-2
           yield* store.recordAttempt(at("v3", { leaseIds: ["llm/a#5"] }))
           yield* store.recordAttempt(at("v4", { ...call(5, 5, 1, ["llm/b#6"]), runId: rid("run-2") }))
+          // calls sent and not answered (tester18c F4): v2 refused with a 429 and failed with a
+          // 5xx on a resource; a 429 of a task that leased nothing is no call to a provider
+          yield* store.recordAttempt(at("v2", { outcome: "failed", errorClass: "rate_limit", leaseIds: ["llm/a#7"] }))
+          yield* store.recordAttempt(at("v2", { outcome: "failed", errorClass: "upstream", leaseIds: ["llm/a#8"] }))
+          yield* store.recordAttempt(at("v3", { outcome: "failed", errorClass: "rate_limit", leaseIds: [] }))
           const s1 = yield* store.stats(rid("run-1"))
           assert.deepStrictEqual(s1.accounting, {
             calls: 3,
+            refused: 1,
+            failedCalls: 1,
             cacheHits: 1,
             tokensIn: 407,
             tokensOut: 43,
@@ -785,9 +792,9 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           const usage = yield* store.resourceUsage(rid("run-1"))
           assert.strictEqual(usage.reduce((n, u) => n + u.tokensIn, 0), 507)
 
-          const v1 = { pipelineId: P("v1"), calls: 1, cacheHits: 1, tokensIn: 100, tokensOut: 10, costUsd: 0.5, estimated: 0, unpriced: 0 }
-          const v2 = { pipelineId: P("v2"), calls: 2, cacheHits: 0, tokensIn: 307, tokensOut: 33, costUsd: 0.25, estimated: 1, unpriced: 1 }
-          const v4 = { pipelineId: P("v4"), calls: 1, cacheHits: 0, tokensIn: 5, tokensOut: 5, costUsd: 1, estimated: 0, unpriced: 0 }
+          const v1 = { pipelineId: P("v1"), calls: 1, refused: 0, failedCalls: 0, cacheHits: 1, tokensIn: 100, tokensOut: 10, costUsd: 0.5, estimated: 0, unpriced: 0 }
+          const v2 = { pipelineId: P("v2"), calls: 2, refused: 1, failedCalls: 1, cacheHits: 0, tokensIn: 307, tokensOut: 33, costUsd: 0.25, estimated: 1, unpriced: 1 }
+          const v4 = { pipelineId: P("v4"), calls: 1, refused: 0, failedCalls: 0, cacheHits: 0, tokensIn: 5, tokensOut: 5, costUsd: 1, estimated: 0, unpriced: 0 }
           // without an order: by pipeline id (a suite member's ids are prefixed: sorted here too)
           const byId = <A extends { readonly pipelineId: string }>(xs: ReadonlyArray<A>) =>
             [...xs].sort((a, b) => (a.pipelineId < b.pipelineId ? -1 : 1))

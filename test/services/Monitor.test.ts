@@ -98,6 +98,8 @@ describe("Monitor", () => {
         durationMs: 100,
         ...over
       })
+      // a call the provider refused with a 429 (no tokens) is a call sent (tester18c F4)
+      yield* store.recordAttempt(attempt("new", 0, { taskRunId: "new-0", outcome: "failed", errorClass: "rate_limit", leaseIds: ["llm/k#3"] }))
       // the first attempt leased two resources: counted once in the selection's figures
       yield* store.recordAttempt(
         attempt("new", 0, { model: "m", tokensIn: 100, tokensOut: 20, costUsd: 0.0004, leaseIds: ["llm/k#1", "llm/j#2"] })
@@ -111,6 +113,8 @@ describe("Monitor", () => {
       const latest = yield* Monitor.readSnapshot(store)
       assert.deepStrictEqual(latest.accounting, {
         calls: 2,
+        refused: 1,
+        failed_calls: 0,
         cache_hits: 1,
         tokens_in: 108,
         tokens_out: 22,
@@ -119,16 +123,18 @@ describe("Monitor", () => {
         unpriced: 1
       })
       const page = Dashboard.renderDashboard(latest)
-      assert.include(page, `<b id="cost">108 in / 22 out (1 estimated) · &gt;= $0.0004 (1 call unpriced)</b>`)
+      assert.include(page, `<b id="cost">calls 3 (2 answered, 1 refused with 429) · 108 in / 22 out (1 estimated) · &gt;= $0.0004 (1 call unpriced)</b>`)
+      // the page's script says the calls the same way when it refreshes
+      assert.include(page, `" refused with 429"`)
       // watch: the same figures on a line of their own
       assert.include(
         Monitor.renderSnapshot(latest, { width: 200 }),
-        "model calls 2 · tokens in 108, out 22 (1 estimated) · cost >= $0.0004 (1 call unpriced)"
+        "model calls 3 (2 answered, 1 refused with 429) · tokens in 108, out 22 (1 estimated) · cost >= $0.0004 (1 call unpriced)"
       )
       // each resource: what the selection's attempts that leased it spent (k: a priced and an
       // unpriced call, a lower bound; j: the priced one; z: none), in the pools table too
       assert.deepStrictEqual(latest.resources.map((r) => [r.resource_id, r.accounting]), [
-        ["k", { attempts: 2, tokens_in: 108, tokens_out: 22, cost_usd: 0.0004, estimated: 1, unpriced: 1 }],
+        ["k", { attempts: 3, tokens_in: 108, tokens_out: 22, cost_usd: 0.0004, estimated: 1, unpriced: 1 }],
         ["j", { attempts: 1, tokens_in: 100, tokens_out: 20, cost_usd: 0.0004, estimated: 0, unpriced: 0 }],
         ["z", null]
       ])
@@ -138,17 +144,48 @@ describe("Monitor", () => {
       // the pipelines view: each row's own figures (one aggregate per page); none without calls
       const rows = (yield* Monitor.storeReads(store).pipelinesPage({ runId: rid("new"), after: undefined, limit: 3 })).rows
       assert.deepStrictEqual(rows.map((r) => [r.pipeline_id, r.accounting]), [
-        ["new-p000", { calls: 1, cache_hits: 0, tokens_in: 100, tokens_out: 20, cost_usd: 0.0004, estimated: 0, unpriced: 0 }],
+        ["new-p000", { calls: 1, refused: 1, failed_calls: 0, cache_hits: 0, tokens_in: 100, tokens_out: 20, cost_usd: 0.0004, estimated: 0, unpriced: 0 }],
         // its only call had no price: its cost is unknown (null), not $0
-        ["new-p001", { calls: 1, cache_hits: 1, tokens_in: 8, tokens_out: 2, cost_usd: null, estimated: 1, unpriced: 1 }],
+        ["new-p001", { calls: 1, refused: 0, failed_calls: 0, cache_hits: 1, tokens_in: 8, tokens_out: 2, cost_usd: null, estimated: 1, unpriced: 1 }],
         ["new-p002", undefined]
       ])
       const all = yield* Monitor.readSnapshot(store, { runId: "all" })
       assert.strictEqual(all.accounting?.tokens_in, 1108)
       // the whole store: the old run's priced call on k too
       assert.deepStrictEqual(all.resources.find((r) => r.resource_id === "k")?.accounting, {
-        attempts: 3, tokens_in: 1108, tokens_out: 1022, cost_usd: 1.0004, estimated: 1, unpriced: 1
+        attempts: 4, tokens_in: 1108, tokens_out: 1022, cost_usd: 1.0004, estimated: 1, unpriced: 1
       })
+    }).pipe(Effect.provide(MemoryStore.layer())))
+
+  it.effect("the dashboard's cache figure has the refreshed calls and the read-only misses, as report says them (tester18c F5)", () =>
+    Effect.gen(function*() {
+      const store = yield* seed
+      yield* TestClock.setTime(5000)
+      const note = (i: number, status: string) => ({
+        pipelineId: pid(`new-p${String(i).padStart(3, "0")}`),
+        runId: rid("new"),
+        taskRunId: `new-${i}`,
+        taskName: "ask",
+        seq: 0,
+        attemptNo: 1,
+        outcome: "succeeded" as const,
+        errorClass: null,
+        errorType: null,
+        errorMessage: null,
+        decision: { cache: { status } },
+        leaseIds: ["llm/k#1"],
+        startedAt: 1000,
+        endedAt: 1100,
+        durationMs: 100
+      })
+      yield* store.recordAttempt(note(0, "miss"))
+      yield* store.recordAttempt(note(1, "refresh"))
+      yield* store.recordAttempt(note(2, "refresh"))
+      yield* store.recordAttempt(note(3, "bypass"))
+      const page = Dashboard.renderDashboard(yield* Monitor.readSnapshot(store))
+      assert.include(page, `<b id="cache">0 / 1 · refreshed 2 · read-only misses 1 (0 tokens saved)</b>`)
+      // and the page's script when it refreshes
+      assert.include(page, `" · read-only misses "`)
     }).pipe(Effect.provide(MemoryStore.layer())))
 
   it.effect("explicit run, `all` without metrics, unknown run, empty store", () =>
@@ -237,6 +274,11 @@ describe("Monitor", () => {
       assert.include(k1, s.resources.find((r) => r.resource_id === "k1")!.algorithm_text)
       assert.match(k1, / · adaptive delivered 24\.6 req\/s lately, allows 31\.5 req\/s now, 6 at once; cut 2× /)
       assert.notInclude(k2, "adaptive")
+      // a piped watch prints this line every frame: it carries the state too, not only the
+      // last frame's full picture (tester18c F8)
+      const line = Monitor.renderLine(s)
+      assert.include(line, ` · llm/k1 ${s.resources.find((r) => r.resource_id === "k1")!.algorithm_text}`)
+      assert.notInclude(line, "llm/k2")
     }).pipe(Effect.provide(MemoryStore.layer())))
 
   it.effect("storeReads pages by key: pages are disjoint, ordered, complete, with pipeline metrics", () =>

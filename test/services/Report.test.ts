@@ -218,7 +218,8 @@ describe("Report (call cache figures from the attempt rows, issue 18 N2)", () =>
           yield* s.recordAttempt(att(dead, 1, 1, "failed", { retry: true, reason: "rate_limit", delayMs: 10, cache: note("miss") }))
           yield* s.recordAttempt(att(dead, 1, 2, "succeeded", { retry: false, reason: "ok", cache: note("miss", { stored: false }) }))
           yield* s.recordAttempt(att(dead, 2, 1, "cache_hit", { retry: false, reason: "ok", cache: note("hit", { usage: hitUsage }) }))
-          // its last heartbeat's figures (one behind: what report showed before)
+          // a heartbeat's figures as runs before 0.12.0 wrote them (one behind: what report showed
+          // before it counted the attempt rows; no run writes this event any more)
           yield* s.emitEvent({ kind: "cache.stats", pipelineId: null, runId: dead, data: { cache: { hits: 0, misses: 1 } }, ts: 1500 })
           const resume = rid("resume")
           yield* s.openRun({ runId: resume, startedAt: 5000, config: { concurrency: 8 } })

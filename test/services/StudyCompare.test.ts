@@ -1115,6 +1115,17 @@ describe("StudyCompare: unusual but legal studies read right (issue 16, study16d
       }
     }).pipe(Effect.provide(studyEnv("alone"))))
 
+  it.effect("no objectives: no variant is placed on a Pareto front, and none reads \"dominated by\" an empty list (tester18c F7)", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({ id: "plain", correct: [new Set(range(0, 20)), new Set(range(0, 25))], cases: 30, objectives: [] })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      for (const text of [StudyCompare.renderText(c), StudyCompare.renderMarkdown(c)]) {
+        assert.notInclude(text, "dominated by")
+        assert.include(text, "none (no objectives to place it by)")
+      }
+    }).pipe(Effect.provide(studyEnv("plain"))))
+
   it.effect("an objective metric no trial has: no variant is called dominated, no weighted-ranking caveat without a ranking", () =>
     Effect.gen(function*() {
       const ghost: DomainStudy.MetricDecl = { name: "ghost", reducer: "mean", from: { output: "missing" }, direction: "maximize" }

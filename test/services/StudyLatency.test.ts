@@ -20,7 +20,14 @@ import { studyEnv } from "./studyFixture.js"
 const accuracy: DomainStudy.MetricDecl = { name: "accuracy", reducer: "mean", from: { output: "correct" }, unit: "ratio", direction: "maximize" }
 
 /** Every variant's task sleeps `taskMs` (TestClock) and answers correctly; 2 variants × `repeats`. */
-const sleepy = (o: { readonly cases: number; readonly repeats: number; readonly taskMs: number; readonly variants?: number }) => {
+const sleepy = (o: {
+  readonly cases: number
+  readonly repeats: number
+  readonly taskMs: number
+  readonly variants?: number
+  /** The task is cached under one key: a trial's first pipeline calls, the others are served from the cache. */
+  readonly cached?: boolean
+}) => {
   const id = "sleepy"
   const variants = Array.from({ length: o.variants ?? 2 }, (_, i): Study.StudyVariant => ({
     id: `v0${i + 1}`,
@@ -35,7 +42,7 @@ const sleepy = (o: { readonly cases: number; readonly repeats: number; readonly 
   const template = (trialId: string) =>
     Pipeline.make(
       "cases",
-      Task.make("answer", (n: number) =>
+      Task.make("answer", o.cached === true ? { cache: true, cacheKey: () => Effect.succeed("same") } : {}, (n: number) =>
         Effect.gen(function*() {
           if (n === 0) started.push(trialId)
           yield* Effect.sleep(o.taskMs)
@@ -109,6 +116,23 @@ describe("StudyMetrics: latencyP95Ms is the pipeline's execution time", () => {
       const delta = c.variants[1]!.vsBaseline!["latencyP95Ms"]!
       assert.strictEqual(delta.paired!.difference.estimate, 0)
     }).pipe(Effect.provide(studyEnv("sleepy"))))
+})
+
+describe("StudyMetrics: latencyP95Ms leaves out the pipelines the call cache served (tester18c F3)", () => {
+  it.effect("one call of 100 ms and five cache hits per trial: the p95 is the call's 100 ms, not pulled toward the hits' 0 ms; the comparison says why", () =>
+    Effect.gen(function*() {
+      const { input, study } = sleepy({ cases: 6, repeats: 1, taskMs: 100, cached: true })
+      const report = yield* runToEnd(study, 100)
+      assert.strictEqual(report.status, "completed")
+      assert.deepStrictEqual(report.trials.map((t) => t.cache), [{ hits: 5, misses: 1 }, { hits: 5, misses: 1 }])
+      const c = yield* StudyCompare.compare(input)
+      for (const v of c.variants) {
+        // with the hits (about 0 ms each) the p95 of [0, 0, 0, 0, 0, 100] would read 75 ms
+        assert.deepStrictEqual(v.values.latencyP95Ms!.perRepeat, [100], v.variantId)
+        assert.strictEqual(v.values.latencyP95Ms!.cacheHits, 5)
+        assert.include(v.values.latencyP95Ms!.aggregation, "served from the call cache: the pipelines they served are left out")
+      }
+    }).pipe(Effect.provide(studyEnv("sleepy", { concurrency: 1, cache: "readWrite" }))))
 })
 
 describe("Study.runOrder: trials interleaved across variants and repeats", () => {

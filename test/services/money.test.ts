@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { formatCost, formatUsd, knownCost } from "../../src/services/internal/money.js"
+import { callsText, formatCost, formatUsd, knownCost } from "../../src/services/internal/money.js"
 import { figuresText } from "../../src/services/internal/report.js"
 
 describe("formatUsd", () => {
@@ -32,7 +32,12 @@ describe("formatCost: a total with unpriced calls never reads as a plain dollar 
     assert.deepStrictEqual([knownCost(0, 2), knownCost(0.5, 2), knownCost(0, 0)], [null, 0.5, 0])
   })
   it("the report's figures in words say a partly priced total is a lower bound", () => {
-    const text = figuresText({ calls: 4, cacheHits: 0, tokensIn: 10, tokensOut: 5, costUsd: 0.011, estimated: 0, unpriced: 1 })
+    const text = figuresText({ calls: 4, refused: 0, failedCalls: 0, cacheHits: 0, tokensIn: 10, tokensOut: 5, costUsd: 0.011, estimated: 0, unpriced: 1 })
     assert.include(text, "cost >= $0.011 (1 call unpriced)")
+    // every call sent, and how many were answered when not all were (tester18c F4)
+    assert.include(text, "calls 4; ")
+    const refused = figuresText({ calls: 300, refused: 12, failedCalls: 0, cacheHits: 0, tokensIn: 10, tokensOut: 5, costUsd: 0.011, estimated: 0, unpriced: 0 })
+    assert.include(refused, "calls 312 (300 answered, 12 refused with 429); ")
+    assert.strictEqual(callsText({ calls: 5, refused: 1, failedCalls: 2 }), "8 (5 answered, 1 refused with 429, 2 failed at the endpoint)")
   })
 })

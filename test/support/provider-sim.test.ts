@@ -59,6 +59,30 @@ describe("provider simulator", () => {
       assert.deepStrictEqual(sim.log.map((r) => r.status).filter((s) => s === 429).length, 3)
     }))
 
+  it.effect.each(["openai", "anthropic"] as const)(
+    "signals %s: the headers describe the bucket that is enforced, a minute's worth, as the real providers' (and the mock's) do",
+    (signals) =>
+      Effect.gen(function*() {
+        // 6 a minute: six answered at once (the minute's bucket), the seventh refused; the
+        // headers' limit is the bucket's size, remaining counts down within it, and the refill
+        // they imply, (limit − remaining) / reset, is the hidden rate (0.1 a second)
+        const sim = Sim.makeProviders([{ name: "p", requests: { perMinute: 6 }, signals, latency: { medianMs: 10, sigma: 0 } }])
+        const out = yield* Sim.simulate(Effect.forEach([1, 2, 3, 4, 5, 6, 7], () => ask(sim, "p")))
+        assert.deepStrictEqual(out.value.map((r) => r.status), [200, 200, 200, 200, 200, 200, 429])
+        const name = signals === "openai" ? "x-ratelimit-remaining-requests" : "anthropic-ratelimit-requests-remaining"
+        assert.deepStrictEqual(out.value.slice(0, 6).map((r) => r.headers[name]), ["5", "4", "3", "2", "1", "0"])
+        const refused = out.value[6]!
+        assert.strictEqual(refused.headers["retry-after"], "10")
+        const first = out.value[0]!
+        const status = RateLimit.statusOfHeaders((n) => first.headers[n], first.at)
+        assert.strictEqual(status?.requests?.limit, 6)
+        const refillPerS = ((status!.requests!.limit! - status!.requests!.remaining!) * 1000) / status!.requests!.resetMs!
+        // Anthropic's reset is to the second (up to 1 s early of the 10 s until full): within 12 % then
+        assert.approximately(refillPerS, 0.1, signals === "openai" ? 0.001 : 0.012)
+        // a burst the headers cannot describe is refused
+        assert.throws(() => Sim.makeProviders([{ name: "q", requests: { perMinute: 6, burst: 2 }, signals }]), /minute bucket/)
+      }))
+
   it.effect("a sliding window: so many per window, the next one once the oldest has left it", () =>
     Effect.gen(function*() {
       const sim = Sim.makeProviders([{ name: "w", requests: { perMinute: 60, window: { ms: 3000 } }, signals: "none", latency: { medianMs: 10, sigma: 0 } }])

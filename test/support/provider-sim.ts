@@ -7,8 +7,9 @@
  * (a rate per minute and a burst) or a sliding window (so many per window); changes of both at
  * given times (`changes: [{ atMs: 20_000, factor: 0.5 }]` halves them at 20 s); how a refusal and
  * the answers speak (`signals`): `headers` (OpenAI's `x-ratelimit-{limit,remaining,reset}-*` on
- * every answer and `retry-after-ms` on a 429), `retry-after` (a 429 with `Retry-After` in whole
- * seconds, nothing on answers) or `none` (a bare 429); a latency (lognormal around a median,
+ * every answer and `retry-after-ms` on a 429), `openai` / `anthropic` (those providers' headers
+ * over the minute bucket they describe, see {@link Signals}), `retry-after` (a 429 with
+ * `Retry-After` in whole seconds, nothing on answers) or `none` (a bare 429); a latency (lognormal around a median,
  * growing with the requests in flight past a `knee`), and optionally a hard concurrency limit.
  * A request is admitted or refused when it arrives (as providers do); the tokens it counts are
  * its prompt (4 per message plus its characters / 4) plus the completion (`completionTokens`).
@@ -233,11 +234,16 @@ export interface LimitSpec {
 /**
  * How a provider speaks about its limits (see the module header). `openai` and `anthropic` are
  * the headers as the real providers (and `assay mock-llm --rate-limit-headers`) send them on
- * every answer: the limit named per minute (`x-ratelimit-limit-requests`,
- * `anthropic-ratelimit-requests-limit`), the remaining count of the bucket that is enforced
- * (which may hold far less than a minute's worth), the time until it is full again (a Go
- * duration; Anthropic's an RFC 3339 time to the second), and a 429 with `Retry-After` in whole seconds.
- * `headers` names the limit as the bucket's size and answers a 429 with `retry-after-ms`.
+ * every answer, over the bucket they describe: each limit is then a bucket holding a minute's
+ * worth (`perMinute`, refilled at `perMinute / 60` a second; a `burst` or `window` is refused),
+ * and the headers name it (`x-ratelimit-limit-requests`, `anthropic-ratelimit-requests-limit`:
+ * the per-minute limit in force), the count left of it, and the time until it is full again (a
+ * Go duration; Anthropic's an RFC 3339 time to the second), so that the refill
+ * `(limit − remaining) / reset` they imply is the hidden rate; a 429 carries `Retry-After` in
+ * whole seconds. (Before issue 18's fix18v they named the per-minute limit over an enforced
+ * bucket of one second, a mismatch no real provider shows and the mock no longer has.)
+ * `headers` names the limit as the bucket's size (any `burst` or `window`) and answers a 429
+ * with `retry-after-ms`.
  */
 export type Signals = "headers" | "openai" | "anthropic" | "retry-after" | "none"
 
@@ -273,7 +279,8 @@ class Limiter {
   private level: number
   private at: number
   private readonly stamps: Array<{ at: number; n: number }> = []
-  constructor(readonly spec: LimitSpec, private factor: number, now: number) {
+  /** `minute`: a bucket holding a minute's worth, whatever the spec's `burst` (the `openai` and `anthropic` signals). */
+  constructor(readonly spec: LimitSpec, private factor: number, now: number, private readonly minute = false) {
     this.level = this.burst()
     this.at = now
   }
@@ -281,6 +288,7 @@ class Limiter {
     return (this.spec.perMinute * this.factor) / 60_000
   }
   burst(): number {
+    if (this.minute) return this.spec.perMinute * this.factor
     if (this.spec.window !== undefined) return (this.spec.perMinute * this.factor * this.spec.window.ms) / 60_000
     return (this.spec.burst ?? this.spec.perMinute / 60) * this.factor
   }
@@ -345,14 +353,31 @@ const goDuration = (ms: number): string => {
   return `${m}m${Math.ceil((s - m * 60) * 1000) / 1000}s`
 }
 
+/**
+ * Whether a provider's limits are minute buckets (its signals are `openai` or `anthropic`: the
+ * bucket the headers describe, as real providers and `assay mock-llm --rate-limit-headers`
+ * enforce it); throws when such a provider's limit names a `burst` or a `window`, which the
+ * headers could not describe (the mock refuses `--burst` beside `--rate-limit-headers` the same way).
+ */
+const minuteBucket = (spec: ProviderSpec): boolean => {
+  if (spec.signals !== "openai" && spec.signals !== "anthropic") return false
+  for (const [kind, l] of [["requests", spec.requests], ["tokens", spec.tokens]] as const) {
+    if (l !== undefined && (l.burst !== undefined || l.window !== undefined)) {
+      throw new Error(`provider ${spec.name}: ${kind}.burst/window with signals ${spec.signals}: its headers describe a minute bucket`)
+    }
+  }
+  return true
+}
+
 class Provider {
   readonly requests: Limiter | undefined
   readonly tokens: Limiter | undefined
   inFlight = 0
   private changeIndex = 0
   constructor(readonly spec: ProviderSpec, readonly startMs: number) {
-    this.requests = spec.requests === undefined ? undefined : new Limiter(spec.requests, 1, startMs)
-    this.tokens = spec.tokens === undefined ? undefined : new Limiter(spec.tokens, 1, startMs)
+    const minute = minuteBucket(spec)
+    this.requests = spec.requests === undefined ? undefined : new Limiter(spec.requests, 1, startMs, minute)
+    this.tokens = spec.tokens === undefined ? undefined : new Limiter(spec.tokens, 1, startMs, minute)
   }
   /** Applies the changes due at `now`. */
   tick(now: number): void {

@@ -102,14 +102,30 @@ export const referenceReport = (
     }
     const usage = new Map<string, Figures>()
     type Once = { -readonly [K in keyof AccountingFigures]: number }
-    const zeroOnce = (): Once => ({ calls: 0, cacheHits: 0, tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 })
-    /** One attempt counted once (calls, cache hits, tokens, cost). */
+    const zeroOnce = (): Once => ({ calls: 0, refused: 0, failedCalls: 0, cacheHits: 0, tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 })
+    /** A call sent and not answered: on a resource, no tokens, failed with a 429 or at the endpoint. */
+    const unanswered = (a: { outcome: string; errorClass: string | null; leaseIds: ReadonlyArray<string>; tokensIn: number | null; tokensOut: number | null }) =>
+      a.outcome !== "cache_hit" && a.leaseIds.length > 0 && a.tokensIn === null && a.tokensOut === null
+        ? a.errorClass === "rate_limit" ? "refused" : a.errorClass === "upstream" || a.errorClass === "timeout" ? "failed" : undefined
+        : undefined
+    /** One attempt counted once (calls answered, refused, failed; cache hits, tokens, cost). */
     const addOnce = (
       u: Once,
-      a: { outcome: string; tokensIn: number | null; tokensOut: number | null; tokensEstimated: boolean; costUsd: number | null }
+      a: {
+        outcome: string
+        errorClass: string | null
+        leaseIds: ReadonlyArray<string>
+        tokensIn: number | null
+        tokensOut: number | null
+        tokensEstimated: boolean
+        costUsd: number | null
+      }
     ) => {
       if (a.outcome === "cache_hit") u.cacheHits++
       if (a.tokensIn !== null || a.tokensOut !== null) u.calls++
+      const un = unanswered(a)
+      if (un === "refused") u.refused++
+      if (un === "failed") u.failedCalls++
       u.tokensIn += a.tokensIn ?? 0
       u.tokensOut += a.tokensOut ?? 0
       if (a.costUsd !== null) u.costUsd += a.costUsd
@@ -121,7 +137,7 @@ export const referenceReport = (
     const runAccounting: Array<AccountingFigures & { source: string; runId: string }> = []
     const selectedRunIds = new Set<string>()
     const walPending: Array<{ source: string; frames: number }> = []
-    for (const s of selected) {
+    for (const [entry, s] of selected.entries()) {
       const scopes: ReadonlyArray<RunId | undefined> = all ? [undefined] : s.runs.map((r) => r.runId)
       for (const runId of scopes) {
         if (runId !== undefined) selectedRunIds.add(runId)
@@ -156,8 +172,9 @@ export const referenceReport = (
               usage.set(key, u)
             }
             addOnce(total, a)
-            if (a.outcome === "cache_hit" || a.tokensIn !== null || a.tokensOut !== null) {
-              const key = `${s.source}\u0000${a.pipelineId}`
+            if (a.outcome === "cache_hit" || a.tokensIn !== null || a.tokensOut !== null || unanswered(a) !== undefined) {
+              // one row per store given and scope read, as the report reads one aggregate per scope
+              const key = `${entry}\u0000${runId ?? ""}\u0000${s.source}\u0000${a.pipelineId}`
               const f = perPipeline.get(key) ?? { ...zeroOnce(), source: s.source }
               addOnce(f, a)
               perPipeline.set(key, f)
@@ -272,7 +289,7 @@ export const referenceReport = (
         const by = options.pipelinesBy ?? "cost"
         const limit = options.topPipelines ?? 10
         const tokens = (x: Once) => x.tokensIn + x.tokensOut
-        const rows = Array.from(perPipeline, ([key, f]) => ({ pipelineId: key.slice(key.indexOf("\u0000") + 1) as PipelineId, ...f }))
+        const rows = Array.from(perPipeline, ([key, f]) => ({ pipelineId: key.slice(key.lastIndexOf("\u0000") + 1) as PipelineId, ...f }))
           .sort((a, b) =>
             (by === "cost" ? b.costUsd - a.costUsd || tokens(b) - tokens(a) : tokens(b) - tokens(a) || b.costUsd - a.costUsd) ||
             (a.pipelineId < b.pipelineId ? -1 : a.pipelineId > b.pipelineId ? 1 : 0)

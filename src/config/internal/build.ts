@@ -632,7 +632,17 @@ export const build = (
       ...unpricedModelWarnings(def, ctx.interpolated ?? []),
       ...unknownChatOptionWarnings(def, template.tasks as ReadonlyArray<Task.Any>)
     ]
+    // the shared call cache file, resolved, with its text as written (a `${VAR}` shown as such)
+    const cacheDbOf = (): Experiment["cacheDb"] => {
+      const cache = def.run?.cache
+      const db = typeof cache === "object" && cache !== null ? (cache as { readonly db?: unknown }).db : undefined
+      if (typeof db !== "string" || db === "") return undefined
+      const written = (ctx.interpolated ?? []).find((i) => i.path.length === 3 && i.path[0] === "run" && i.path[1] === "cache" && i.path[2] === "db")
+      return { path: path.resolve(ctx.baseDir, db), written: written?.template ?? db }
+    }
+    const cacheDb = cacheDbOf()
     const experiment: Experiment = {
+      ...(cacheDb === undefined ? {} : { cacheDb }),
       file: ctx.file,
       format: ctx.format,
       baseDir: ctx.baseDir,

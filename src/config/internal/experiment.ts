@@ -206,6 +206,13 @@ export interface Experiment {
    * tasks receive rounded (see `Sources.unsafeIntegersWarning`).
    */
   readonly warnings: ReadonlyArray<string>
+  /**
+   * The shared call cache database `run.cache.db` names (since 0.12.0): `path` resolved
+   * against `baseDir` (absolute), `written` its text in the file (a `${VAR}` as written);
+   * absent when the file names none. What `validate` shows (tester18c F9: it showed the
+   * relative or expanded text only).
+   */
+  readonly cacheDb?: { readonly path: string; readonly written: string } | undefined
 }
 
 // ---------------------------------------------------------------------------------------------

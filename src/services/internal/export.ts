@@ -436,7 +436,7 @@ export const pipelineRow = (
   artifacts: artifacts.map(artifactRow)
 })
 
-const noFigures: AccountingFigures = { calls: 0, cacheHits: 0, tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 }
+const noFigures: AccountingFigures = { calls: 0, refused: 0, failedCalls: 0, cacheHits: 0, tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 }
 
 /** A `pipelines` row without its `artifacts` (the head of a {@link LargeRow}). */
 const pipelineHead = (
@@ -449,6 +449,8 @@ const pipelineHead = (
   ...p,
   repeat: repeatOf(p),
   calls: (accounting ?? noFigures).calls,
+  refused: (accounting ?? noFigures).refused,
+  failedCalls: (accounting ?? noFigures).failedCalls,
   cacheHits: (accounting ?? noFigures).cacheHits,
   tokensIn: (accounting ?? noFigures).tokensIn,
   tokensOut: (accounting ?? noFigures).tokensOut,

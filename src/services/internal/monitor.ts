@@ -25,7 +25,7 @@ import { leasesLostOf } from "./leasesLost.js"
 import { formatMetric, isStale, STALE_AFTER_MS } from "./report.js"
 import { SKIPPED_METRIC } from "./runner/run.js"
 import type { VisitState } from "../../domain/Traversal.js"
-import { formatCost, formatUsd, knownCost } from "./money.js"
+import { callsText, formatCost, formatUsd, knownCost } from "./money.js"
 import type { AccountingFigures, ErrorRow, Latency, PipelineCursor as StoreCursor, ReadError, ResourceUsage, StoreService, StoreStats, TaskStore } from "../Store.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -321,6 +321,8 @@ export const cacheWire = (c: CallCache.CacheStats): CacheWire => ({
  */
 export const accountingWire = (f: AccountingFigures): AccountingWire => ({
   calls: f.calls,
+  refused: f.refused,
+  failed_calls: f.failedCalls,
   cache_hits: f.cacheHits,
   tokens_in: f.tokensIn,
   tokens_out: f.tokensOut,
@@ -334,7 +336,7 @@ const resourceFigures = (store: TaskStore, runId: RunId | undefined): Effect.Eff
   Effect.map(
     typeof (store as Partial<TaskStore>).resourceUsage === "function" ? store.resourceUsage(runId) : Effect.succeed([]),
     (usage) => {
-      const f = { calls: 0, cacheHits: 0, tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 }
+      const f = { calls: 0, refused: 0, failedCalls: 0, cacheHits: 0, tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 }
       for (const u of usage) {
         f.tokensIn += u.tokensIn ?? 0
         f.tokensOut += u.tokensOut ?? 0
@@ -844,8 +846,8 @@ export interface Snapshot {
   /** Present only for a suite root: its identity, the member shown and its members. */
   readonly suite?: SuiteSection | undefined
   /**
-   * What the call cache did in the selection ({@link CacheWire}; a running run's figures as of
-   * its last heartbeat); absent when it did nothing.
+   * What the call cache did in the selection ({@link CacheWire}; counted from the attempt rows
+   * recorded so far, a running run's too); absent when it did nothing.
    */
   readonly cache?: CacheWire | undefined
   /**
@@ -982,7 +984,12 @@ export const cachedResourceUsage = (
  * @category models
  */
 export interface AccountingWire {
+  /** The calls answered (with tokens). */
   readonly calls: number
+  /** The calls the provider refused with a 429 (since 0.12.0; `calls + refused + failed_calls` were sent). */
+  readonly refused: number
+  /** The calls that failed at the endpoint without an answer (5xx, timeout; since 0.12.0). */
+  readonly failed_calls: number
   readonly cache_hits: number
   readonly tokens_in: number
   readonly tokens_out: number
@@ -1465,7 +1472,9 @@ export const statusOf = (s: Snapshot): string => {
  * `admitted` counts pipelines admitted and not finished (stored state `running`: in flight,
  * waiting for a worker or for a retry), the word `assay run`'s progress line uses too; an
  * interrupted count and the lost global leases (`3 global leases lost`) appear when there are some; one member of a suite adds `[member ID]`
- * after the run. Store text is stripped of control characters.
+ * after the run; each pool resource with an acquisition state (`adaptive`) adds it, as the
+ * multi-line picture says it (`llm/a adaptive delivered 19.8 req/s lately, …`). Store text is
+ * stripped of control characters.
  *
  * @since 0.1.0
  * @category rendering
@@ -1492,6 +1501,11 @@ export const renderLine = (s: Snapshot): string => {
   if (s.handoffs_total > 0) parts.push(`${s.handoffs_total} handoffs`)
   const lost = (s.leases_lost ?? []).reduce((a, l) => a + l.lost, 0)
   if (lost > 0) parts.push(`${lost} global lease${lost === 1 ? "" : "s"} lost`)
+  // each resource's acquisition state (adaptive: its learned rate and window), so that every
+  // frame a pipe gets carries it, not only the last one (tester18c F8)
+  for (const r of s.resources) {
+    if (r.algorithm_text !== "") parts.push(`${clean(r.pool)}/${clean(r.resource_id)} ${clean(r.algorithm_text)}`)
+  }
   return `${head} ${clean(statusOf(s))}: ${parts.join(" · ")}`
 }
 
@@ -1582,11 +1596,12 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
       push(`  ${clean(l.pool)}/${clean(l.resource_id)} ${l.lost} lost · taken ${l.taken} · deadline ${l.deadline}${l.max_late_ms > 0 ? ` · up to ${formatDuration(l.max_late_ms)} late` : ""}`)
     }
   }
-  if (s.accounting !== undefined && (s.accounting.calls > 0 || s.accounting.tokens_in + s.accounting.tokens_out > 0)) {
-    // what the model calls used and cost so far (the run's summary and report say the same)
+  if (s.accounting !== undefined && (s.accounting.calls + s.accounting.refused + s.accounting.failed_calls > 0 || s.accounting.tokens_in + s.accounting.tokens_out > 0)) {
+    // what the model calls used and cost so far (the run's summary and report say the same):
+    // every call sent, and how many were answered when not all were
     const a = s.accounting
     const estimated = a.estimated > 0 ? ` (${a.estimated} estimated)` : ""
-    push(`model calls ${a.calls} · tokens in ${a.tokens_in}, out ${a.tokens_out}${estimated} · cost ${formatCost(a.cost_usd, a.unpriced)}`)
+    push(`model calls ${callsText({ calls: a.calls, refused: a.refused, failedCalls: a.failed_calls })} · tokens in ${a.tokens_in}, out ${a.tokens_out}${estimated} · cost ${formatCost(a.cost_usd, a.unpriced)}`)
   }
   if (s.cache !== undefined) {
     // the call cache: a failed write is said (the call it kept is made again next run)

@@ -132,6 +132,8 @@ type AttemptFigures = {
   readonly n: number
   readonly r: number
   readonly calls: number
+  readonly refused: number
+  readonly failed_calls: number
   readonly cache_hits: number
   readonly tokens_in: number
   readonly tokens_out: number
@@ -493,6 +495,8 @@ export const makeReads = (
     Effect.gen(function*() {
       // an attempt with a model call, a token count or a cost (schema version 12)
       const carries = "(a.tokens_in IS NOT NULL OR a.tokens_out IS NOT NULL OR a.cost_usd IS NOT NULL OR a.tokens_estimated = 1)"
+      // a call sent and not answered: on a pool resource, no tokens, not a cache hit (see `ACCOUNTING_COLUMNS`)
+      const unanswered = "(a.tokens_in IS NULL AND a.tokens_out IS NULL AND a.outcome <> 'cache_hit' AND a.lease_ids <> '[]')"
       // a decision the runner wrote for an attempt it did not retry (its first member, which
       // `json_extract` reads, is `"retry":false`): settled by comparing its text, not parsing it
       const kept = sql.literal(`(a.decision >= '{"retry":false,' AND a.decision < '{"retry":false-')`)
@@ -501,22 +505,25 @@ export const makeReads = (
       const scan = sql`SELECT ${leaseMask(known)} AS m,
         CASE WHEN ${kept} THEN 0 ELSE json_extract(a.decision, '$.retry') IS 1 END AS r,
         CASE WHEN ${kept} THEN NULL WHEN a.decision IS NOT NULL AND json_type(a.decision, '$.retry') = 'true' THEN a.attempt_id END AS rid,
-        a.error_class = 'rate_limit' AS rl, a.outcome = 'cache_hit' AS hit, ${sql.literal(accounting ? carries : "0")} AS acc
+        a.error_class = 'rate_limit' AS rl, a.outcome = 'cache_hit' AS hit, ${sql.literal(accounting ? carries : "0")} AS acc,
+        ${sql.literal(accounting ? unanswered : "0")} AS un, a.error_class IN ('upstream', 'timeout') AS ef
         FROM attempts a WHERE ${scope} LIMIT -1 OFFSET 0`
       const perGroup = known.map((_, i) => `, count(*) FILTER (WHERE m & ${2 ** i}), count(*) FILTER (WHERE m & ${2 ** i} AND rl)`).join("")
       const [row] = yield* q(
         sql`SELECT count(*), coalesce(sum(r), 0), count(*) FILTER (WHERE acc), count(*) FILTER (WHERE hit),
           count(*) FILTER (WHERE m & ${sql.literal(String(UNKNOWN_GROUP))}),
-          '[' || coalesce(group_concat(rid), '') || ']'${sql.literal(perGroup)} FROM (${scan})`.values
+          '[' || coalesce(group_concat(rid), '') || ']', count(*) FILTER (WHERE un AND rl), count(*) FILTER (WHERE un AND ef)${
+          sql.literal(perGroup)
+        } FROM (${scan})`.values
       )
       if (row === undefined || Number(row[4]) > 0) return undefined
       const out = usageByTarget()
       known.forEach((g, i) => {
-        const n = Number(row[6 + 2 * i])
+        const n = Number(row[8 + 2 * i])
         if (n === 0) return
         const u = out.entry(g)
         u.attempts += n
-        u.rateLimited += Number(row[7 + 2 * i])
+        u.rateLimited += Number(row[9 + 2 * i])
       })
       const carried = Number(row[2])
       let totals: Record<string, unknown> = {}
@@ -547,6 +554,9 @@ export const makeReads = (
         n: Number(row[0]),
         r: Number(row[1]),
         calls: Number(totals.calls ?? 0),
+        // the calls sent and not answered (no tokens: outside `carries`), from the scan
+        refused: Number(row[6]),
+        failed_calls: Number(row[7]),
         cache_hits: Number(row[3]),
         tokens_in: Number(totals.tokens_in ?? 0),
         tokens_out: Number(totals.tokens_out ?? 0),

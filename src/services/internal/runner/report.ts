@@ -11,7 +11,7 @@ import * as Export from "../export.js"
 import type { RunCacheTrouble, RunReport } from "../../Runner.js"
 import { Store, type StoreStats } from "../../Store.js"
 import type { RunId } from "../../../domain/Ids.js"
-import { formatCost } from "../money.js"
+import { callsText, formatCost } from "../money.js"
 
 /**
  * The facts a report is made of.
@@ -114,9 +114,9 @@ class Report implements RunReport {
     // model calls, cache hits, tokens and cost, as `report` words them (a cost with unpriced
     // calls is a lower bound or "unpriced", never $0); only when the run made or served calls
     const a = s.accounting
-    if (a !== undefined && (a.calls > 0 || a.cacheHits > 0 || a.tokensIn + a.tokensOut > 0 || a.costUsd > 0)) {
+    if (a !== undefined && (a.calls + a.refused + a.failedCalls > 0 || a.cacheHits > 0 || a.tokensIn + a.tokensOut > 0 || a.costUsd > 0)) {
       lines.push(
-        `model calls: ${a.calls}${a.cacheHits > 0 ? `, cache hits ${a.cacheHits}` : ""}; tokens in ${a.tokensIn}, out ${a.tokensOut}${
+        `model calls: ${callsText(a)}${a.cacheHits > 0 ? `, cache hits ${a.cacheHits}` : ""}; tokens in ${a.tokensIn}, out ${a.tokensOut}${
           a.estimated > 0 ? ` (${a.estimated} attempt(s) estimated)` : ""
         }; cost ${formatCost(a.costUsd, a.unpriced)}`
       )

@@ -416,7 +416,6 @@ const runLoop = <S extends AnySpec, SE, SR>(
 
     // Pool resources (spec with secrets masked, health) go to the store at start, with every
     // heartbeat and at the end, so that report / watch / serve can show them.
-    let cacheEmitted = 0
     // the rows of one pool's resources (`only`: just that one) as they are now
     const putPool = (name: string, now: number, only?: string | undefined) =>
       Effect.gen(function*() {
@@ -443,13 +442,6 @@ const runLoop = <S extends AnySpec, SE, SR>(
           label: "Skipped (already done)",
           display: "number"
         }).pipe(Effect.catchTag("ConfigError", () => Effect.void))
-      }
-      // the call cache's figures so far, when they moved (what monitors read while it runs)
-      const hitsAndMisses = state.cache.hits + state.cache.misses + state.cache.refreshed + state.cache.bypassed +
-        state.cache.writeFailures + state.cache.lookupFailures
-      if (hitsAndMisses !== cacheEmitted) {
-        cacheEmitted = hitsAndMisses
-        yield* emit("cache.stats", null, { cache: { ...state.cache } })
       }
       // ... and per suite member (`experiment:ID:skipped`): the suite views' per-member skips
       for (const [experiment, n] of state.skippedByMember) {

@@ -149,6 +149,8 @@ export const usageAccumulator = () => {
  */
 export const zeroFigures = (): Mutable<AccountingFigures> => ({
   calls: 0,
+  refused: 0,
+  failedCalls: 0,
   cacheHits: 0,
   tokensIn: 0,
   tokensOut: 0,
@@ -166,6 +168,8 @@ export const zeroFigures = (): Mutable<AccountingFigures> => ({
 export const sumFigures = <A extends AccountingFigures>(a: A, b: AccountingFigures): A => ({
   ...a,
   calls: a.calls + b.calls,
+  refused: a.refused + b.refused,
+  failedCalls: a.failedCalls + b.failedCalls,
   cacheHits: a.cacheHits + b.cacheHits,
   tokensIn: a.tokensIn + b.tokensIn,
   tokensOut: a.tokensOut + b.tokensOut,
@@ -178,20 +182,36 @@ export const sumFigures = <A extends AccountingFigures>(a: A, b: AccountingFigur
 interface AccountedAttempt {
   readonly pipelineId: string
   readonly outcome: string
+  readonly errorClass?: string | null | undefined
+  readonly leaseIds?: ReadonlyArray<string> | undefined
   readonly tokensIn?: number | null | undefined
   readonly tokensOut?: number | null | undefined
   readonly tokensEstimated?: boolean | undefined
   readonly costUsd?: number | null | undefined
 }
 
-/** Whether an attempt counts in the accounting at all (a model call or a cache hit). */
+/**
+ * A call the provider did not answer (see `AccountingFigures`): an attempt on a pool resource
+ * without tokens that failed with a 429 (`refused`) or at the endpoint (`failed`); the same
+ * rule as {@link ACCOUNTING_COLUMNS}'s SQL.
+ */
+const unansweredCall = (a: AccountedAttempt): "refused" | "failed" | undefined => {
+  if (a.outcome === "cache_hit" || (a.leaseIds?.length ?? 0) === 0) return undefined
+  if ((a.tokensIn ?? null) !== null || (a.tokensOut ?? null) !== null) return undefined
+  return a.errorClass === "rate_limit" ? "refused" : a.errorClass === "upstream" || a.errorClass === "timeout" ? "failed" : undefined
+}
+
+/** Whether an attempt counts in the accounting at all (a model call, sent or answered, or a cache hit). */
 const accounted = (a: AccountedAttempt): boolean =>
-  a.outcome === "cache_hit" || (a.tokensIn ?? null) !== null || (a.tokensOut ?? null) !== null
+  a.outcome === "cache_hit" || (a.tokensIn ?? null) !== null || (a.tokensOut ?? null) !== null || unansweredCall(a) !== undefined
 
 const addAttempt = (f: Mutable<AccountingFigures>, a: AccountedAttempt): void => {
   const tokens = (a.tokensIn ?? null) !== null || (a.tokensOut ?? null) !== null
   if (a.outcome === "cache_hit") f.cacheHits++
   if (tokens) f.calls++
+  const unanswered = unansweredCall(a)
+  if (unanswered === "refused") f.refused++
+  else if (unanswered === "failed") f.failedCalls++
   f.tokensIn += a.tokensIn ?? 0
   f.tokensOut += a.tokensOut ?? 0
   if (a.costUsd !== undefined && a.costUsd !== null) f.costUsd += a.costUsd
@@ -258,6 +278,9 @@ export const accountingFold = () => {
   }
 }
 
+/** An attempt on a pool resource without tokens, not a cache hit: a call that got no answer when it failed (see `AccountingFigures`). */
+const UNANSWERED = `tokens_in IS NULL AND tokens_out IS NULL AND outcome <> 'cache_hit' AND lease_ids <> '[]'`
+
 /**
  * The SQL select list of the accounting figures over table `attempts` (SQLite schema version
  * 12 and Postgres; column names as the attempts tables have them): `calls`, `cache_hits`,
@@ -267,6 +290,8 @@ export const accountingFold = () => {
  * @category statistics
  */
 export const ACCOUNTING_COLUMNS = `count(*) FILTER (WHERE tokens_in IS NOT NULL OR tokens_out IS NOT NULL) AS calls,
+  count(*) FILTER (WHERE ${UNANSWERED} AND error_class = 'rate_limit') AS refused,
+  count(*) FILTER (WHERE ${UNANSWERED} AND error_class IN ('upstream', 'timeout')) AS failed_calls,
   count(*) FILTER (WHERE outcome = 'cache_hit') AS cache_hits,
   coalesce(sum(tokens_in), 0) AS tokens_in, coalesce(sum(tokens_out), 0) AS tokens_out,
   coalesce(sum(cost_usd), 0) AS cost_usd, count(*) FILTER (WHERE tokens_estimated = 1) AS estimated,
@@ -280,7 +305,7 @@ export const ACCOUNTING_COLUMNS = `count(*) FILTER (WHERE tokens_in IS NOT NULL 
  * @category statistics
  */
 export const ACCOUNTING_COLUMNS_V11 =
-  `0 AS calls, count(*) FILTER (WHERE outcome = 'cache_hit') AS cache_hits, 0 AS tokens_in, 0 AS tokens_out, 0 AS cost_usd, 0 AS estimated, 0 AS unpriced`
+  `0 AS calls, 0 AS refused, 0 AS failed_calls, count(*) FILTER (WHERE outcome = 'cache_hit') AS cache_hits, 0 AS tokens_in, 0 AS tokens_out, 0 AS cost_usd, 0 AS estimated, 0 AS unpriced`
 
 /**
  * The condition keeping the attempts that count in per-pipeline figures (a model call or a
@@ -289,7 +314,8 @@ export const ACCOUNTING_COLUMNS_V11 =
  * @since 0.8.0
  * @category statistics
  */
-export const ACCOUNTED_CONDITION = `(tokens_in IS NOT NULL OR tokens_out IS NOT NULL OR outcome = 'cache_hit')`
+export const ACCOUNTED_CONDITION =
+  `(tokens_in IS NOT NULL OR tokens_out IS NOT NULL OR outcome = 'cache_hit' OR (${UNANSWERED} AND error_class IN ('rate_limit', 'upstream', 'timeout')))`
 
 /** {@link ACCOUNTED_CONDITION} before schema version 12. */
 export const ACCOUNTED_CONDITION_V11 = `outcome = 'cache_hit'`
@@ -321,6 +347,8 @@ export const accountingOrderSql = (orderBy: PipelineAccountingOptions["orderBy"]
  */
 export const figuresOfRow = (r: Readonly<Record<string, unknown>> | undefined): AccountingFigures => ({
   calls: Number(r?.calls ?? 0),
+  refused: Number(r?.refused ?? 0),
+  failedCalls: Number(r?.failed_calls ?? 0),
   cacheHits: Number(r?.cache_hits ?? 0),
   tokensIn: Number(r?.tokens_in ?? 0),
   tokensOut: Number(r?.tokens_out ?? 0),

@@ -136,19 +136,45 @@ export interface CompareOptions {
  * @category models
  */
 export interface EvidenceTie {
-  readonly value: number
+  /**
+   * The value every case has; for a `target` objective, `null` when the cases differ in value
+   * but sit at the same distance from the target (0 and 1 around a target of 0.5).
+   */
+  readonly value: number | null
   readonly cases: number
+  /** A `target` objective (since 0.12.0): its target and the distance every case shares. */
+  readonly target?: number | undefined
+  readonly distance?: number | undefined
 }
 
 /**
- * Every case alike in words: `all 40 cases have the value 1: a tie, no worst or best cases`.
+ * Every case alike in words: `all 40 cases have the value 1: a tie, no worst or best cases`;
+ * for a `target` objective the tie is on the distance to the target: `all 48 cases are 0.5
+ * from the target 0.5 (values 0 and 1): a tie, no worst or best cases`.
  *
- * @param tie the shared value and the number of cases
+ * @param tie the shared value (or distance) and the number of cases
  * @returns the phrase
  * @since 0.10.0
  * @category rendering
  */
-export const tieText = (tie: EvidenceTie): string => `all ${tie.cases.toLocaleString("en-US")} cases have the value ${fmt(tie.value)}: a tie, no worst or best cases`
+export const tieText = (tie: EvidenceTie): string => {
+  const all = `all ${tie.cases.toLocaleString("en-US")} cases`
+  const end = ": a tie, no worst or best cases"
+  if (tie.target === undefined || tie.distance === undefined) return `${all} have the value ${fmt(tie.value)}${end}`
+  const values = tie.value === null ? `values ${fmt(tie.target - tie.distance)} and ${fmt(tie.target + tie.distance)}` : `value ${fmt(tie.value)}`
+  return `${all} are ${fmt(tie.distance)} from the target ${fmt(tie.target)} (${values})${end}`
+}
+
+/**
+ * A case's value in an evidence list, with its distance to the target for a `target` objective
+ * (`0 (0.5 from the target)`): what ranks it.
+ *
+ * @param c the case
+ * @returns the phrase
+ * @since 0.12.0
+ * @category rendering
+ */
+export const caseValueText = (c: EvidenceCase): string => `${fmt(c.value)}${c.distance === undefined ? "" : ` (${fmt(c.distance)} from the target)`}`
 
 /**
  * One case in an evidence list: its key, the pipelines it came from (every repeat) and its
@@ -161,6 +187,8 @@ export interface EvidenceCase {
   readonly caseKey: string
   readonly pipelineIds: ReadonlyArray<string>
   readonly value: number
+  /** A `target` objective (since 0.12.0): the value's distance to the target, what ranks the cases (smaller is better). */
+  readonly distance?: number | undefined
 }
 
 /**
@@ -466,18 +494,36 @@ const caseMatrix = (byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>, me
 const rankedCases = (
   m: CaseMatrix,
   caseKeys: ReadonlyArray<string>,
-  order: (a: number, b: number) => number,
+  goal: Goal,
   keep: number
 ): { readonly worstCases: Array<EvidenceCase>; readonly bestCases: Array<EvidenceCase>; readonly tie?: EvidenceTie } => {
-  const list: Array<{ readonly c: number; readonly value: number }> = []
-  for (let c = 0; c < m.rows.length; c++) if (m.rows[c]!.length > 0) list.push({ c, value: Statistics.mean(m.rows[c]!) })
-  list.sort((a, b) => order(a.value, b.value) || (caseKeys[a.c]! < caseKeys[b.c]! ? -1 : caseKeys[a.c]! > caseKeys[b.c]! ? 1 : 0))
-  const evidenceCase = (x: { readonly c: number; readonly value: number }): EvidenceCase => ({ caseKey: caseKeys[x.c]!, pipelineIds: m.pipelinesOf(x.c), value: x.value })
-  const tied = list.length > 1 && list[0]!.value === list[list.length - 1]!.value
+  const list: Array<{ readonly c: number; readonly value: number; readonly good: number }> = []
+  for (let c = 0; c < m.rows.length; c++) {
+    if (m.rows[c]!.length === 0) continue
+    const value = Statistics.mean(m.rows[c]!)
+    list.push({ c, value, good: goodness(goal, value) })
+  }
+  // best first: the higher goodness (for a target, the smaller distance to it)
+  list.sort((a, b) => b.good - a.good || (caseKeys[a.c]! < caseKeys[b.c]! ? -1 : caseKeys[a.c]! > caseKeys[b.c]! ? 1 : 0))
+  const evidenceCase = (x: { readonly c: number; readonly value: number; readonly good: number }): EvidenceCase => ({
+    caseKey: caseKeys[x.c]!,
+    pipelineIds: m.pipelinesOf(x.c),
+    value: x.value,
+    ...(goal.direction === "target" ? { distance: Math.abs(x.good) } : {})
+  })
+  // a tie on goodness: for a target, every case at the same distance (their values may differ)
+  const tied = list.length > 1 && Statistics.nearlyEqual(list[0]!.good, list[list.length - 1]!.good)
+  const sameValue = list.length > 0 && list.every((x) => Statistics.nearlyEqual(x.value, list[0]!.value))
   return {
     bestCases: tied ? [] : list.slice(0, keep).map(evidenceCase),
     worstCases: tied ? [] : list.slice(Math.max(0, list.length - keep)).reverse().map(evidenceCase),
-    ...(tied ? { tie: { value: list[0]!.value, cases: list.length } } : {})
+    ...(tied
+      ? {
+        tie: goal.direction === "target"
+          ? { value: sameValue ? list[0]!.value : null, cases: list.length, target: goal.target, distance: Math.abs(list[0]!.good) }
+          : { value: list[0]!.value, cases: list.length }
+      }
+      : {})
   }
 }
 
@@ -560,8 +606,25 @@ const winsOf = (
   return { candidateWins, baselineWins, ties }
 }
 
-const better = (direction: DomainStudy.Direction, target: number | undefined) => (a: number, b: number): number =>
-  direction === "maximize" ? b - a : direction === "minimize" ? a - b : Math.abs(a - (target ?? 0)) - Math.abs(b - (target ?? 0))
+/** What a case's value is judged by: higher, lower, or its distance to a target (smaller is better). */
+type Goal =
+  | { readonly direction: "maximize" | "minimize" }
+  | { readonly direction: "target"; readonly target: number }
+
+/**
+ * The goal of a metric for ranking its cases: the objective's direction when the metric is an
+ * objective (a target objective with its target), else the metric's own; a `target` with no
+ * target given ranks as `maximize` (as the comparison does, `directionOf`).
+ */
+const goalOf = (direction: DomainStudy.Direction, objective: { readonly direction: DomainStudy.Direction; readonly target?: number } | undefined): Goal => {
+  const d = objective?.direction ?? direction
+  if (d === "target") return objective?.target === undefined ? { direction: "maximize" } : { direction: "target", target: objective.target }
+  return { direction: d }
+}
+
+/** How good a case's value is under `goal`, higher is better (a target: minus the distance to it). */
+const goodness = (goal: Goal, value: number): number =>
+  goal.direction === "target" ? -Math.abs(value - goal.target) : goal.direction === "maximize" ? value : -value
 
 /**
  * Compares the variants of a study version (see the module docs). Reads the `StudyCatalog`
@@ -888,7 +951,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         // evidence: the cases sorted best first (ties by case key); pipelines only for those kept
         evidenceOf.get(v.variantId)![d.name] = {
           trials: byRepeat.flatMap((t) => t === null ? [] : [t.trialId]),
-          ...rankedCases(m, caseKeys, better(d.direction, objectives.find((o) => o.metric === d.name)?.target), keep)
+          ...rankedCases(m, caseKeys, goalOf(d.direction, objectives.find((o) => o.metric === d.name)), keep)
         }
       }
 
@@ -1440,8 +1503,7 @@ const evidenceOf = (
       const caseKeys = [...values.values()][0]?.caseKeys ?? []
       const matrix = caseMatrix(byRepeat, metric, caseKeys.length)
       if (matrix.present > 0) {
-        const target = comparison.objectives.find((o) => o.metric === metric)?.target
-        ev = rankedCases(matrix, caseKeys, better(m.direction, target), Math.max(worst, best))
+        ev = rankedCases(matrix, caseKeys, goalOf(m.direction, comparison.objectives.find((o) => o.metric === metric)), Math.max(worst, best))
         notCompared = { trials: v.trials.filter((t) => values.get(t.trialId)?.cases[metric] !== undefined).map((t) => t.trialId), breaches: v.breaches }
       }
     }
@@ -1754,7 +1816,7 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
         continue
       }
       if (e === undefined || e.worstCases.length === 0) continue
-      lines.push(`${md ? "  - " : "    "}${o.metric} worst: ${e.worstCases.slice(0, 3).map((w) => `${w.caseKey.slice(0, 18)} ${fmt(w.value)}`).join("; ")}`)
+      lines.push(`${md ? "  - " : "    "}${o.metric} worst: ${e.worstCases.slice(0, 3).map((w) => `${w.caseKey.slice(0, 18)} ${caseValueText(w)}`).join("; ")}`)
     }
   }
   // Conclusion
@@ -1812,7 +1874,7 @@ export const renderEvidence = (e: Evidence): string => {
   const cases = (title: string, list: ReadonlyArray<EvidenceCase>) => {
     lines.push(`${title}:`)
     if (list.length === 0) lines.push("  (no per-case values)")
-    for (const c of list) lines.push(`  ${c.caseKey} ${fmt(c.value)} · ${c.pipelineIds.join(", ")}`)
+    for (const c of list) lines.push(`  ${c.caseKey} ${caseValueText(c)} · ${c.pipelineIds.join(", ")}`)
   }
   if (e.notCompared !== undefined) {
     lines.push(`cases of ${Words.labelled("trial", e.notCompared.trials)}, not compared${e.notCompared.breaches.length === 0 ? "" : ` (${e.notCompared.breaches.join("; ")})`}:`)

@@ -1091,3 +1091,71 @@ describe("StudyCompare: unusual but legal studies read right (issue 16, study16d
       assert.include(text, "objective ghost has no value for variants v01, v02")
     }).pipe(Effect.provide(studyEnv("ghost"))))
 })
+
+describe("StudyCompare: worst and best cases by the objective's goal (issue 16, tester16c F1)", () => {
+  it.effect("a target objective: the cases are ranked by their distance to the target, and a tie is on that distance, never on a value", () =>
+    Effect.gen(function*() {
+      // 0/1 cases around a target of 0.5: every case is 0.5 away, whatever its value; a tie
+      const { input, study } = handMade({
+        id: "tgt-tie",
+        correct: [BASE, CAND],
+        cases: 40,
+        metrics: [{ ...accuracy, direction: "target" }],
+        objectives: [{ metric: "accuracy", direction: "target", target: 0.5 }]
+      })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input, { seed: 7 })
+      const base = c.variants[0]!.evidence.accuracy!
+      assert.deepStrictEqual(base.tie, { value: null, cases: 40, target: 0.5, distance: 0.5 })
+      assert.deepStrictEqual([base.worstCases, base.bestCases], [[], []])
+      const text = StudyCompare.renderText(c)
+      assert.include(text, "accuracy: all 40 cases are 0.5000 from the target 0.5000 (values 0 and 1): a tie, no worst or best cases")
+      assert.notInclude(text, "have the value 0")
+      const e = yield* StudyCompare.evidence(input, "accuracy", "v02", { seed: 7 })
+      assert.include(StudyCompare.renderEvidence(e), "worst and best cases: all 40 cases are 0.5000 from the target 0.5000 (values 0 and 1)")
+      assert.include(renderStudyPage(c), "all 40 cases are 0.5000 from the target 0.5000 (values 0 and 1): a tie")
+    }).pipe(Effect.provide(studyEnv("tgt-tie"))))
+
+  it.effect("a target of 0.75: the worst cases are the ones furthest from it (value 0), the best the nearest (value 1), with their distance", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({
+        id: "tgt-rank",
+        correct: [BASE, CAND],
+        cases: 40,
+        metrics: [{ ...accuracy, direction: "target" }],
+        objectives: [{ metric: "accuracy", direction: "target", target: 0.75 }]
+      })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input, { seed: 7 })
+      const ev = c.variants[0]!.evidence.accuracy!
+      assert.isUndefined(ev.tie)
+      // BASE is right on 0..27: its wrong cases 28..39 (value 0, 0.75 away) are the worst
+      assert.deepStrictEqual(ev.worstCases.map((w) => [w.value, w.distance]), Array.from({ length: 5 }, () => [0, 0.75]))
+      assert.deepStrictEqual(ev.bestCases.map((w) => [w.value, w.distance]), Array.from({ length: 5 }, () => [1, 0.25]))
+      assert.match(StudyCompare.renderText(c), /accuracy worst: \S+ 0 \(0\.7500 from the target\); /)
+      const e = yield* StudyCompare.evidence(input, "accuracy", "v01", { seed: 7, worst: 2, best: 2 })
+      assert.deepStrictEqual(e.worstCases.map((w) => w.value), [0, 0])
+      assert.deepStrictEqual(e.bestCases.map((w) => w.value), [1, 1])
+      assert.include(StudyCompare.renderEvidence(e), " 0 (0.7500 from the target) · ")
+      assert.include(renderStudyPage(c), "0 (0.7500 from the target)")
+    }).pipe(Effect.provide(studyEnv("tgt-rank"))))
+
+  for (const [direction, worstValue] of [["maximize", 0], ["minimize", 1]] as const) {
+    it.effect(`${direction} on mixed values: the worst cases are the ${direction === "maximize" ? "lowest" : "highest"}`, () =>
+      Effect.gen(function*() {
+        const { input, study } = handMade({
+          id: `dir-${direction}`,
+          correct: [BASE],
+          cases: 40,
+          metrics: [{ ...accuracy, direction }],
+          objectives: [{ metric: "accuracy", direction }]
+        })
+        yield* Study.run(study)
+        const e = yield* StudyCompare.evidence(input, "accuracy", "v01", { worst: 3, best: 3 })
+        assert.isUndefined(e.tie)
+        assert.deepStrictEqual(e.worstCases.map((w) => w.value), [worstValue, worstValue, worstValue])
+        assert.deepStrictEqual(e.bestCases.map((w) => w.value), [1 - worstValue, 1 - worstValue, 1 - worstValue])
+        assert.isUndefined(e.worstCases[0]!.distance)
+      }).pipe(Effect.provide(studyEnv(`dir-${direction}`))))
+  }
+})

@@ -386,6 +386,19 @@ describe("StudyConfig.load: issue 16 trial, what plan knows of metrics", () => {
       assert.match(path_[0]!, /^metrics\[0\]\.from\.output: metric "judgedRight": .*anwser.* \| did you mean "overall\.answer"\?$/)
     }))
 
+  it.effect("an experiment with a YAML syntax error: the error alone, no false \"unknown metric\" for a judge's metric it cannot read (tester16c F11)", () =>
+    Effect.gen(function*() {
+      const file = judged({
+        metrics: [{ name: "judgedRight", reducer: "mean", from: { output: "overall.answer" } }],
+        objectives: [{ metric: "judgeScore", direction: "maximize" }, { metric: "judgedRight", direction: "maximize" }]
+      })
+      const exp = path.join(path.dirname(file), "experiment.yaml")
+      fs.writeFileSync(exp, fs.readFileSync(exp, "utf8").replace("candidates: { answer: content }", "candidates: { answer: content"))
+      const problems = yield* failure(file)
+      assert.isTrue(problems.some((p) => p.startsWith("protocol.experiment: ") && /experiment\.yaml:\d+:\d+/.test(p)), problems.join("\n"))
+      assert.notInclude(problems.join("\n"), "judgeScore", problems.join("\n"))
+    }))
+
   it.effect("every problem of a study file in one pass, each at its field path: a misspelt key and choice, a baseline value, an objective's metric, an output path (tester16 F6)", () =>
     Effect.gen(function*() {
       const doc = YAML.parse(fs.readFileSync(path.join(fileURLToPath(new URL("../../examples/judge/", import.meta.url)), "study.yaml"), "utf8")) as Record<string, any>

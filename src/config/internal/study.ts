@@ -1324,7 +1324,9 @@ export const load = (
     const rawExp = yield* Effect.either(parse.read(experimentFile))
     if (Either.isLeft(rawExp)) {
       for (const i of rawExp.left.issues) issues.push(i.line !== undefined ? issue("protocol.experiment", i.message) : expIssue(i.path, i.message, i.suggestion))
-      settleUnknownMetrics([])
+      // an experiment that cannot be read reports no judge's metric: a metric only its judges
+      // could know is held back, not called unknown (tester16c F11)
+      unknownMetrics.splice(0)
       return yield* invalid(abs, issues)
     }
     const base = rawExp.right

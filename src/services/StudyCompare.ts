@@ -1322,6 +1322,8 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     if (status !== null && status !== "completed") limitations.push(`the study is ${Words.statusWords(status)}${row.value.stopReason === null ? "" : ` (${row.value.stopReason})`}`)
     const notCompared = rows.filter((r) => r.status !== "succeeded")
     if (notCompared.length > 0) limitations.push(`${notCompared.length} of ${Words.count(rows.length, "trial")} not compared (${[...new Set(notCompared.map((r) => Words.statusWords(r.status)))].join(", ")})`)
+    // each variant with no succeeded trial, as study run's settlement says it (one source)
+    limitations.push(...DomainStudy.noSucceededTrialLimitations(rows.map((r) => ({ variantId: r.variantId, assignment: r.variant, status: r.status }))))
     const baseline = variants.find((v) => v.variantId === baselineId)
     if (baseline === undefined || baseline.succeeded === 0) {
       // say why: no trial succeeded, or the ones that did are excluded by a hard constraint

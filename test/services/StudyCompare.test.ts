@@ -1159,3 +1159,20 @@ describe("StudyCompare: worst and best cases by the objective's goal (issue 16, 
       }).pipe(Effect.provide(studyEnv(`dir-${direction}`))))
   }
 })
+
+describe("StudyCompare: the report's conclusion says what study run said (issue 16, tester16c F3, F4)", () => {
+  it.effect("each variant with no succeeded trial is a limitation of the report too, in the words of study run (one source)", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ qualities: ["good", "broken", "broken"], repeats: 2 })
+      const report = yield* Study.run(study)
+      assert.strictEqual(report.limitations.length, 2)
+      const c = yield* StudyCompare.compare({
+        ...study,
+        baseline: { id: "v01" },
+        variants: [{ id: "v01", assignment: {} }, { id: "v02", assignment: {} }, { id: "v03", assignment: {} }]
+      })
+      for (const l of report.limitations) assert.include(c.conclusion.limitations, l)
+      assert.include(c.conclusion.limitations, "variant v03 (quality=broken, index=2) has no succeeded trial (2 failed): no result for it can be compared")
+      assert.include(StudyCompare.renderText(c), "    variant v02 (quality=broken, index=1) has no succeeded trial (2 failed)")
+    }).pipe(Effect.provide(studyEnv("demo"))))
+})

@@ -353,7 +353,8 @@ export interface VariantComparison {
  * - `variants`: see {@link VariantComparison};
  * - `weightedRanking`: the secondary view, best score first;
  * - `conclusion`: the status, the `wording` (`"best for the declared objectives and
- *   constraints"`, `"current highest-scoring candidate"`, or `"no candidate"`), the
+ *   constraints"`, `"current highest-scoring candidate"`, `"the only variant meeting the
+ *   constraints"` (one variant with compared trials: nothing compared), or `"no candidate"`), the
  *   `candidates` (with several compared variants at the minimums: the uncertainty-aware
  *   Pareto front, the variants the intervals cannot tell apart; below them, and with one
  *   compared trial: the top of the weighted ranking, ties listed, and `notRuledOut` the
@@ -433,8 +434,13 @@ export interface StudyComparison {
 export const WORDING = {
   best: "best for the declared objectives and constraints",
   single: "current highest-scoring candidate",
+  /** One variant left after the hard constraints (and failures): nothing was compared (since 0.12.0). */
+  only: "the only variant meeting the constraints",
   none: "no candidate"
 } as const
+
+/** The comparison that broke a hard constraint, in words: `>=` broken reads `<`. */
+const BROKEN_OP: Readonly<Record<string, string>> = { ">=": "<", ">": "<=", "<=": ">", "<": ">=", "==": "!=", "!=": "==" }
 
 // ---------------------------------------------------------------------------------------------
 // Compare
@@ -1244,6 +1250,36 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         `costUsd: ${Words.count(unpricedCalls, "model call")} had tokens but no price: the trials that made them have no cost (unknown, not $0); price their models (pricing:) to compare cost`
       )
     }
+    // a variant excluded on a point estimate whose own interval includes the constraint's
+    // value: the exclusion is not beyond noise, said so (tester16c F4)
+    const nearMisses = (): Array<string> =>
+      variants.flatMap((v) => {
+        if (v.succeeded > 0 || v.breaches.length === 0) return []
+        const judged = v.trials.filter((t) => t.status === "succeeded" || (t.status === "failed" && (t.reason ?? "").startsWith("hard constraint")))
+        return objectives.flatMap((o) => {
+          const c = o.hardConstraint
+          const d = defs.find((x) => x.name === o.metric)
+          if (c === undefined || d === undefined) return []
+          const perTrial = judged.flatMap((t) => {
+            const x = values.get(t.trialId)?.values[o.metric]
+            return x !== undefined && Number.isFinite(x) ? [x] : []
+          })
+          if (perTrial.length === 0) return []
+          const mean = Statistics.mean(perTrial)
+          if (OPS[c.op as DomainStudy.Op](mean, c.value)) return []
+          let interval: Statistics.Interval | null
+          if (kindOf(d) === "case") {
+            const m = caseMatrix(judged.map((t) => values.get(t.trialId) ?? null), o.metric, caseKeys.length)
+            const rows = caseOrder.map((k) => m.rows[k]!).filter((r) => r.length > 0)
+            interval = rows.length >= 2 ? Statistics.bootstrapMean(rows, { seed, level, resamples }) : null
+          } else interval = Statistics.studentInterval(perTrial, level)
+          if (interval === null || !(interval.lower <= c.value && c.value <= interval.upper)) return []
+          return [
+            `${v.variantId} excluded: ${o.metric} ${fmt(mean)} ${BROKEN_OP[c.op] ?? `not ${c.op}`} ${fmt(c.value)}, but its ${pct(level)} interval${intervalText(interval)} includes ${fmt(c.value)}`
+          ]
+        })
+      })
+    const misses = nearMisses()
     const status = row.value.currentVersion === version ? row.value.status : null
     let wording: string
     let candidates: Array<string>
@@ -1290,6 +1326,14 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       limitations.push(
         `insufficient sample for ${shortPairs.length} of ${Words.count(pairwise / Math.max(1, objectives.length), "variant pair")} (${shown.join("; ")}${shortPairs.length > shown.length ? "; …" : ""}): no variant is removed from the Pareto candidates, and none is called best`
       )
+    } else if (variants.filter((v) => v.succeeded > 0).length === 1) {
+      // one variant left after the hard constraints and the failures: compared with nothing,
+      // so it is not "best" of anything (tester16c F4)
+      wording = WORDING.only
+      candidates = variants.filter((v) => v.succeeded > 0).map((v) => v.variantId)
+      pointFront = candidates
+      summary = `${candidates[0]} is ${WORDING.only}: every other variant broke a hard constraint or has no succeeded trial, so nothing was compared and it is not shown better than any other`
+      if (misses.length > 0) summary += `; ${misses.join("; ")}`
     } else {
       wording = WORDING.best
       // lead with the uncertainty-aware front (what the intervals do not rule out); the strict
@@ -1347,6 +1391,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       }
     }
     for (const s of insufficient) limitations.push(`${s}: no significance statement`)
+    for (const n of misses) limitations.push(`${n}: its exclusion is not beyond noise`)
     // a variant whose mean over all its repeats breaks a hard constraint: said loudly
     for (const v of variants) {
       for (const b of v.breaches) {

@@ -1175,4 +1175,28 @@ describe("StudyCompare: the report's conclusion says what study run said (issue 
       assert.include(c.conclusion.limitations, "variant v03 (quality=broken, index=2) has no succeeded trial (2 failed): no result for it can be compared")
       assert.include(StudyCompare.renderText(c), "    variant v02 (quality=broken, index=1) has no succeeded trial (2 failed)")
     }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("one variant left after the hard constraints: \"the only variant meeting the constraints\", never \"best\"; an exclusion within the excluded variant's interval is said", () =>
+    Effect.gen(function*() {
+      // accuracy >= 0.7 over 30 cases × 2 repeats: v01 0.667 (its interval includes 0.7), v02 0.4
+      // (its interval does not), v03 0.933 (the only one left)
+      const { input, study } = handMade({
+        id: "onlyone",
+        correct: [new Set(range(0, 20)), new Set(range(0, 12)), new Set(range(0, 28))],
+        cases: 30,
+        repeats: 2,
+        objectives: [{ metric: "accuracy", direction: "maximize", hardConstraint: { op: ">=", value: 0.7 } }]
+      })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      assert.strictEqual(c.conclusion.wording, StudyCompare.WORDING.only)
+      assert.deepStrictEqual(c.conclusion.candidates, ["v03"])
+      assert.include(c.conclusion.summary, "v03 is the only variant meeting the constraints: every other variant broke a hard constraint or has no succeeded trial, so nothing was compared")
+      assert.match(c.conclusion.summary, /v01 excluded: accuracy 0\.6667 < 0\.7000, but its 95% interval \[0\.\d+, 0\.\d+\] includes 0\.7000/)
+      assert.notInclude(c.conclusion.summary, "v02 excluded")
+      assert.isTrue(c.conclusion.limitations.some((l) => l.startsWith("v01 excluded: accuracy 0.6667 < 0.7000") && l.endsWith("its exclusion is not beyond noise")))
+      const text = StudyCompare.renderText(c)
+      assert.notInclude(text.slice(text.indexOf("CONCLUSION")), "best for the declared objectives")
+      assert.include(text, "candidate (the only variant meeting the constraints): v03")
+    }).pipe(Effect.provide(studyEnv("onlyone"))))
 })

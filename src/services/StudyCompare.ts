@@ -406,6 +406,12 @@ export interface StudyComparison {
      */
     readonly overTotal: ReadonlyArray<string>
     readonly notStarted: ReadonlyArray<string>
+    /**
+     * The highest usage of one trial per figure (`calls`, `tokens`, `costUsd`, `timeMs`; each
+     * figure's own maximum, possibly of different trials), what a per-trial budget is read
+     * against (since 0.12.0, tester16c F12).
+     */
+    readonly highestTrial?: { readonly calls: number; readonly tokens: number; readonly costUsd: number; readonly timeMs: number } | undefined
   }
   readonly variants: ReadonlyArray<VariantComparison>
   readonly weightedRanking: ReadonlyArray<{ readonly variantId: string; readonly score: number }>
@@ -1442,6 +1448,10 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         usage: total,
         budget: (study.budget ?? { perTrial: {}, total: {} }) as Json,
         overTotal: StudyControl.overshoot(total, study.budget?.total ?? {}),
+        highestTrial: rows.reduce(
+          (a, r) => ({ calls: Math.max(a.calls, r.usage.calls), tokens: Math.max(a.tokens, r.usage.tokens), costUsd: Math.max(a.costUsd, r.usage.costUsd), timeMs: Math.max(a.timeMs, r.usage.timeMs) }),
+          { calls: 0, tokens: 0, costUsd: 0, timeMs: 0 }
+        ),
         notStarted: rows.filter((r) => r.status === "not_started").map((r) => r.trialId)
       },
       variants,
@@ -1760,13 +1770,19 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   lines.push(`${bullet}trials: ${Object.entries(c.run.trialsByStatus).map(([s, n]) => `${Words.statusWords(s)} ${n}`).join(" · ")}`)
   lines.push(`${bullet}usage: ${c.run.usage.calls} calls · ${c.run.usage.tokens} tokens · ${formatCost(c.run.usage.costUsd, c.run.usage.unpriced ?? 0)} · ${(c.run.usage.timeMs / 1000).toFixed(1)} s`)
   const budget = c.run.budget as { perTrial?: Record<string, number>; total?: Record<string, number> }
-  // each figure with its unit (`time 20 ms`, `cost $0.5000`), as the run's lines say them
-  const budgetText = (b: Record<string, number> | undefined) =>
+  // each figure with its unit (`time 20 ms`, `cost $0.5000`), as the run's lines say them, with
+  // what was used against it: the study's usage for the total (and its share), the highest
+  // trial's for the per-trial limit (tester16c F12)
+  const budgetText = (b: Record<string, number> | undefined, used: Partial<Record<string, number>> | undefined, whose: string) =>
     b === undefined || Object.keys(b).length === 0 ? "none" : Object.entries(b).map(([k, v]) => {
       const f = StudyControl.FIGURES.find((x) => x === k)
-      return f === undefined ? `${k} ${v}` : `${StudyControl.figureWord(f)} ${StudyControl.figureValue(f, v)}`
+      if (f === undefined) return `${k} ${v}`
+      const u = used?.[f]
+      return `${StudyControl.figureWord(f)} ${StudyControl.figureValue(f, v)}${
+        u === undefined ? "" : ` (${whose} ${StudyControl.figureValue(f, u)}${v > 0 ? `, ${Math.round((u / v) * 100)}%` : ""})`
+      }`
     }).join(", ")
-  lines.push(`${bullet}budget: per trial ${budgetText(budget.perTrial)}; total ${budgetText(budget.total)}`)
+  lines.push(`${bullet}budget: per trial ${budgetText(budget.perTrial, c.run.highestTrial, "highest trial")}; total ${budgetText(budget.total, c.run.usage, "used")}`)
   if (c.run.overTotal.length > 0) lines.push(`${bullet}over the total budget: ${c.run.overTotal.join("; ")}`)
   if (c.run.notStarted.length > 0) lines.push(`${bullet}never started (left out): ${c.run.notStarted.join(", ")}`)
   for (const v of c.variants) {

@@ -898,6 +898,10 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
             const rows = caseOrder.map((c) => m.rows[c]!).filter((r) => r.length > 0)
             interval = rows.length >= 2 || (rows[0]?.length ?? 0) >= 2 ? Statistics.bootstrapMean(rows, { seed: seed + salt, level, resamples }) : null
           }
+          // every case equal: a zero-width bootstrap interval is no certainty (tester16c F10)
+          if (interval !== null && interval.lower === interval.upper && m.present >= 2) {
+            interval = { ...interval, method: `${interval.method}; ${DEGENERATE}; n = ${m.present.toLocaleString("en-US")}` }
+          }
           aggregation = `per repeat: ${d.source}; across ${Words.count(xs.length, "repeat")}: mean and median; interval: ${interval?.method ?? "none (one value)"} (${Words.count(m.present, "case")})`
         } else if (kind === "reduced" && reduced !== null && m.present > 0) {
           interval = reduced.intervals[reducedNo.get(v.variantId)!] ?? null
@@ -1638,7 +1642,29 @@ const BUILTIN = new Set(DomainStudy.BUILTIN_METRIC_NAMES)
 
 const pct = (level: number) => `${Math.round(level * 1000) / 10}%`
 
-const intervalText = (i: Statistics.Interval | null) => i === null ? "" : ` [${fmt(i.lower)}, ${fmt(i.upper)}]`
+const intervalText = (i: Statistics.Interval | null) => i === null ? "" : ` [${fmt(i.lower)}, ${fmt(i.upper)}]${degenerateNote(i)}`
+
+/** What marks a zero-width bootstrap interval of a case-level metric (every case equal) in its `method`. */
+const DEGENERATE = "every case equal: the bootstrap cannot show uncertainty"
+
+/**
+ * The mark of a zero-width interval over cases that all have the same value (` (every case
+ * equal: the bootstrap cannot show uncertainty; n = 12)`), or `""`. A percentile bootstrap
+ * resamples the observed values only, so when every case is equal each resample is too and
+ * the interval is [x, x] whatever the number of cases (Efron & Tibshirani, "An Introduction to
+ * the Bootstrap", 1993, ch. 13: the percentile interval's range is the observed values'); it
+ * is not a certainty. See docs/statistics.md.
+ *
+ * @param i an interval (its `method` carries the mark)
+ * @returns the parenthesis, with a leading space, or `""`
+ * @since 0.12.0
+ * @category rendering
+ */
+export const degenerateNote = (i: { readonly lower: number | null; readonly upper: number | null; readonly method: string } | null): string => {
+  if (i === null || i.lower !== i.upper) return ""
+  const at = i.method.indexOf(DEGENERATE)
+  return at < 0 ? "" : ` (${i.method.slice(at)})`
+}
 
 /**
  * A paired difference in words, as `assay study report` and the Study page print it:

@@ -1205,3 +1205,20 @@ describe("StudyCompare: the report's conclusion says what study run said (issue 
       assert.include(text, "candidate (the only variant meeting the constraints): v03")
     }).pipe(Effect.provide(studyEnv("onlyone"))))
 })
+
+describe("StudyCompare: a zero-width interval over equal cases is marked (tester16c F10)", () => {
+  it.effect("12 cases all right: [1, 1] with the mark and n, in the text, the evidence and the Study page; a spread interval has none", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({ id: "degenerate", correct: [new Set(range(0, 12)), new Set(range(0, 9))], cases: 12, repeats: 2 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      const note = "[1, 1] (every case equal: the bootstrap cannot show uncertainty; n = 12)"
+      assert.include(c.variants[0]!.values.accuracy!.interval!.method, "every case equal: the bootstrap cannot show uncertainty; n = 12")
+      assert.include(StudyCompare.renderText(c), note)
+      assert.include(StudyCompare.renderMarkdown(c), note)
+      assert.include(renderStudyPage(c), note)
+      assert.include(StudyCompare.renderEvidence(yield* StudyCompare.evidence(input, "accuracy", "v01")), `value: 1 ${note}`)
+      assert.strictEqual(StudyCompare.degenerateNote(c.variants[1]!.values.accuracy!.interval), "")
+      assert.notInclude(c.variants[1]!.values.accuracy!.interval!.method, "every case equal")
+    }).pipe(Effect.provide(studyEnv("degenerate"))))
+})

@@ -16,7 +16,7 @@ import { createHash } from "node:crypto"
 import { canonicalJsonUnsafe, type Json } from "../../domain/Json.js"
 import { noun } from "../../domain/internal/words.js"
 import { escapeHtml } from "../Dashboard.js"
-import { caseValueText, deltaText, fmt, type StudyComparison, tieText, versusText } from "../StudyCompare.js"
+import { caseValueText, degenerateNote, deltaText, fmt, type StudyComparison, tieText, versusText } from "../StudyCompare.js"
 import { formatCost } from "./money.js"
 
 /** A value of an assignment as text (strings as they are, others as canonical JSON). */
@@ -27,8 +27,8 @@ const assignmentText = (a: Readonly<Record<string, Json>>): string =>
 
 const pct = (level: number) => `${Math.round(level * 1000) / 10}%`
 
-const intervalText = (i: { readonly lower: number; readonly upper: number } | null): string =>
-  i === null ? "" : ` [${fmt(i.lower)}, ${fmt(i.upper)}]`
+const intervalText = (i: { readonly lower: number; readonly upper: number; readonly method?: string } | null): string =>
+  i === null ? "" : ` [${fmt(i.lower)}, ${fmt(i.upper)}]${i.method === undefined ? "" : degenerateNote({ ...i, method: i.method })}`
 
 /** `/?experiment=TRIAL`: the dashboard's view of one trial (a suite member): its pipelines. */
 const trialHref = (trialId: string): string => `/?experiment=${encodeURIComponent(trialId)}`

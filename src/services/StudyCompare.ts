@@ -192,7 +192,8 @@ export interface EvidenceCase {
 }
 
 /**
- * A variant's value of one metric: the value of each repeat (`null`: not compared), their
+ * A variant's value of one metric: the value of each repeat it has (`null`: not compared; a
+ * repeat only another variant has, e.g. another's confirmation, is not listed), their
  * mean and median (`null` when none), the interval (`null` below two values) and how the
  * numbers were aggregated, in words.
  *
@@ -886,7 +887,10 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       for (const v of variantBase) {
         salt++
         const byRepeat = comparedOf.get(v.variantId)!
-        const perRepeat = byRepeat.map((t) => t === null ? null : t.values[d.name] ?? null)
+        // only the repeats the variant has: a confirmation's repeats 4 and 5 of another variant
+        // never existed for this one, so they are not "not compared" (tester16c F8)
+        const ownRepeats = Math.max(0, ...v.trials.map((t) => t.repeat))
+        const perRepeat = byRepeat.slice(0, ownRepeats).map((t) => t === null ? null : t.values[d.name] ?? null)
         const xs = finite(perRepeat)
         const m = matrices.get(v.variantId)!
         const k = sharedNo.get(v.variantId)

@@ -1222,3 +1222,25 @@ describe("StudyCompare: a zero-width interval over equal cases is marked (tester
       assert.notInclude(c.variants[1]!.values.accuracy!.interval!.method, "every case equal")
     }).pipe(Effect.provide(studyEnv("degenerate"))))
 })
+
+describe("StudyCompare: repeats a variant never had are not listed (tester16c F8)", () => {
+  it.effect("v02 has 5 repeats (a confirmation), v01 3: v01's perRepeat has 3 values, no \"—\" for repeats 4 and 5", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({ id: "ownrepeats", correct: [new Set(range(0, 25)), new Set(range(0, 27))], cases: 30, repeats: 5 })
+      const keep = (trialId: string) => trialId.includes("-v02-") || /-r[123]$/.test(trialId)
+      const only: Study.StudyInput = {
+        ...study,
+        trialsFor: (v) => study.trialsFor(v).filter((t) => keep(t.trialId)),
+        suiteFor: (v) => {
+          const s = study.suiteFor(v)
+          return { ...s, experiments: s.experiments.filter((e: any) => keep(e.id)) }
+        }
+      }
+      yield* Study.run(only)
+      const c = yield* StudyCompare.compare(input)
+      assert.deepStrictEqual(c.variants[0]!.values.accuracy!.perRepeat.length, 3)
+      assert.deepStrictEqual(c.variants[1]!.values.accuracy!.perRepeat.length, 5)
+      const md = StudyCompare.renderMarkdown(c)
+      assert.notMatch(md, /repeats [^\n]*, —, —/)
+    }).pipe(Effect.provide(studyEnv("ownrepeats"))))
+})

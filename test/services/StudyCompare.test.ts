@@ -1232,8 +1232,8 @@ describe("StudyCompare: repeats a variant never had are not listed (tester16c F8
         ...study,
         trialsFor: (v) => study.trialsFor(v).filter((t) => keep(t.trialId)),
         suiteFor: (v) => {
-          const s = study.suiteFor(v)
-          return { ...s, experiments: s.experiments.filter((e: any) => keep(e.id)) }
+          const s = study.suiteFor(v) as Suite.Suite<any, any, any>
+          return { ...s, experiments: s.experiments.filter((e) => keep(e.id)) }
         }
       }
       yield* Study.run(only)

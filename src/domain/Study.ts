@@ -580,6 +580,44 @@ export const expand = (
 export const describeAssignment = (assignment: Readonly<Record<string, Json>>): string =>
   Object.entries(assignment).map(([k, v]) => `${k}=${typeof v === "string" ? v : canonicalJsonUnsafe(v)}`).join(", ")
 
+/**
+ * One limitation per variant none of whose trials succeeded, with its trials' statuses:
+ * `variant v02 (model=large) has no succeeded trial (2 budget exhausted): no result for it can
+ * be compared`. The one source of these lines for `study run`'s settlement and `study report`
+ * (tester16c F3).
+ *
+ * @param trials every trial of the version: its variant id, the variant's assignment (an
+ *   object of variable → value) and its status code
+ * @returns the lines, in the order the variants first appear
+ * @since 0.12.0
+ * @category settlement
+ */
+export const noSucceededTrialLimitations = (
+  trials: ReadonlyArray<{ readonly variantId: string; readonly assignment: unknown; readonly status: string }>
+): Array<string> => {
+  const byVariant = new Map<string, Array<{ readonly assignment: unknown; readonly status: string }>>()
+  for (const t of trials) {
+    const list = byVariant.get(t.variantId) ?? []
+    list.push(t)
+    byVariant.set(t.variantId, list)
+  }
+  const out: Array<string> = []
+  for (const [variantId, list] of byVariant) {
+    if (list.some((t) => t.status === "succeeded")) continue
+    const counts = new Map<string, number>()
+    for (const t of list) counts.set(t.status, (counts.get(t.status) ?? 0) + 1)
+    const assignment = list[0]!.assignment
+    const values = typeof assignment === "object" && assignment !== null && !Array.isArray(assignment)
+      ? Object.entries(assignment).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(", ")
+      : JSON.stringify(assignment)
+    out.push(
+      `variant ${variantId} (${values}) has no succeeded trial (${[...counts].map(([s, n]) => `${n} ${s.replace(/_/g, " ")}`).join(", ")}): ` +
+        `no result for it can be compared`
+    )
+  }
+  return out
+}
+
 // ---------------------------------------------------------------------------------------------
 // Trials
 // ---------------------------------------------------------------------------------------------

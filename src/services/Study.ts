@@ -59,7 +59,7 @@ import { memberDigest, memberDigestOf } from "../domain/Suite.js"
 import * as OutputPath from "../domain/internal/outputPath.js"
 import * as EndpointFault from "../domain/internal/endpointFault.js"
 import * as Words from "../domain/internal/words.js"
-import type * as DomainStudy from "../domain/Study.js"
+import * as DomainStudy from "../domain/Study.js"
 import type * as Runner from "./Runner.js"
 import * as CallCache from "./CallCache.js"
 import * as StudyMetrics from "./StudyMetrics.js"
@@ -1378,30 +1378,9 @@ const outputMismatch = (checks: ReadonlyArray<DomainStudy.OutputCheck>, value: u
 export const overshootOf = (usage: TrialUsage, perTrial: StudyControl.BudgetFigures): ReadonlyArray<string> =>
   StudyControl.overshoot(usage, perTrial)
 
-/** One line per variant without a succeeded trial, with its trials' statuses. */
-const limitationsOf = (reports: ReadonlyArray<TrialReport>): ReadonlyArray<string> => {
-  const byVariant = new Map<string, Array<TrialReport>>()
-  for (const r of reports) {
-    const list = byVariant.get(r.variantId) ?? []
-    list.push(r)
-    byVariant.set(r.variantId, list)
-  }
-  const out: Array<string> = []
-  for (const [variantId, list] of byVariant) {
-    if (list.some((r) => r.status === "succeeded")) continue
-    const counts = new Map<string, number>()
-    for (const r of list) counts.set(r.status, (counts.get(r.status) ?? 0) + 1)
-    const assignment = list[0]!.assignment
-    const values = typeof assignment === "object" && assignment !== null && !Array.isArray(assignment)
-      ? Object.entries(assignment).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(", ")
-      : JSON.stringify(assignment)
-    out.push(
-      `variant ${variantId} (${values}) has no succeeded trial (${[...counts].map(([s, n]) => `${n} ${Words.statusWords(s)}`).join(", ")}): ` +
-        `no result for it can be compared`
-    )
-  }
-  return out
-}
+/** One line per variant without a succeeded trial, with its trials' statuses (the report's too). */
+const limitationsOf = (reports: ReadonlyArray<TrialReport>): ReadonlyArray<string> =>
+  DomainStudy.noSucceededTrialLimitations(reports.map((r) => ({ variantId: r.variantId, assignment: r.assignment, status: r.status })))
 
 const settle = (
   prepared: Prepared,

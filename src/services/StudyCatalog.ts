@@ -16,7 +16,7 @@
  */
 import { Context, Effect, Layer, Option, Ref } from "effect"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
-import { canonicalJsonUnsafe, type Json } from "../domain/Json.js"
+import { canonicalJsonUnsafe, digest, type Json } from "../domain/Json.js"
 import * as Words from "../domain/internal/words.js"
 import { comparableParts, type PreviousProtocol, protocolMatches, type StudyStatus, type TrialStatus } from "../domain/Study.js"
 import { addUsage, type StopFired, type TrialLedger, type TrialUsage } from "./StudyControl.js"
@@ -391,6 +391,27 @@ const variableWords = (v: Json): string => {
 }
 
 /**
+ * What changed inside a variable whose type and value names did not: each named value whose
+ * content changed, a prompt's as its text (`the text of 'terse' changed (digest 1a2b3c4d ->
+ * 5e6f7a8b)`, digests of the text), a model profile's or any other's as short JSON; the
+ * declaration as short JSON when no named value differs (a range's bounds are said by
+ * `variableWords`).
+ */
+const changedValuesWords = (x: Json, y: Json): string => {
+  const [rx, ry] = [recordOf(x), recordOf(y)]
+  const [vx, vy] = [recordOf(rx["values"] ?? null), recordOf(ry["values"] ?? null)]
+  const said = Object.keys(vx).flatMap((k) => {
+    const [a, b] = [vx[k], vy[k]]
+    if (a === undefined || b === undefined || canonicalJsonUnsafe(a) === canonicalJsonUnsafe(b)) return []
+    if (rx["type"] === "prompt" && typeof a === "string" && typeof b === "string") {
+      return [`the text of '${k}' changed (digest ${digest(a).slice(0, 8)} -> ${digest(b).slice(0, 8)})`]
+    }
+    return [`'${k}' changed (${shortJson(a)} -> ${shortJson(b)})`]
+  })
+  return said.length > 0 ? said.join(", ") : `${shortJson(x)} -> ${shortJson(y)}`
+}
+
+/**
  * One objective of a stored protocol in words: `accuracy ↑ (hard constraint >= 0.75)`; the
  * default weight (1, which the loaded protocol states on every objective) is not said.
  */
@@ -442,7 +463,10 @@ export const inWords = (parts: ReadonlyArray<string>, before: Json, after: Json)
         const [x, y] = [rb.get(n), ra.get(n)]
         if (x === undefined) return [`${n} added (${variableWords(y!)})`]
         if (y === undefined) return [`${n} removed`]
-        return canonicalJsonUnsafe(x) === canonicalJsonUnsafe(y) ? [] : [`${n}: ${variableWords(x)} -> ${variableWords(y)}`]
+        if (canonicalJsonUnsafe(x) === canonicalJsonUnsafe(y)) return []
+        const [wx, wy] = [variableWords(x), variableWords(y)]
+        // the same names: say which value changed, not `prompt {a, b} -> prompt {a, b}` (tester16c F7)
+        return [`${n}: ${wx === wy ? changedValuesWords(x, y) : `${wx} -> ${wy}`}`]
       })
       return `variables: ${said.length > 0 ? said.join("; ") : "reordered"}`
     }

@@ -136,19 +136,45 @@ export interface CompareOptions {
  * @category models
  */
 export interface EvidenceTie {
-  readonly value: number
+  /**
+   * The value every case has; for a `target` objective, `null` when the cases differ in value
+   * but sit at the same distance from the target (0 and 1 around a target of 0.5).
+   */
+  readonly value: number | null
   readonly cases: number
+  /** A `target` objective (since 0.12.0): its target and the distance every case shares. */
+  readonly target?: number | undefined
+  readonly distance?: number | undefined
 }
 
 /**
- * Every case alike in words: `all 40 cases have the value 1: a tie, no worst or best cases`.
+ * Every case alike in words: `all 40 cases have the value 1: a tie, no worst or best cases`;
+ * for a `target` objective the tie is on the distance to the target: `all 48 cases are 0.5
+ * from the target 0.5 (values 0 and 1): a tie, no worst or best cases`.
  *
- * @param tie the shared value and the number of cases
+ * @param tie the shared value (or distance) and the number of cases
  * @returns the phrase
  * @since 0.10.0
  * @category rendering
  */
-export const tieText = (tie: EvidenceTie): string => `all ${tie.cases.toLocaleString("en-US")} cases have the value ${fmt(tie.value)}: a tie, no worst or best cases`
+export const tieText = (tie: EvidenceTie): string => {
+  const all = `all ${tie.cases.toLocaleString("en-US")} cases`
+  const end = ": a tie, no worst or best cases"
+  if (tie.target === undefined || tie.distance === undefined) return `${all} have the value ${fmt(tie.value)}${end}`
+  const values = tie.value === null ? `values ${fmt(tie.target - tie.distance)} and ${fmt(tie.target + tie.distance)}` : `value ${fmt(tie.value)}`
+  return `${all} are ${fmt(tie.distance)} from the target ${fmt(tie.target)} (${values})${end}`
+}
+
+/**
+ * A case's value in an evidence list, with its distance to the target for a `target` objective
+ * (`0 (0.5 from the target)`): what ranks it.
+ *
+ * @param c the case
+ * @returns the phrase
+ * @since 0.12.0
+ * @category rendering
+ */
+export const caseValueText = (c: EvidenceCase): string => `${fmt(c.value)}${c.distance === undefined ? "" : ` (${fmt(c.distance)} from the target)`}`
 
 /**
  * One case in an evidence list: its key, the pipelines it came from (every repeat) and its
@@ -161,10 +187,13 @@ export interface EvidenceCase {
   readonly caseKey: string
   readonly pipelineIds: ReadonlyArray<string>
   readonly value: number
+  /** A `target` objective (since 0.12.0): the value's distance to the target, what ranks the cases (smaller is better). */
+  readonly distance?: number | undefined
 }
 
 /**
- * A variant's value of one metric: the value of each repeat (`null`: not compared), their
+ * A variant's value of one metric: the value of each repeat it has (`null`: not compared; a
+ * repeat only another variant has, e.g. another's confirmation, is not listed), their
  * mean and median (`null` when none), the interval (`null` below two values) and how the
  * numbers were aggregated, in words.
  *
@@ -338,7 +367,8 @@ export interface VariantComparison {
  * - `variants`: see {@link VariantComparison};
  * - `weightedRanking`: the secondary view, best score first;
  * - `conclusion`: the status, the `wording` (`"best for the declared objectives and
- *   constraints"`, `"current highest-scoring candidate"`, or `"no candidate"`), the
+ *   constraints"`, `"current highest-scoring candidate"`, `"the only variant meeting the
+ *   constraints"` (one variant with compared trials: nothing compared), or `"no candidate"`), the
  *   `candidates` (with several compared variants at the minimums: the uncertainty-aware
  *   Pareto front, the variants the intervals cannot tell apart; below them, and with one
  *   compared trial: the top of the weighted ranking, ties listed, and `notRuledOut` the
@@ -412,6 +442,12 @@ export interface StudyComparison {
      * are in `variants[].trials[].cache`). Absent when the cache did nothing for any of them.
      */
     readonly cache?: { readonly hits: number; readonly misses: number } | undefined
+    /**
+     * The highest usage of one trial per figure (`calls`, `tokens`, `costUsd`, `timeMs`; each
+     * figure's own maximum, possibly of different trials), what a per-trial budget is read
+     * against (since 0.12.0, tester16c F12).
+     */
+    readonly highestTrial?: { readonly calls: number; readonly tokens: number; readonly costUsd: number; readonly timeMs: number } | undefined
   }
   readonly variants: ReadonlyArray<VariantComparison>
   readonly weightedRanking: ReadonlyArray<{ readonly variantId: string; readonly score: number }>
@@ -440,8 +476,13 @@ export interface StudyComparison {
 export const WORDING = {
   best: "best for the declared objectives and constraints",
   single: "current highest-scoring candidate",
+  /** One variant left after the hard constraints (and failures): nothing was compared (since 0.12.0). */
+  only: "the only variant meeting the constraints",
   none: "no candidate"
 } as const
+
+/** The comparison that broke a hard constraint, in words: `>=` broken reads `<`. */
+const BROKEN_OP: Readonly<Record<string, string>> = { ">=": "<", ">": "<=", "<=": ">", "<": ">=", "==": "!=", "!=": "==" }
 
 // ---------------------------------------------------------------------------------------------
 // Compare
@@ -501,18 +542,36 @@ const caseMatrix = (byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>, me
 const rankedCases = (
   m: CaseMatrix,
   caseKeys: ReadonlyArray<string>,
-  order: (a: number, b: number) => number,
+  goal: Goal,
   keep: number
 ): { readonly worstCases: Array<EvidenceCase>; readonly bestCases: Array<EvidenceCase>; readonly tie?: EvidenceTie } => {
-  const list: Array<{ readonly c: number; readonly value: number }> = []
-  for (let c = 0; c < m.rows.length; c++) if (m.rows[c]!.length > 0) list.push({ c, value: Statistics.mean(m.rows[c]!) })
-  list.sort((a, b) => order(a.value, b.value) || (caseKeys[a.c]! < caseKeys[b.c]! ? -1 : caseKeys[a.c]! > caseKeys[b.c]! ? 1 : 0))
-  const evidenceCase = (x: { readonly c: number; readonly value: number }): EvidenceCase => ({ caseKey: caseKeys[x.c]!, pipelineIds: m.pipelinesOf(x.c), value: x.value })
-  const tied = list.length > 1 && list[0]!.value === list[list.length - 1]!.value
+  const list: Array<{ readonly c: number; readonly value: number; readonly good: number }> = []
+  for (let c = 0; c < m.rows.length; c++) {
+    if (m.rows[c]!.length === 0) continue
+    const value = Statistics.mean(m.rows[c]!)
+    list.push({ c, value, good: goodness(goal, value) })
+  }
+  // best first: the higher goodness (for a target, the smaller distance to it)
+  list.sort((a, b) => b.good - a.good || (caseKeys[a.c]! < caseKeys[b.c]! ? -1 : caseKeys[a.c]! > caseKeys[b.c]! ? 1 : 0))
+  const evidenceCase = (x: { readonly c: number; readonly value: number; readonly good: number }): EvidenceCase => ({
+    caseKey: caseKeys[x.c]!,
+    pipelineIds: m.pipelinesOf(x.c),
+    value: x.value,
+    ...(goal.direction === "target" ? { distance: Math.abs(x.good) } : {})
+  })
+  // a tie on goodness: for a target, every case at the same distance (their values may differ)
+  const tied = list.length > 1 && Statistics.nearlyEqual(list[0]!.good, list[list.length - 1]!.good)
+  const sameValue = list.length > 0 && list.every((x) => Statistics.nearlyEqual(x.value, list[0]!.value))
   return {
     bestCases: tied ? [] : list.slice(0, keep).map(evidenceCase),
     worstCases: tied ? [] : list.slice(Math.max(0, list.length - keep)).reverse().map(evidenceCase),
-    ...(tied ? { tie: { value: list[0]!.value, cases: list.length } } : {})
+    ...(tied
+      ? {
+        tie: goal.direction === "target"
+          ? { value: sameValue ? list[0]!.value : null, cases: list.length, target: goal.target, distance: Math.abs(list[0]!.good) }
+          : { value: list[0]!.value, cases: list.length }
+      }
+      : {})
   }
 }
 
@@ -595,8 +654,25 @@ const winsOf = (
   return { candidateWins, baselineWins, ties }
 }
 
-const better = (direction: DomainStudy.Direction, target: number | undefined) => (a: number, b: number): number =>
-  direction === "maximize" ? b - a : direction === "minimize" ? a - b : Math.abs(a - (target ?? 0)) - Math.abs(b - (target ?? 0))
+/** What a case's value is judged by: higher, lower, or its distance to a target (smaller is better). */
+type Goal =
+  | { readonly direction: "maximize" | "minimize" }
+  | { readonly direction: "target"; readonly target: number }
+
+/**
+ * The goal of a metric for ranking its cases: the objective's direction when the metric is an
+ * objective (a target objective with its target), else the metric's own; a `target` with no
+ * target given ranks as `maximize` (as the comparison does, `directionOf`).
+ */
+const goalOf = (direction: DomainStudy.Direction, objective: { readonly direction: DomainStudy.Direction; readonly target?: number } | undefined): Goal => {
+  const d = objective?.direction ?? direction
+  if (d === "target") return objective?.target === undefined ? { direction: "maximize" } : { direction: "target", target: objective.target }
+  return { direction: d }
+}
+
+/** How good a case's value is under `goal`, higher is better (a target: minus the distance to it). */
+const goodness = (goal: Goal, value: number): number =>
+  goal.direction === "target" ? -Math.abs(value - goal.target) : goal.direction === "maximize" ? value : -value
 
 /**
  * Compares the variants of a study version (see the module docs). Reads the `StudyCatalog`
@@ -861,7 +937,10 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       for (const v of variantBase) {
         salt++
         const byRepeat = comparedOf.get(v.variantId)!
-        const perRepeat = byRepeat.map((t) => t === null ? null : t.values[d.name] ?? null)
+        // only the repeats the variant has: a confirmation's repeats 4 and 5 of another variant
+        // never existed for this one, so they are not "not compared" (tester16c F8)
+        const ownRepeats = Math.max(0, ...v.trials.map((t) => t.repeat))
+        const perRepeat = byRepeat.slice(0, ownRepeats).map((t) => t === null ? null : t.values[d.name] ?? null)
         const xs = finite(perRepeat)
         const m = matrices.get(v.variantId)!
         const k = sharedNo.get(v.variantId)
@@ -872,6 +951,10 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           else {
             const rows = caseOrder.map((c) => m.rows[c]!).filter((r) => r.length > 0)
             interval = rows.length >= 2 || (rows[0]?.length ?? 0) >= 2 ? Statistics.bootstrapMean(rows, { seed: seed + salt, level, resamples }) : null
+          }
+          // every case equal: a zero-width bootstrap interval is no certainty (tester16c F10)
+          if (interval !== null && interval.lower === interval.upper && m.present >= 2) {
+            interval = { ...interval, method: `${interval.method}; ${DEGENERATE}; n = ${m.present.toLocaleString("en-US")}` }
           }
           aggregation = `per repeat: ${d.source}; across ${Words.count(xs.length, "repeat")}: mean and median; interval: ${interval?.method ?? "none (one value)"} (${Words.count(m.present, "case")})`
         } else if (kind === "reduced" && reduced !== null && m.present > 0) {
@@ -942,7 +1025,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         // evidence: the cases sorted best first (ties by case key); pipelines only for those kept
         evidenceOf.get(v.variantId)![d.name] = {
           trials: byRepeat.flatMap((t) => t === null ? [] : [t.trialId]),
-          ...rankedCases(m, caseKeys, better(d.direction, objectives.find((o) => o.metric === d.name)?.target), keep)
+          ...rankedCases(m, caseKeys, goalOf(d.direction, objectives.find((o) => o.metric === d.name)), keep)
         }
       }
 
@@ -1237,6 +1320,36 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         `costUsd: ${Words.count(unpricedCalls, "model call")} had tokens but no price: the trials that made them have no cost (unknown, not $0); price their models (pricing:) to compare cost`
       )
     }
+    // a variant excluded on a point estimate whose own interval includes the constraint's
+    // value: the exclusion is not beyond noise, said so (tester16c F4)
+    const nearMisses = (): Array<string> =>
+      variants.flatMap((v) => {
+        if (v.succeeded > 0 || v.breaches.length === 0) return []
+        const judged = v.trials.filter((t) => t.status === "succeeded" || (t.status === "failed" && (t.reason ?? "").startsWith("hard constraint")))
+        return objectives.flatMap((o) => {
+          const c = o.hardConstraint
+          const d = defs.find((x) => x.name === o.metric)
+          if (c === undefined || d === undefined) return []
+          const perTrial = judged.flatMap((t) => {
+            const x = values.get(t.trialId)?.values[o.metric]
+            return x !== undefined && Number.isFinite(x) ? [x] : []
+          })
+          if (perTrial.length === 0) return []
+          const mean = Statistics.mean(perTrial)
+          if (OPS[c.op as DomainStudy.Op](mean, c.value)) return []
+          let interval: Statistics.Interval | null
+          if (kindOf(d) === "case") {
+            const m = caseMatrix(judged.map((t) => values.get(t.trialId) ?? null), o.metric, caseKeys.length)
+            const rows = caseOrder.map((k) => m.rows[k]!).filter((r) => r.length > 0)
+            interval = rows.length >= 2 ? Statistics.bootstrapMean(rows, { seed, level, resamples }) : null
+          } else interval = Statistics.studentInterval(perTrial, level)
+          if (interval === null || !(interval.lower <= c.value && c.value <= interval.upper)) return []
+          return [
+            `${v.variantId} excluded: ${o.metric} ${fmt(mean)} ${BROKEN_OP[c.op] ?? `not ${c.op}`} ${fmt(c.value)}, but its ${pct(level)} interval${intervalText(interval)} includes ${fmt(c.value)}`
+          ]
+        })
+      })
+    const misses = nearMisses()
     const status = row.value.currentVersion === version ? row.value.status : null
     let wording: string
     let candidates: Array<string>
@@ -1283,6 +1396,14 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       limitations.push(
         `insufficient sample for ${shortPairs.length} of ${Words.count(pairwise / Math.max(1, objectives.length), "variant pair")} (${shown.join("; ")}${shortPairs.length > shown.length ? "; …" : ""}): no variant is removed from the Pareto candidates, and none is called best`
       )
+    } else if (variants.filter((v) => v.succeeded > 0).length === 1) {
+      // one variant left after the hard constraints and the failures: compared with nothing,
+      // so it is not "best" of anything (tester16c F4)
+      wording = WORDING.only
+      candidates = variants.filter((v) => v.succeeded > 0).map((v) => v.variantId)
+      pointFront = candidates
+      summary = `${candidates[0]} is ${WORDING.only}: every other variant broke a hard constraint or has no succeeded trial, so nothing was compared and it is not shown better than any other`
+      if (misses.length > 0) summary += `; ${misses.join("; ")}`
     } else {
       wording = WORDING.best
       // lead with the uncertainty-aware front (what the intervals do not rule out); the strict
@@ -1315,6 +1436,8 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     if (status !== null && status !== "completed") limitations.push(`the study is ${Words.statusWords(status)}${row.value.stopReason === null ? "" : ` (${row.value.stopReason})`}`)
     const notCompared = rows.filter((r) => r.status !== "succeeded")
     if (notCompared.length > 0) limitations.push(`${notCompared.length} of ${Words.count(rows.length, "trial")} not compared (${[...new Set(notCompared.map((r) => Words.statusWords(r.status)))].join(", ")})`)
+    // each variant with no succeeded trial, as study run's settlement says it (one source)
+    limitations.push(...DomainStudy.noSucceededTrialLimitations(rows.map((r) => ({ variantId: r.variantId, assignment: r.variant, status: r.status }))))
     const baseline = variants.find((v) => v.variantId === baselineId)
     if (baseline === undefined || baseline.succeeded === 0) {
       // say why: no trial succeeded, or the ones that did are excluded by a hard constraint
@@ -1338,6 +1461,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       }
     }
     for (const s of insufficient) limitations.push(`${s}: no significance statement`)
+    for (const n of misses) limitations.push(`${n}: its exclusion is not beyond noise`)
     // a variant whose mean over all its repeats breaks a hard constraint: said loudly
     for (const v of variants) {
       for (const b of v.breaches) {
@@ -1389,6 +1513,10 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         usage: total,
         budget: (study.budget ?? { perTrial: {}, total: {} }) as Json,
         overTotal: StudyControl.overshoot(total, study.budget?.total ?? {}),
+        highestTrial: rows.reduce(
+          (a, r) => ({ calls: Math.max(a.calls, r.usage.calls), tokens: Math.max(a.tokens, r.usage.tokens), costUsd: Math.max(a.costUsd, r.usage.costUsd), timeMs: Math.max(a.timeMs, r.usage.timeMs) }),
+          { calls: 0, tokens: 0, costUsd: 0, timeMs: 0 }
+        ),
         notStarted: rows.filter((r) => r.status === "not_started").map((r) => r.trialId),
         ...cacheTotal(values)
       },
@@ -1509,8 +1637,7 @@ const evidenceOf = (
       const caseKeys = [...values.values()][0]?.caseKeys ?? []
       const matrix = caseMatrix(byRepeat, metric, caseKeys.length)
       if (matrix.present > 0) {
-        const target = comparison.objectives.find((o) => o.metric === metric)?.target
-        ev = rankedCases(matrix, caseKeys, better(m.direction, target), Math.max(worst, best))
+        ev = rankedCases(matrix, caseKeys, goalOf(m.direction, comparison.objectives.find((o) => o.metric === metric)), Math.max(worst, best))
         notCompared = { trials: v.trials.filter((t) => values.get(t.trialId)?.cases[metric] !== undefined).map((t) => t.trialId), breaches: v.breaches }
       }
     }
@@ -1588,7 +1715,29 @@ const BUILTIN = new Set(DomainStudy.BUILTIN_METRIC_NAMES)
 
 const pct = (level: number) => `${Math.round(level * 1000) / 10}%`
 
-const intervalText = (i: Statistics.Interval | null) => i === null ? "" : ` [${fmt(i.lower)}, ${fmt(i.upper)}]`
+const intervalText = (i: Statistics.Interval | null) => i === null ? "" : ` [${fmt(i.lower)}, ${fmt(i.upper)}]${degenerateNote(i)}`
+
+/** What marks a zero-width bootstrap interval of a case-level metric (every case equal) in its `method`. */
+const DEGENERATE = "every case equal: the bootstrap cannot show uncertainty"
+
+/**
+ * The mark of a zero-width interval over cases that all have the same value (` (every case
+ * equal: the bootstrap cannot show uncertainty; n = 12)`), or `""`. A percentile bootstrap
+ * resamples the observed values only, so when every case is equal each resample is too and
+ * the interval is [x, x] whatever the number of cases (Efron & Tibshirani, "An Introduction to
+ * the Bootstrap", 1993, ch. 13: the percentile interval's range is the observed values'); it
+ * is not a certainty. See docs/statistics.md.
+ *
+ * @param i an interval (its `method` carries the mark)
+ * @returns the parenthesis, with a leading space, or `""`
+ * @since 0.12.0
+ * @category rendering
+ */
+export const degenerateNote = (i: { readonly lower: number | null; readonly upper: number | null; readonly method: string } | null): string => {
+  if (i === null || i.lower !== i.upper) return ""
+  const at = i.method.indexOf(DEGENERATE)
+  return at < 0 ? "" : ` (${i.method.slice(at)})`
+}
 
 /**
  * A paired difference in words, as `assay study report` and the Study page print it:
@@ -1747,13 +1896,19 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   lines.push(`${bullet}trials: ${Object.entries(c.run.trialsByStatus).map(([s, n]) => `${Words.statusWords(s)} ${n}`).join(" · ")}`)
   lines.push(`${bullet}usage: ${c.run.usage.calls} calls · ${c.run.usage.tokens} tokens · ${formatCost(c.run.usage.costUsd, c.run.usage.unpriced ?? 0)}${judgeShareText(c.run.usage.judgeCostUsd)} · ${(c.run.usage.timeMs / 1000).toFixed(1)} s`)
   const budget = c.run.budget as { perTrial?: Record<string, number>; total?: Record<string, number> }
-  // each figure with its unit (`time 20 ms`, `cost $0.5000`), as the run's lines say them
-  const budgetText = (b: Record<string, number> | undefined) =>
+  // each figure with its unit (`time 20 ms`, `cost $0.5000`), as the run's lines say them, with
+  // what was used against it: the study's usage for the total (and its share), the highest
+  // trial's for the per-trial limit (tester16c F12)
+  const budgetText = (b: Record<string, number> | undefined, used: Partial<Record<string, number>> | undefined, whose: string) =>
     b === undefined || Object.keys(b).length === 0 ? "none" : Object.entries(b).map(([k, v]) => {
       const f = StudyControl.FIGURES.find((x) => x === k)
-      return f === undefined ? `${k} ${v}` : `${StudyControl.figureWord(f)} ${StudyControl.figureValue(f, v)}`
+      if (f === undefined) return `${k} ${v}`
+      const u = used?.[f]
+      return `${StudyControl.figureWord(f)} ${StudyControl.figureValue(f, v)}${
+        u === undefined ? "" : ` (${whose} ${StudyControl.figureValue(f, u)}${v > 0 ? `, ${Math.round((u / v) * 100)}%` : ""})`
+      }`
     }).join(", ")
-  lines.push(`${bullet}budget: per trial ${budgetText(budget.perTrial)}; total ${budgetText(budget.total)}`)
+  lines.push(`${bullet}budget: per trial ${budgetText(budget.perTrial, c.run.highestTrial, "highest trial")}; total ${budgetText(budget.total, c.run.usage, "used")}`)
   if (c.run.overTotal.length > 0) lines.push(`${bullet}over the total budget: ${c.run.overTotal.join("; ")}`)
   if (c.run.cache !== undefined) {
     // each trial's, as `study run` and `study status` show them
@@ -1872,7 +2027,7 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
         continue
       }
       if (e === undefined || e.worstCases.length === 0) continue
-      lines.push(`${md ? "  - " : "    "}${o.metric} worst: ${e.worstCases.slice(0, 3).map((w) => `${w.caseKey.slice(0, 18)} ${fmt(w.value)}`).join("; ")}`)
+      lines.push(`${md ? "  - " : "    "}${o.metric} worst: ${e.worstCases.slice(0, 3).map((w) => `${w.caseKey.slice(0, 18)} ${caseValueText(w)}`).join("; ")}`)
     }
   }
   // Conclusion
@@ -1950,7 +2105,7 @@ export const renderEvidence = (e: Evidence): string => {
   const cases = (title: string, list: ReadonlyArray<EvidenceCase>) => {
     lines.push(`${title}:`)
     if (list.length === 0) lines.push("  (no per-case values)")
-    for (const c of list) lines.push(`  ${c.caseKey} ${fmt(c.value)} · ${c.pipelineIds.join(", ")}`)
+    for (const c of list) lines.push(`  ${c.caseKey} ${caseValueText(c)} · ${c.pipelineIds.join(", ")}`)
   }
   if (e.notCompared !== undefined) {
     lines.push(`cases of ${Words.labelled("trial", e.notCompared.trials)}, not compared${e.notCompared.breaches.length === 0 ? "" : ` (${e.notCompared.breaches.join("; ")})`}:`)

@@ -641,6 +641,7 @@ const zero = (): Mutable<TrialUsage> => ({ calls: 0, tokens: 0, costUsd: 0, time
 
 /**
  * The budget figures `usage` went past, one phrase each (`cost $0.0009 of $0.0005, 84% over`;
+ * with the digits it takes for the two to differ: `cost $0.00042 of $0.00040, 5% over`;
  * `costUsd` within a relative 1e-9 of its limit is not past it); empty when none. A trial's
  * usage against `budget.perTrial` (`Study.overshootOf`), the study's against `budget.total`
  * (the report's Run section, issue 16 N1).
@@ -657,8 +658,27 @@ export const overshoot = (usage: TrialUsage, limits: BudgetFigures): ReadonlyArr
     const used = usage[f]
     if (limit === undefined || !(used > limit + (f === "costUsd" ? 1e-9 * Math.max(1, limit) : 0))) return []
     const pct = limit > 0 ? `, ${Math.round(((used - limit) / limit) * 100)}% over` : ""
-    return [`${figureWord(f)} ${figureValue(f, used)} of ${figureValue(f, limit)}${pct}`]
+    const [u, l] = distinctFigures(f, used, limit)
+    return [`${figureWord(f)} ${u} of ${l}${pct}`]
   })
+
+/**
+ * Two figures (used, limit) shown with enough digits to differ when they do (tester16c F9):
+ * dollars with as many decimals as it takes from 4 up to 9 (`$0.00042 of $0.00040`, never
+ * `$0.0004 of $0.0004`), a time in milliseconds when its seconds read the same; otherwise
+ * {@link figureValue}.
+ */
+const distinctFigures = (f: BudgetFigure, used: number, limit: number): readonly [string, string] => {
+  const plain = [figureValue(f, used), figureValue(f, limit)] as const
+  if (plain[0] !== plain[1]) return plain
+  if (f === "timeMs") return [`${Math.round(used)} ms`, `${Math.round(limit)} ms`]
+  if (f !== "costUsd") return plain
+  for (let d = 5; d <= 9; d++) {
+    const [a, b] = [used.toFixed(d), limit.toFixed(d)]
+    if (a !== b) return [`$${a}`, `$${b}`]
+  }
+  return plain
+}
 
 /**
  * The reason the runner gives a trial's pipelines it skips, and the word for a trial whose

@@ -6,8 +6,8 @@
  * **Always an evaluator.** The runner runs it blind (`Evaluator.ts`): no study variables, no
  * member or trial labels, no store in its context, and the trial's variable values redacted
  * from its input. Candidate names are never shown to the model: it sees "response A",
- * "response B", ... in an order drawn with Effect's `Random` (seeded per attempt by the runner,
- * so reproducible), and the order used is recorded.
+ * "response B", ... in an order drawn with Effect's `Random` seeded from the pipeline id and
+ * the visit (not the attempt: a retry shows the same order), and the order used is recorded.
  *
  * **Recorded.** Every verdict holds the rubric id and version, the judge model, the order, the
  * sub-scores, the overall score, the reasons, a summary of the evidence shown (lengths and

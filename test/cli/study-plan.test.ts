@@ -89,7 +89,7 @@ describe("assay study plan: each message once; the paths run uses (issue 16 left
           "warning: stop[3].at:",
           "warning: objectives[0].target:",
           "warning: objectives[1].hardConstraint:",
-          "warning: pools.llm.resources[0] (a):"
+          "warning: model \"x\" has no price"
         ]
       ) assert.include(warnAll!.stderr, at)
       for (const at of ["warning: metrics[0].name:", "warning: metrics[0].from.output:", "warning: metrics[1].from.output:"]) assert.include(warnMetrics!.stderr, at)

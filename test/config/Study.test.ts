@@ -344,6 +344,46 @@ describe("StudyConfig.load: the baseline", () => {
     }))
 })
 
+describe("StudyConfig.load: unpriced models (tester16c F2)", () => {
+  const priced = (small: boolean, large: boolean) => {
+    const price = { promptPer1k: 0.001, completionPer1k: 0.002 }
+    const base = study()
+    const variables = (base.variables as Array<any>).map((v) =>
+      v.name !== "model" ? v : {
+        ...v,
+        values: {
+          small: { pool: "llm", model: "s-1", ...(small ? { price } : {}) },
+          large: { pool: "llm", model: "l-1", ...(large ? { price } : {}) }
+        }
+      }
+    )
+    return write(study({ variables }), { "experiment.json": experiment({ pricing: { "judge-m": { inputPer1M: 1, outputPer1M: 2 } } }) })
+  }
+  const unpriced = (warnings: ReadonlyArray<string>) => warnings.filter((w) => w.includes("has no price"))
+
+  it.effect("both model profiles priced: no warning (the experiment alone would warn about the baseline's model)", () =>
+    Effect.gen(function*() {
+      const s = yield* load(priced(true, true))
+      assert.deepStrictEqual(unpriced(s.warnings), [])
+    }))
+
+  it.effect("one profile without a price: the warning names that model (and its variants), never the priced one", () =>
+    Effect.gen(function*() {
+      const s = yield* load(priced(true, false))
+      const w = unpriced(s.warnings)
+      assert.strictEqual(w.length, 1, w.join("\n"))
+      assert.match(w[0]!, /^warning: model "l-1" has no price, so its calls will count as unpriced \(task classify on llm\/a; variants v\d+/)
+      assert.include(w[0]!, `priced: "judge-m", "s-1"`)
+      assert.notInclude(w[0]!, `model "s-1"`)
+    }))
+
+  it.effect("neither priced: one warning per model, both named", () =>
+    Effect.gen(function*() {
+      const w = unpriced((yield* load(priced(false, false))).warnings)
+      assert.deepStrictEqual(w.map((x) => /model "([^"]+)"/.exec(x)?.[1]), ["s-1", "l-1"])
+    }))
+})
+
 describe("StudyConfig.load: issue 16 trial, what plan knows of metrics", () => {
   /** The examples/judge study, with `over` merged into its study document and `metrics` declared when given. */
   const judged = (over: Record<string, unknown>) => {
@@ -384,6 +424,19 @@ describe("StudyConfig.load: issue 16 trial, what plan knows of metrics", () => {
       const path_ = yield* failure(judged({ metrics: [{ name: "judgedRight", reducer: "mean", from: { output: "overall.anwser" } }] }))
       assert.strictEqual(path_.length, 1, path_.join("\n"))
       assert.match(path_[0]!, /^metrics\[0\]\.from\.output: metric "judgedRight": .*anwser.* \| did you mean "overall\.answer"\?$/)
+    }))
+
+  it.effect("an experiment with a YAML syntax error: the error alone, no false \"unknown metric\" for a judge's metric it cannot read (tester16c F11)", () =>
+    Effect.gen(function*() {
+      const file = judged({
+        metrics: [{ name: "judgedRight", reducer: "mean", from: { output: "overall.answer" } }],
+        objectives: [{ metric: "judgeScore", direction: "maximize" }, { metric: "judgedRight", direction: "maximize" }]
+      })
+      const exp = path.join(path.dirname(file), "experiment.yaml")
+      fs.writeFileSync(exp, fs.readFileSync(exp, "utf8").replace("candidates: { answer: content }", "candidates: { answer: content"))
+      const problems = yield* failure(file)
+      assert.isTrue(problems.some((p) => p.startsWith("protocol.experiment: ") && /experiment\.yaml:\d+:\d+/.test(p)), problems.join("\n"))
+      assert.notInclude(problems.join("\n"), "judgeScore", problems.join("\n"))
     }))
 
   it.effect("every problem of a study file in one pass, each at its field path: a misspelt key and choice, a baseline value, an objective's metric, an output path (tester16 F6)", () =>

@@ -56,3 +56,19 @@ describe("StudyCatalog.inWords", () => {
     for (const s of said) assert.notMatch(s, /[0-9a-f]{16}/, s)
   })
 })
+
+describe("StudyCatalog.inWords: a changed prompt text (tester16c F7)", () => {
+  it("says which prompt's text changed, with the digests of the two texts, never `prompt {a, b} -> prompt {a, b}`", () => {
+    const before = protocolOf({})
+    const after = protocolOf({
+      variables: [
+        { name: "prompt", type: "prompt", values: { terse: "Spam or ham? {{text}}", long: "Is it spam? {{text}}" } },
+        { name: "temperature", type: "range", start: 0, end: 1, step: 0.5 }
+      ]
+    })
+    const said = inWords(changedParts(partsOf(before), partsOf(after)), before, after)
+    assert.deepStrictEqual(said.length, 1)
+    assert.match(said[0]!, /^variables: prompt: the text of 'terse' changed \(digest [0-9a-f]{8} -> [0-9a-f]{8}\)$/)
+    assert.notInclude(said[0]!, "prompt {terse, long} -> prompt {terse, long}")
+  })
+})

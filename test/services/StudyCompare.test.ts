@@ -853,6 +853,10 @@ describe("StudyCompare: the paired test's unit is the case; ties; survivorship (
       const c = yield* StudyCompare.compare({ ...input, budget: { perTrial: {}, total: { tokens: 400 } } })
       assert.deepStrictEqual(c.run.overTotal, ["tokens 800 of 400, 100% over"])
       assert.include(StudyCompare.renderText(c), "\n  over the total budget: tokens 800 of 400, 100% over\n")
+      // the budget line says what was used against each limit (tester16c F12)
+      assert.include(StudyCompare.renderText(c), "\n  budget: per trial none; total tokens 400 (used 800, 200%)\n")
+      assert.include(StudyCompare.renderMarkdown(c), "\n- budget: per trial none; total tokens 400 (used 800, 200%)\n")
+      assert.deepStrictEqual(c.run.highestTrial, { calls: 4, tokens: 400, costUsd: 0, timeMs: c.run.highestTrial!.timeMs })
       const page = renderStudyPage(c)
       assert.include(page, "200% <span class=\"over\">(over the total budget)</span>")
       assert.notInclude(page, "width:200")
@@ -863,7 +867,8 @@ describe("StudyCompare: the paired test's unit is the case; ties; survivorship (
       const { input, study } = handMade({ correct: [BASE, CAND], cases: 4 })
       yield* Study.run(study)
       const c = yield* StudyCompare.compare({ ...input, budget: { perTrial: { timeMs: 20, costUsd: 0.5 }, total: { calls: 100, timeMs: 90_000 } } })
-      assert.include(StudyCompare.renderText(c), "\n  budget: per trial time 20 ms, cost $0.5000; total calls 100, time 90.0 s\n")
+      // with what was used against each (tester16c F12): the highest trial's, the study's
+      assert.include(StudyCompare.renderText(c), "\n  budget: per trial time 20 ms (highest trial 0 ms, 0%), cost $0.5000 (highest trial $0.0000, 0%); total calls 100 (used 0, 0%), time 90.0 s (used 0 ms, 0%)\n")
       assert.strictEqual(StudyControl.figureValue("timeMs", 34), "34 ms")
       assert.strictEqual(StudyControl.figureValue("timeMs", 1500), "1.5 s")
     }).pipe(Effect.provide(studyEnv("hand"))))
@@ -1146,4 +1151,152 @@ describe("StudyCompare: unusual but legal studies read right (issue 16, study16d
       assert.notInclude(text, "the weighted ranking depends on")
       assert.include(text, "objective ghost has no value for variants v01, v02")
     }).pipe(Effect.provide(studyEnv("ghost"))))
+})
+
+describe("StudyCompare: worst and best cases by the objective's goal (issue 16, tester16c F1)", () => {
+  it.effect("a target objective: the cases are ranked by their distance to the target, and a tie is on that distance, never on a value", () =>
+    Effect.gen(function*() {
+      // 0/1 cases around a target of 0.5: every case is 0.5 away, whatever its value; a tie
+      const { input, study } = handMade({
+        id: "tgt-tie",
+        correct: [BASE, CAND],
+        cases: 40,
+        metrics: [{ ...accuracy, direction: "target" }],
+        objectives: [{ metric: "accuracy", direction: "target", target: 0.5 }]
+      })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input, { seed: 7 })
+      const base = c.variants[0]!.evidence.accuracy!
+      assert.deepStrictEqual(base.tie, { value: null, cases: 40, target: 0.5, distance: 0.5 })
+      assert.deepStrictEqual([base.worstCases, base.bestCases], [[], []])
+      const text = StudyCompare.renderText(c)
+      assert.include(text, "accuracy: all 40 cases are 0.5000 from the target 0.5000 (values 0 and 1): a tie, no worst or best cases")
+      assert.notInclude(text, "have the value 0")
+      const e = yield* StudyCompare.evidence(input, "accuracy", "v02", { seed: 7 })
+      assert.include(StudyCompare.renderEvidence(e), "worst and best cases: all 40 cases are 0.5000 from the target 0.5000 (values 0 and 1)")
+      assert.include(renderStudyPage(c), "all 40 cases are 0.5000 from the target 0.5000 (values 0 and 1): a tie")
+    }).pipe(Effect.provide(studyEnv("tgt-tie"))))
+
+  it.effect("a target of 0.75: the worst cases are the ones furthest from it (value 0), the best the nearest (value 1), with their distance", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({
+        id: "tgt-rank",
+        correct: [BASE, CAND],
+        cases: 40,
+        metrics: [{ ...accuracy, direction: "target" }],
+        objectives: [{ metric: "accuracy", direction: "target", target: 0.75 }]
+      })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input, { seed: 7 })
+      const ev = c.variants[0]!.evidence.accuracy!
+      assert.isUndefined(ev.tie)
+      // BASE is right on 0..27: its wrong cases 28..39 (value 0, 0.75 away) are the worst
+      assert.deepStrictEqual(ev.worstCases.map((w) => [w.value, w.distance]), Array.from({ length: 5 }, () => [0, 0.75]))
+      assert.deepStrictEqual(ev.bestCases.map((w) => [w.value, w.distance]), Array.from({ length: 5 }, () => [1, 0.25]))
+      assert.match(StudyCompare.renderText(c), /accuracy worst: \S+ 0 \(0\.7500 from the target\); /)
+      const e = yield* StudyCompare.evidence(input, "accuracy", "v01", { seed: 7, worst: 2, best: 2 })
+      assert.deepStrictEqual(e.worstCases.map((w) => w.value), [0, 0])
+      assert.deepStrictEqual(e.bestCases.map((w) => w.value), [1, 1])
+      assert.include(StudyCompare.renderEvidence(e), " 0 (0.7500 from the target) · ")
+      assert.include(renderStudyPage(c), "0 (0.7500 from the target)")
+    }).pipe(Effect.provide(studyEnv("tgt-rank"))))
+
+  for (const [direction, worstValue] of [["maximize", 0], ["minimize", 1]] as const) {
+    it.effect(`${direction} on mixed values: the worst cases are the ${direction === "maximize" ? "lowest" : "highest"}`, () =>
+      Effect.gen(function*() {
+        const { input, study } = handMade({
+          id: `dir-${direction}`,
+          correct: [BASE],
+          cases: 40,
+          metrics: [{ ...accuracy, direction }],
+          objectives: [{ metric: "accuracy", direction }]
+        })
+        yield* Study.run(study)
+        const e = yield* StudyCompare.evidence(input, "accuracy", "v01", { worst: 3, best: 3 })
+        assert.isUndefined(e.tie)
+        assert.deepStrictEqual(e.worstCases.map((w) => w.value), [worstValue, worstValue, worstValue])
+        assert.deepStrictEqual(e.bestCases.map((w) => w.value), [1 - worstValue, 1 - worstValue, 1 - worstValue])
+        assert.isUndefined(e.worstCases[0]!.distance)
+      }).pipe(Effect.provide(studyEnv(`dir-${direction}`))))
+  }
+})
+
+describe("StudyCompare: the report's conclusion says what study run said (issue 16, tester16c F3, F4)", () => {
+  it.effect("each variant with no succeeded trial is a limitation of the report too, in the words of study run (one source)", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ qualities: ["good", "broken", "broken"], repeats: 2 })
+      const report = yield* Study.run(study)
+      assert.strictEqual(report.limitations.length, 2)
+      const c = yield* StudyCompare.compare({
+        ...study,
+        baseline: { id: "v01" },
+        variants: [{ id: "v01", assignment: {} }, { id: "v02", assignment: {} }, { id: "v03", assignment: {} }]
+      })
+      for (const l of report.limitations) assert.include(c.conclusion.limitations, l)
+      assert.include(c.conclusion.limitations, "variant v03 (quality=broken, index=2) has no succeeded trial (2 failed): no result for it can be compared")
+      assert.include(StudyCompare.renderText(c), "    variant v02 (quality=broken, index=1) has no succeeded trial (2 failed)")
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("one variant left after the hard constraints: \"the only variant meeting the constraints\", never \"best\"; an exclusion within the excluded variant's interval is said", () =>
+    Effect.gen(function*() {
+      // accuracy >= 0.7 over 30 cases × 2 repeats: v01 0.667 (its interval includes 0.7), v02 0.4
+      // (its interval does not), v03 0.933 (the only one left)
+      const { input, study } = handMade({
+        id: "onlyone",
+        correct: [new Set(range(0, 20)), new Set(range(0, 12)), new Set(range(0, 28))],
+        cases: 30,
+        repeats: 2,
+        objectives: [{ metric: "accuracy", direction: "maximize", hardConstraint: { op: ">=", value: 0.7 } }]
+      })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      assert.strictEqual(c.conclusion.wording, StudyCompare.WORDING.only)
+      assert.deepStrictEqual(c.conclusion.candidates, ["v03"])
+      assert.include(c.conclusion.summary, "v03 is the only variant meeting the constraints: every other variant broke a hard constraint or has no succeeded trial, so nothing was compared")
+      assert.match(c.conclusion.summary, /v01 excluded: accuracy 0\.6667 < 0\.7000, but its 95% interval \[0\.\d+, 0\.\d+\] includes 0\.7000/)
+      assert.notInclude(c.conclusion.summary, "v02 excluded")
+      assert.isTrue(c.conclusion.limitations.some((l) => l.startsWith("v01 excluded: accuracy 0.6667 < 0.7000") && l.endsWith("its exclusion is not beyond noise")))
+      const text = StudyCompare.renderText(c)
+      assert.notInclude(text.slice(text.indexOf("CONCLUSION")), "best for the declared objectives")
+      assert.include(text, "candidate (the only variant meeting the constraints): v03")
+    }).pipe(Effect.provide(studyEnv("onlyone"))))
+})
+
+describe("StudyCompare: a zero-width interval over equal cases is marked (tester16c F10)", () => {
+  it.effect("12 cases all right: [1, 1] with the mark and n, in the text, the evidence and the Study page; a spread interval has none", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({ id: "degenerate", correct: [new Set(range(0, 12)), new Set(range(0, 9))], cases: 12, repeats: 2 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      const note = "[1, 1] (every case equal: the bootstrap cannot show uncertainty; n = 12)"
+      assert.include(c.variants[0]!.values.accuracy!.interval!.method, "every case equal: the bootstrap cannot show uncertainty; n = 12")
+      assert.include(StudyCompare.renderText(c), note)
+      assert.include(StudyCompare.renderMarkdown(c), note)
+      assert.include(renderStudyPage(c), note)
+      assert.include(StudyCompare.renderEvidence(yield* StudyCompare.evidence(input, "accuracy", "v01")), `value: 1 ${note}`)
+      assert.strictEqual(StudyCompare.degenerateNote(c.variants[1]!.values.accuracy!.interval), "")
+      assert.notInclude(c.variants[1]!.values.accuracy!.interval!.method, "every case equal")
+    }).pipe(Effect.provide(studyEnv("degenerate"))))
+})
+
+describe("StudyCompare: repeats a variant never had are not listed (tester16c F8)", () => {
+  it.effect("v02 has 5 repeats (a confirmation), v01 3: v01's perRepeat has 3 values, no \"—\" for repeats 4 and 5", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({ id: "ownrepeats", correct: [new Set(range(0, 25)), new Set(range(0, 27))], cases: 30, repeats: 5 })
+      const keep = (trialId: string) => trialId.includes("-v02-") || /-r[123]$/.test(trialId)
+      const only: Study.StudyInput = {
+        ...study,
+        trialsFor: (v) => study.trialsFor(v).filter((t) => keep(t.trialId)),
+        suiteFor: (v) => {
+          const s = study.suiteFor(v) as Suite.Suite<any, any, any>
+          return { ...s, experiments: s.experiments.filter((e) => keep(e.id)) }
+        }
+      }
+      yield* Study.run(only)
+      const c = yield* StudyCompare.compare(input)
+      assert.deepStrictEqual(c.variants[0]!.values.accuracy!.perRepeat.length, 3)
+      assert.deepStrictEqual(c.variants[1]!.values.accuracy!.perRepeat.length, 5)
+      const md = StudyCompare.renderMarkdown(c)
+      assert.notMatch(md, /repeats [^\n]*, —, —/)
+    }).pipe(Effect.provide(studyEnv("ownrepeats"))))
 })

@@ -1108,3 +1108,11 @@ describe("ctx.variables", () => {
       assert.deepStrictEqual(out, { v: {}, frozen: true })
     }).pipe(Effect.provide(env())))
 })
+
+describe("StudyControl.overshoot: both figures readable (tester16c F9)", () => {
+  it("an overshoot smaller than the shown digits gets the digits it takes for the two figures to differ", () => {
+    assert.deepStrictEqual(StudyControl.overshoot({ calls: 0, tokens: 0, costUsd: 0.000419, timeMs: 0 }, { costUsd: 0.0004 }), ["cost $0.00042 of $0.00040, 5% over"])
+    assert.deepStrictEqual(StudyControl.overshoot({ calls: 0, tokens: 0, costUsd: 0.0009, timeMs: 0 }, { costUsd: 0.0005 }), ["cost $0.0009 of $0.0005, 80% over"])
+    assert.deepStrictEqual(StudyControl.overshoot({ calls: 0, tokens: 0, costUsd: 0, timeMs: 12_340 }, { timeMs: 12_300 }), ["time 12340 ms of 12300 ms, 0% over"])
+  })
+})

@@ -7,7 +7,7 @@
  */
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Layer, Schema } from "effect"
+import { Chunk, Effect, Either, Layer, Schema, Stream } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -84,7 +84,10 @@ const runJudge = (server: MockLlm.MockLlmServer, rows: ReadonlyArray<Row>, optio
     for (const r of rows) {
       for (const m of yield* store.metrics({ runId: report.runId, pipelineId: PipelineId.make(r.id) })) metrics.set(`${r.id}/${m.name}`, m.value)
     }
-    return { report, verdicts, errors, metrics }
+    // the pipelines whose judge (seq 0) succeeded on a retried attempt
+    const attempts = Chunk.toReadonlyArray(yield* Stream.runCollect(store.streamAttempts({ runId: report.runId })))
+    const retried = new Set(attempts.filter((a) => a.seq === 0 && a.attemptNo > 1 && a.outcome === "succeeded").map((a) => String(a.pipelineId)))
+    return { report, verdicts, errors, metrics, retried }
   }).pipe(Effect.provide(envFor(server)))
 
 describe("judge through the runner", () => {
@@ -152,6 +155,21 @@ describe("judge through the runner", () => {
         const v = one.verdicts.get(r.id)!
         assert.deepStrictEqual(v.evidenceSummary.candidates.map((c) => c.name), [...v.order])
       }
+    }))
+
+  it.scopedLive("a retried judge attempt shows the same order as the first (the order derives from the pipeline, not the attempt; tester16c F6)", () =>
+    Effect.gen(function*() {
+      const rows = Array.from({ length: 16 }, (_, i): Row => ({ id: `case-${i}`, a: `a${i}`, b: `b${i}`, c: `c${i}`, gold: "x" }))
+      const options = { candidates: { first: "a", second: "b", third: "c" }, retry: { maxAttempts: 10, base: "1 millis", jitter: "none" } } as const
+      const clean = yield* runJudge(yield* mock(), rows, options)
+      // an endpoint that fails half of its requests with a 5xx: some judges are retried
+      const profile = yield* MockLlm.decodeProfile({ seed: 5, endpoints: [{ name: "j", latency: { medianMs: 0 }, errorRate: 0.5, judge: {} }] })
+      const flaky = yield* MockLlm.serve({ profile, models: MockLlm.builtinModels }).pipe(Effect.provide(NodeContext.layer))
+      const retried = yield* runJudge(flaky, rows, options)
+      assert.strictEqual(retried.report.stats.byState.succeeded, 16)
+      assert.strictEqual(clean.retried.size, 0)
+      assert.isAtLeast(retried.retried.size, 3, "some verdicts came from a retried attempt")
+      for (const r of rows) assert.deepStrictEqual(retried.verdicts.get(r.id)!.order, clean.verdicts.get(r.id)!.order, r.id)
     }))
 
   it.scopedLive("a malformed first answer gets one repair request, recorded in formatRepair; the verdict comes from the second", () =>

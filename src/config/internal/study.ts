@@ -865,6 +865,47 @@ const pricedCalls = (
   return out
 }
 
+/** An experiment's warning that a resource's model has no price (`unpricedModelWarnings` in build.ts). */
+const EXPERIMENT_UNPRICED = /^warning: pools\.\S+\.resources\[\d+\] \(.*\): model .* has no price, so its calls will count as unpriced/
+
+/**
+ * One `warning:` line per model some variant calls without a price (no resource pricing, no
+ * model profile price for it, not in the experiment's `pricing`), naming the tasks, targets
+ * and variants, and the models that are priced (with a did-you-mean). Every variant's calls
+ * are read as the run prices them ({@link pricedCalls}), so a model priced by its profile is
+ * never named (tester16c F2). `table`: the models of the experiment's `pricing`. Empty when
+ * nothing is priced at all (costs may then come from what the servers report).
+ */
+const unpricedModels = (
+  variants: ReadonlyArray<Study.Variant>,
+  pricedOf: (v: Study.Variant) => ReadonlyArray<PricedCall>,
+  table: ReadonlyArray<string>
+): Array<string> => {
+  const priced = new Set<string>(table)
+  const missing = new Map<string, { readonly where: Set<string>; readonly variants: Array<string> }>()
+  for (const v of variants) {
+    for (const c of pricedOf(v)) {
+      if (c.price !== undefined) {
+        if (c.model !== undefined) priced.add(c.model)
+        continue
+      }
+      if (c.model === undefined) continue
+      const entry = missing.get(c.model) ?? { where: new Set<string>(), variants: [] }
+      entry.where.add(`task ${c.task} on ${c.target}`)
+      if (!entry.variants.includes(v.id)) entry.variants.push(v.id)
+      missing.set(c.model, entry)
+    }
+  }
+  if (priced.size === 0) return []
+  const names = [...priced].sort()
+  return Array.from(missing, ([model, m]) => {
+    const near = closest(model, names)
+    return `warning: model "${model}" has no price, so its calls will count as unpriced (${[...m.where].join(", ")}; ${
+      Words.labelled("variant", m.variants, { max: 5 })
+    }; priced: ${names.length === 0 ? "none" : names.map((n) => `"${n}"`).join(", ")})${near === undefined ? "" : `; did you mean "${near}"?`}`
+  })
+}
+
 /**
  * The cheapest and the dearest price of a variant's model calls (input and output apart: the
  * plan's cost range stays a bound), or `null` when one of them has no price.
@@ -1423,7 +1464,9 @@ export const load = (
     const rawExp = yield* Effect.either(parse.read(experimentFile))
     if (Either.isLeft(rawExp)) {
       for (const i of rawExp.left.issues) issues.push(i.line !== undefined ? issue("protocol.experiment", i.message) : expIssue(i.path, i.message, i.suggestion))
-      settleUnknownMetrics([])
+      // an experiment that cannot be read reports no judge's metric: a metric only its judges
+      // could know is held back, not called unknown (tester16c F11)
+      unknownMetrics.splice(0)
       return yield* invalid(abs, issues, guessed)
     }
     const base = rawExp.right
@@ -1593,8 +1636,12 @@ export const load = (
     if (issues.length > 0 && earlier === 0) return yield* invalid(abs, issues, guessed)
     const experiment = baselineExp.right
     // the experiment's own unset-key warnings are said below, once per variable, for the
-    // endpoints a task can call (tester16b N9: the same variable was warned about twice)
-    warnings.push(...experiment.warnings.filter((w) => !/^warning: \S.*: environment variable \S+ \(the key\) is (?:not set|empty)/.test(w)))
+    // endpoints a task can call (tester16b N9: the same variable was warned about twice); its
+    // "model has no price" lines know the baseline's calls only, without its model profile's
+    // price: the study's own (below, every variant's calls) replace them
+    warnings.push(...experiment.warnings.filter((w) =>
+      !/^warning: \S.*: environment variable \S+ \(the key\) is (?:not set|empty)/.test(w) && !EXPERIMENT_UNPRICED.test(w)
+    ))
     // endpoints that cannot be called as configured: warned here (plan), refused by run
     // the resources some task of some variant can lease (a variable may pick the pool or a selector)
     const leases = [experiment, ...experiments.values()].flatMap((e) => leasesOf(e.template.tasks))
@@ -1647,6 +1694,7 @@ export const load = (
       }
       return calls
     }
+    warnings.push(...unpricedModels(unexpanded ? [baseline] : variants, pricedOf, Object.keys(experiment.run.pricing ?? {})))
     if (costPaths.length > 0) {
       const missing = new Map<string, Array<string>>()
       // the variants were not expanded (too many): the baseline's calls, and each model

@@ -16,7 +16,7 @@ import { createHash } from "node:crypto"
 import { canonicalJsonUnsafe, type Json } from "../../domain/Json.js"
 import { noun } from "../../domain/internal/words.js"
 import { escapeHtml } from "../Dashboard.js"
-import { deltaText, type Evidence, fmt, judgeShareText, statusWordsOf, type StudyComparison, tieText, versusText } from "../StudyCompare.js"
+import { caseValueText, degenerateNote, deltaText, type Evidence, fmt, judgeShareText, statusWordsOf, type StudyComparison, tieText, versusText } from "../StudyCompare.js"
 import { formatCost } from "./money.js"
 
 /** A value of an assignment as text (strings as they are, others as canonical JSON). */
@@ -27,8 +27,8 @@ const assignmentText = (a: Readonly<Record<string, Json>>): string =>
 
 const pct = (level: number) => `${Math.round(level * 1000) / 10}%`
 
-const intervalText = (i: { readonly lower: number; readonly upper: number } | null): string =>
-  i === null ? "" : ` [${fmt(i.lower)}, ${fmt(i.upper)}]`
+const intervalText = (i: { readonly lower: number; readonly upper: number; readonly method?: string } | null): string =>
+  i === null ? "" : ` [${fmt(i.lower)}, ${fmt(i.upper)}]${i.method === undefined ? "" : degenerateNote({ ...i, method: i.method })}`
 
 /** `/?experiment=TRIAL`: the dashboard's view of one trial (a suite member): its pipelines. */
 const trialHref = (trialId: string): string => `/?experiment=${encodeURIComponent(trialId)}`
@@ -206,7 +206,7 @@ ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeM
         }</p>`
       const cases = (title: string, list: typeof ev.worstCases) =>
         list.length === 0 ? "" : `<div><b>${title}</b><table class="cases"><tbody>${
-          list.map((x) => `<tr><td class="mono">${e(x.caseKey)}</td><td>${e(fmt(x.value))}</td><td>${pipelineLinks(x.pipelineIds)}</td></tr>`).join("")
+          list.map((x) => `<tr><td class="mono">${e(x.caseKey)}</td><td>${e(caseValueText(x))}</td><td>${pipelineLinks(x.pipelineIds)}</td></tr>`).join("")
         }</tbody></table></div>`
       const x = v.values[m.name]
       const json = `/study/evidence?metric=${encodeURIComponent(m.name)}&variant=${encodeURIComponent(v.variantId)}`

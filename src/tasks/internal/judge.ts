@@ -386,10 +386,18 @@ const problemOf = (e: ParseResult.ParseError): string => {
 // ---------------------------------------------------------------------------------------------
 
 /**
+ * The seed of a judge's candidate order: a 32-bit number from the pipeline id, the task's
+ * position and its visit (`pipelineId:seq#visit:judge-order`), not the attempt, so a retry
+ * of the same visit shows the same order and a revisit (a rewind) draws anew.
+ */
+const orderSeed = (ctx: { readonly pipelineId: string; readonly seq: number; readonly visit: number }): number =>
+  Number.parseInt(digest(`${ctx.pipelineId}:${ctx.seq}#${ctx.visit}:judge-order`).slice(0, 8), 16) >>> 0
+
+/**
  * The built-in `judge` task (always an evaluator, so the runner runs it blind): reads the
  * candidates (and context) at their field paths of the input, shuffles the candidates with
- * Effect's `Random` (seeded per attempt by the runner: the same pipeline and attempt always
- * give the same order), shows them to the judge model as "response A", "response B", ...
+ * Effect's `Random` seeded from the pipeline id, the task's position and its visit (not the
+ * attempt: a retry shows the same order, recorded), shows them to the judge model as "response A", "response B", ...
  * with the rubric, and asks for one JSON object of scores and reasons. The answer is decoded
  * with a Schema built from the rubric (every label, every criterion, scores within their
  * scales or `null`, a reason per criterion; a ```json fence is tolerated). A malformed answer
@@ -575,7 +583,9 @@ export const judge = <In = unknown>(
         if (Either.isLeft(v)) return yield* new JudgeError({ message: v.left, errorClass: "invalid" })
         values.set(name, v.right)
       }
-      const order = Chunk.toReadonlyArray(yield* Random.shuffle(names))
+      // the order derives from the pipeline and the visit, never the attempt: a retried
+      // attempt shows the same order (a blind, reproducible judge; tester16c F6)
+      const order = Chunk.toReadonlyArray(yield* Effect.withRandom(Random.shuffle(names), Random.make(orderSeed(ctx))))
       const shown = order.map((name, i) => ({ name, label: labels[i]!, ...values.get(name)! }))
       const labelToName = new Map(shown.map((s) => [s.label, s.name]))
       const messages: ReadonlyArray<ChatMessage> = [

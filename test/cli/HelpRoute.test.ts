@@ -88,7 +88,7 @@ describe("Help.route: --log-level anywhere among a command's options (tester18d 
     assert.deepStrictEqual(parsed("report", "--run-id", "--log-level", "a.db"), ["report", "--run-id", "--log-level", "a.db"])
     assert.deepStrictEqual(parsed("report", "a.db", "--", "--log-level", "debug"), ["report", "a.db", "--", "--log-level", "debug"])
     // a subcommand of a group
-    const group = Help.route(["study", "plan", "s.yaml", "--log-level", "debug"], [StudyCommand.study] as ReadonlyArray<Parameters<typeof Help.renderCommand>[0]>, ["study"])
+    const group = Help.route(["study", "plan", "s.yaml", "--log-level", "debug"], [StudyCommand.study] as unknown as ReadonlyArray<Parameters<typeof Help.renderCommand>[0]>, ["study"])
     assert.deepInclude(group, { _tag: "Parse", args: ["study", "plan", "--log-level", "debug", "s.yaml"] })
     // a bad level or a misspelt option: assay's own messages
     const bad = route("run", "-c", "x.yaml", "--log-level", "loud")

@@ -60,7 +60,9 @@ const flattenDepth = integerAtLeast("flatten-depth", 1).pipe(
 const csvSafe = Options.boolean("csv-safe").pipe(
   Options.withDescription("CSV only: prefix cells starting with = + - @ tab or CR with ' so spreadsheets do not run them as formulas.")
 )
-const runId = Flags.runId("Only rows of this run (exit 2 when no store has it); `all`: every run (the default).")
+const runId = Flags.runId(
+  "Only rows of this run (exit 2 when no store has it); `latest`: each store's most recently started run; `all`: every run (the default)."
+)
 const byExperiment = Options.boolean("by-experiment").pipe(
   Options.withDescription("Suite roots only: OUT is a directory; write OUT/ID/ROWS.FORMAT per member (members in id order, each file atomic).")
 )
@@ -75,6 +77,22 @@ const checkRunId = (runId: RunId, opened: ReadonlyArray<{ readonly source: strin
       message: `run ${runId} is in none of the stores (${opened.map((s) => s.source).join(", ")})`,
       issues: [{ path: "--run-id", message: `unknown run ${runId}` }]
     })
+  })
+
+/**
+ * `--run-id latest`: each store's most recently started run (`undefined` for a store without
+ * one: it has no row to export); exit 2 when no store has a run.
+ */
+const latestRuns = (opened: ReadonlyArray<{ readonly source: string; readonly store: StoreService }>) =>
+  Effect.gen(function*() {
+    const latest = yield* Effect.forEach(opened, ({ store }) => Effect.map(store.latestRun, (r) => Option.getOrUndefined(r)?.runId))
+    if (latest.every((r) => r === undefined)) {
+      return yield* new ConfigError({
+        message: `--run-id latest: no run in ${opened.map((s) => s.source).join(", ")}`,
+        issues: [{ path: "--run-id", message: "no run to be the latest" }]
+      })
+    }
+    return latest
   })
 
 /**
@@ -126,8 +144,9 @@ export const exportCommand = Command.make("export", {
     const chosen = o.byExperiment
       ? Option.getOrElse(o.format, () => "jsonl" as const)
       : yield* Export.resolveFormat(out, Option.getOrUndefined(o.format))
-    // `all` (as in `report --run-id all`) is every run: the same as no filter.
-    const runIdArg = Option.getOrUndefined(o.runId)
+    // `all` (as in `report --run-id all`) is every run: the same as no filter; `latest` is
+    // resolved per store below
+    const selection = Flags.runSelection(o.runId)
     if (o.csvSafe && chosen !== "csv") {
       return yield* new ConfigError({
         message: `--csv-safe applies to csv output, not ${chosen}`,
@@ -135,11 +154,11 @@ export const exportCommand = Command.make("export", {
       })
     }
     const depth = Option.getOrUndefined(o.flattenDepth)
-    const options: Export.ExportOptions = {
+    let options: Export.ExportOptions = {
       kind: o.rows,
       format: chosen,
       limit: Option.getOrUndefined(o.limit),
-      runId: runIdArg === undefined || runIdArg === "all" ? undefined : RunId.make(runIdArg),
+      runId: selection._tag === "run" ? selection.runId : undefined,
       time: o.time,
       flatten: o.flatten || depth !== undefined ? depth ?? Export.DEFAULT_FLATTEN_DEPTH : undefined,
       csvSafe: o.csvSafe
@@ -148,6 +167,7 @@ export const exportCommand = Command.make("export", {
     if (root !== undefined) {
       const { store, suite } = yield* StoreArgs.openSuite(root)
       if (options.runId !== undefined) yield* checkRunId(options.runId, [{ source: root, store }])
+      if (selection._tag === "latest") options = { ...options, runId: (yield* latestRuns([{ source: root, store }]))[0] }
       if (o.byExperiment) {
         const split = yield* SuiteViews.exportByExperiment(suite, out, { ...options, experiment })
         return yield* Console.log(`exported ${split.rows} ${o.rows} row(s) to ${split.files.length} file(s) under ${out}: ${
@@ -164,7 +184,10 @@ export const exportCommand = Command.make("export", {
     // Concatenated in the given order, `limit` per store (as `Export.exportStores`).
     const opened = yield* StoreArgs.openAll(stores, o.plugin)
     if (options.runId !== undefined) yield* checkRunId(options.runId, opened)
-    const rows = Stream.concatAll(Chunk.fromIterable(opened.map(({ store }) => Export.rowItems(store, options))))
+    const latest = selection._tag === "latest" ? yield* latestRuns(opened) : undefined
+    const rows = Stream.concatAll(Chunk.fromIterable(opened.map(({ store }, i) =>
+      Export.rowItems(store, latest === undefined ? options : { ...options, runId: latest[i] })
+    )))
     const n = yield* Export.writeRows(rows, out, options)
     // with `-` the rows are standard output: the summary goes to standard error
     const summary = `exported ${n} ${o.rows} row(s) to ${out === "-" ? "standard output" : out}`

@@ -12,6 +12,7 @@ import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { cacheModes, ttlMessage } from "../domain/CallCache.js"
 import { ConfigError } from "../domain/Errors.js"
+import { RunId } from "../domain/Ids.js"
 import { closest } from "../domain/internal/suggest.js"
 import * as SqliteCallCache from "../layers/SqliteCallCache.js"
 import { isMissingFile, openReadOnlyDb } from "../layers/internal/sqlite/callCache.js"
@@ -142,6 +143,36 @@ export const allowRemote = (description: string): Options.Options<boolean> =>
  */
 export const runId = (description: string): Options.Options<Option.Option<string>> =>
   Options.text("run-id").pipe(Options.optional, Options.withDescription(description))
+
+/**
+ * What a read command's `--run-id` selects, parsed once for every command that takes it
+ * (`report`, `export`, `serve`, `watch`; tester18d F8: `export` refused `latest`): `default`
+ * (the flag absent: each command says what it then shows), `all` (every run), `latest` (the
+ * most recently started run: of each store, for a command over several) or `run` (that id).
+ *
+ * @since 0.12.0
+ * @category models
+ */
+export type RunSelection =
+  | { readonly _tag: "default" }
+  | { readonly _tag: "all" }
+  | { readonly _tag: "latest" }
+  | { readonly _tag: "run"; readonly runId: RunId }
+
+/**
+ * The {@link RunSelection} of a parsed `--run-id` ({@link runId}): `all` and `latest` are
+ * words, anything else a run id.
+ *
+ * @param value the flag's value (`Option.none()`: absent)
+ * @returns the selection
+ * @since 0.12.0
+ * @category options
+ */
+export const runSelection = (value: Option.Option<string>): RunSelection =>
+  Option.match(value, {
+    onNone: () => ({ _tag: "default" }),
+    onSome: (v) => v === "all" ? { _tag: "all" } : v === "latest" ? { _tag: "latest" } : { _tag: "run", runId: RunId.make(v) }
+  })
 
 /**
  * `--experiment ID` (repeatable): the suite members a command runs or resumes (default: every

@@ -457,6 +457,13 @@ export type Route =
     readonly _tag: "Parse"
     /** The command line's command (`assay study confirm`), when it names one. */
     readonly where?: string | undefined
+    /**
+     * The command line to parse (after the program), when it differs from the one given:
+     * `--log-level LEVEL` (or `--log-level=LEVEL`) anywhere among a command's options, moved
+     * right after the command's name, the one place `@effect/cli` 0.77 reads it (after
+     * `-c FILE` it answered `Received unknown argument: '--log-level'`; tester18d F4).
+     */
+    readonly args?: ReadonlyArray<string> | undefined
   }
 
 /** The choices of a placeholder that lists them (`none | openai | anthropic`), else none. */
@@ -498,14 +505,16 @@ export const route = (args: ReadonlyArray<string>, commands: ReadonlyArray<AnyCo
     tokens: ReadonlyArray<string>,
     known: ReadonlyArray<OptionSpec>,
     where: string
-  ): { readonly help: boolean; readonly unknown?: Route; readonly positional?: number } => {
+  ): { readonly help: boolean; readonly unknown?: Route; readonly positional?: number; readonly logLevel: ReadonlyArray<number> } => {
     let help = false
+    // where `--log-level` and its value stand (indices into `tokens`)
+    const logLevel: Array<number> = []
     for (let i = 0; i < tokens.length; i++) {
       const token = tokens[i]!
       if (token === "--") break
       const name = optionName(token)
       if (name === undefined) {
-        if (where === "assay") return { help, positional: i }
+        if (where === "assay") return { help, positional: i, logLevel }
         continue
       }
       if (isHelp(name)) {
@@ -519,19 +528,40 @@ export const route = (args: ReadonlyArray<string>, commands: ReadonlyArray<AnyCo
       )
       if (option === undefined) {
         const candidates = known.flatMap((o) => o.names.filter((n) => n.startsWith("--")))
-        return { help, unknown: { _tag: "Unknown", kind: "option", word: name, where, candidates } }
+        return { help, logLevel, unknown: { _tag: "Unknown", kind: "option", word: name, where, candidates } }
       }
+      if (name === LOG_LEVEL) logLevel.push(i)
       if (Option.isSome(option.value)) {
         // its value: after `=`, else the next token (which it consumes)
         const eq = token.indexOf("=")
         const value = eq !== -1 && token.startsWith("--") ? token.slice(eq + 1) : option.names.includes(token) ? tokens[i + 1] : undefined
         if (option.names.includes(token)) i++
         if (value !== undefined && !valueOk(option.value.value, value)) {
-          return { help, unknown: { _tag: "BadValue", option: name, value, expected: option.value.value } }
+          return { help, logLevel, unknown: { _tag: "BadValue", option: name, value, expected: option.value.value } }
         }
       }
     }
-    return { help }
+    return { help, logLevel }
+  }
+  /**
+   * The command line with the command's `--log-level` moved right after its name (`head`: the
+   * words up to and including the name; `tokens`: the rest, scanned), as `--log-level LEVEL`;
+   * `undefined` when there is none to move.
+   */
+  const hoisted = (head: ReadonlyArray<string>, tokens: ReadonlyArray<string>, at: ReadonlyArray<number>) => {
+    if (at.length === 0 || (at.length === 1 && at[0] === 0)) return undefined
+    const moved: Array<string> = []
+    const skip = new Set<number>()
+    for (const i of at) {
+      const t = tokens[i]!
+      skip.add(i)
+      if (t !== LOG_LEVEL) moved.push(LOG_LEVEL, t.slice(LOG_LEVEL.length + 1))
+      else if (i + 1 < tokens.length) {
+        moved.push(LOG_LEVEL, tokens[i + 1]!)
+        skip.add(i + 1)
+      } else moved.push(LOG_LEVEL) // no value: @effect/cli says so
+    }
+    return [...head, ...moved, ...tokens.filter((_, i) => !skip.has(i))]
   }
   if (args.length === 0) return { _tag: "RootHelp" }
   const root = scan(args, [...rootOptions, ...commonOptions.slice(1)], "assay")
@@ -561,12 +591,17 @@ export const route = (args: ReadonlyArray<string>, commands: ReadonlyArray<AnyCo
     }
     const sub = scan(rest.slice(at + 1), [...specOf(child).options, ...commonOptions], `assay ${name} ${rest[at]}`)
     if (help || sub.help) return { _tag: "CommandHelp", command: child, parent: name }
-    return sub.unknown ?? { _tag: "Parse", where: `assay ${name} ${rest[at]}` }
+    const moved = hoisted(args.slice(0, root.positional + 1 + at + 1), rest.slice(at + 1), sub.logLevel)
+    return sub.unknown ?? { _tag: "Parse", where: `assay ${name} ${rest[at]}`, ...(moved === undefined ? {} : { args: moved }) }
   }
   const sub = scan(rest, [...specOf(command).options, ...commonOptions], `assay ${name}`)
   if (root.help || sub.help) return { _tag: "CommandHelp", command }
-  return sub.unknown ?? { _tag: "Parse", where: `assay ${name}` }
+  const moved = hoisted(args.slice(0, root.positional + 1), rest, sub.logLevel)
+  return sub.unknown ?? { _tag: "Parse", where: `assay ${name}`, ...(moved === undefined ? {} : { args: moved }) }
 }
+
+/** The option every command takes for its log level (see {@link commonOptions}). */
+const LOG_LEVEL = "--log-level"
 
 /**
  * The message of an option given a value its type refuses, naming the option (what

@@ -35,7 +35,7 @@ const stores = Args.text({ name: "store" }).pipe(
   Args.withDescription("Store file(s) or plugin URI(s) to report on; several are merged. Or one suite root (a directory with manifest.json).")
 )
 const runId = Flags.runId(
-  "Run to report: an id, or `all` (default: each store's most recent run; on a suite root: the cumulative view, and an id shows that run's durable outcomes)."
+  "Run to report: an id, `latest` (each store's most recently started run: the default) or `all`; on a suite root the default is the cumulative view, `latest` the root's latest run, and an id shows that run's durable outcomes."
 )
 const errors = integerAtLeast("errors", 0).pipe(
   Options.optional,
@@ -78,11 +78,15 @@ export const report = Command.make("report", {
       )
     }
     const root = yield* StoreArgs.suiteRootOf(catalogRoot === undefined ? o.stores : [catalogRoot], experiment)
+    // `--run-id` as every read command parses it (`latest` too: tester18d F8)
+    const selection = Flags.runSelection(o.runId)
     if (root !== undefined) {
-      const { study, suite } = yield* StoreArgs.openSuite(root)
+      const { store, study, suite } = yield* StoreArgs.openSuite(root)
+      // on a suite root no id is the cumulative view: `latest` names the root's latest run
+      const latest = selection._tag === "latest" ? Option.getOrUndefined(yield* store.latestRun)?.runId : undefined
       const data = yield* SuiteViews.buildSuiteReport(suite, {
         experiment,
-        runId: Option.getOrUndefined(o.runId),
+        runId: selection._tag === "run" ? selection.runId : selection._tag === "all" ? "all" : latest,
         errors: Option.getOrUndefined(o.errors)
       })
       // a study's root: its suite view is the trials' pipelines; the header names the study and
@@ -96,7 +100,8 @@ export const report = Command.make("report", {
     }
     const opened = yield* StoreArgs.openAll(o.stores, o.plugin)
     const data = yield* Report.buildReport(opened, {
-      runId: Option.getOrUndefined(o.runId),
+      // no id is each store's latest run already
+      runId: selection._tag === "run" ? selection.runId : selection._tag === "all" ? "all" : undefined,
       errors: Option.getOrUndefined(o.errors),
       topPipelines: Option.getOrUndefined(o.topPipelines),
       pipelinesBy: Option.getOrUndefined(o.pipelinesBy)

@@ -93,10 +93,12 @@ const serveStore = (
   study?: StudyView.StudyReads | undefined
 ) =>
   Effect.scoped(Effect.gen(function*() {
-    const selector = Option.getOrUndefined(o.runId)
+    // `--run-id` as every read command parses it (Flags.runSelection)
+    const selection = Flags.runSelection(o.runId)
+    const selector = selection._tag === "default" ? undefined : selection._tag === "run" ? selection.runId : selection._tag
     // an explicit default run must exist (a typo should not serve an empty page)
-    if (selector !== undefined && selector !== "all" && selector !== "latest") {
-      yield* Monitor.resolveSelection(st, selector).pipe(
+    if (selection._tag === "run") {
+      yield* Monitor.resolveSelection(st, selection.runId).pipe(
         Effect.catchTag("UnknownRun", (e) => Effect.fail(new ConfigError({ message: `--run-id: ${e.message} in ${StoreArgs.displayOf(o.store)}` })))
       )
     }

@@ -38,7 +38,7 @@ import type { StoreService } from "../services/Store.js"
 const store = Args.text({ name: "store" }).pipe(
   Args.withDescription("What to watch (opened read-only): an SQLite store file, a plugin URI (scheme://..., see --plugin), or a suite root (a directory with manifest.json).")
 )
-const runId = Flags.runId("Run to watch: an id or `all` (default: the most recently started run).")
+const runId = Flags.runId("Run to watch: an id, `latest` (the most recently started run: the default) or `all`.")
 const interval = Options.float("interval").pipe(
   Options.withDescription("Seconds between refreshes (> 0)."),
   Flags.withDefault(2)
@@ -134,7 +134,9 @@ const follow = <E>(
           yield* Effect.sleep(every)
         }
       })
-    const requested = Option.getOrUndefined(o.runId)
+    // `--run-id` as every read command parses it: `latest` is the default (pinned below)
+    const selection = Flags.runSelection(o.runId)
+    const requested = selection._tag === "run" ? selection.runId : selection._tag === "all" ? "all" : undefined
 
     // Pin the selection: an explicit id or `all`, else the latest run once there is one.
     let selector = requested

@@ -137,7 +137,9 @@ export const runCommandLine = (argv: ReadonlyArray<string>, commands: ReadonlyAr
         Effect.zipRight(Effect.fail(ValidationError.invalidValue(HelpDoc.p(Help.badValueMessage(routed)))))
       )
     case "Parse":
-      return Command.run(rootCommand(commands), { name: "assay", version })(argv).pipe(
+      return Command.run(rootCommand(commands), { name: "assay", version })(
+        routed.args === undefined ? argv : [...argv.slice(0, 2), ...routed.args]
+      ).pipe(
         // a missing argument or option (`Expected to find option: '--repeats'`): where to read
         // what the command takes
         Effect.tapError((e) =>

@@ -880,6 +880,15 @@ export interface OutputCheck {
 export const levelOfReducer = (r: Reducer): "case" | "trial" => r === "mean" || r === "rate" ? "case" : "trial"
 
 /**
+ * How the usage metrics count the call cache's hits, in each of their descriptions (tester18d
+ * F3: `calls` read "model calls (leases acquired)" while it counted hits, which acquire no
+ * lease): at the figures their entry recorded when the call was made, so that variants compare
+ * alike whether the cache served them or not. What was spent this time is the study's usage
+ * (`study run`, `study status`: `0 calls (4 served from cache, $0.00018 not spent)`).
+ */
+const HITS_AT_RECORDED_USAGE = "cache hits included at their recorded usage"
+
+/**
  * The runtime metrics every trial has, with their unit and default direction (all trial-level,
  * read from what the store and the study tables record):
  *
@@ -899,11 +908,11 @@ export const levelOfReducer = (r: Reducer): "case" | "trial" => r === "mean" || 
  * @category metrics
  */
 export const BUILTIN_METRICS: Readonly<Record<string, { readonly unit: string; readonly direction: Direction; readonly description: string }>> = {
-  calls: { unit: "calls", direction: "minimize", description: "model calls (leases acquired)" },
-  tokensIn: { unit: "tokens", direction: "minimize", description: "prompt tokens of the trial's calls (every model-calling attempt, failed ones included; a cache hit counted at the tokens of the call it replays, though not billed again)" },
-  tokensOut: { unit: "tokens", direction: "minimize", description: "completion tokens of the trial's calls (every model-calling attempt, failed ones included; a cache hit counted at the tokens of the call it replays, though not billed again)" },
-  tokens: { unit: "tokens", direction: "minimize", description: "tokens metered by the leases" },
-  costUsd: { unit: "USD", direction: "minimize", description: "cost from tokens and the model price" },
+  calls: { unit: "calls", direction: "minimize", description: `model calls, ${HITS_AT_RECORDED_USAGE}` },
+  tokensIn: { unit: "tokens", direction: "minimize", description: `prompt tokens of the trial's calls (every model-calling attempt, failed ones included), ${HITS_AT_RECORDED_USAGE}` },
+  tokensOut: { unit: "tokens", direction: "minimize", description: `completion tokens of the trial's calls (every model-calling attempt, failed ones included), ${HITS_AT_RECORDED_USAGE}` },
+  tokens: { unit: "tokens", direction: "minimize", description: `tokens of the trial's calls, ${HITS_AT_RECORDED_USAGE}` },
+  costUsd: { unit: "USD", direction: "minimize", description: `cost from tokens and the model price, ${HITS_AT_RECORDED_USAGE}` },
   wallMs: { unit: "ms", direction: "minimize", description: "wall time while the trial was active" },
   latencyP95Ms: { unit: "ms", direction: "minimize", description: "p95 pipeline latency" },
   retries: { unit: "attempts", direction: "minimize", description: "attempts after a task's first" },

@@ -127,6 +127,11 @@ export interface CacheFigures {
   readonly lookupFailures: number
   readonly tokensSaved: { readonly promptTokens: number; readonly completionTokens: number; readonly totalTokens: number }
   readonly costSavedUsd: number | null
+  /**
+   * Answers the cache stored (since 0.12.0): the misses and refreshes whose attempt succeeded
+   * and whose output was kept (`stored` not `false`). Absent on a store that does not count it.
+   */
+  readonly stored?: number | undefined
 }
 
 /**

@@ -155,7 +155,8 @@ export const emptyStats: CacheStats = {
   writeFailures: 0,
   lookupFailures: 0,
   tokensSaved: { promptTokens: 0, completionTokens: 0, totalTokens: 0 },
-  costSavedUsd: null
+  costSavedUsd: null,
+  stored: 0
 }
 
 /**
@@ -207,8 +208,10 @@ export const addAttempt = (before: CacheStats, outcome: string, decision: unknow
       costSavedUsd: addCost(s.costSavedUsd, u["costUsd"])
     }
   }
-  if (c.status === "miss") return { ...s, misses: s.misses + 1 }
-  if (c.status === "refresh") return { ...s, refreshed: s.refreshed + 1 }
+  // an answer kept for the next run: a miss or refresh that succeeded, its write not failed
+  const k = outcome === "succeeded" && c.stored !== false ? { ...s, stored: (s.stored ?? 0) + 1 } : s
+  if (c.status === "miss") return { ...k, misses: s.misses + 1 }
+  if (c.status === "refresh") return { ...k, refreshed: s.refreshed + 1 }
   if (c.status === "bypass") return { ...s, bypassed: s.bypassed + 1 }
   return s
 }
@@ -245,7 +248,8 @@ export const sumStats = (a: CacheStats, b: CacheStats): CacheStats => ({
     completionTokens: a.tokensSaved.completionTokens + b.tokensSaved.completionTokens,
     totalTokens: a.tokensSaved.totalTokens + b.tokensSaved.totalTokens
   },
-  costSavedUsd: addCost(a.costSavedUsd, b.costSavedUsd)
+  costSavedUsd: addCost(a.costSavedUsd, b.costSavedUsd),
+  stored: (a.stored ?? 0) + (b.stored ?? 0)
 })
 
 /**

@@ -239,7 +239,7 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
       escapeHtml(r.state ?? "?")
     }</span>${hold === "" ? "" : ` <span class="hold">${escapeHtml(hold)}</span>`}${
       r.algorithm_text === "" ? "" : ` <span class="muted algo">${escapeHtml(r.algorithm_text)}</span>`
-    }</td><td><div class="occ"><div class="fill" style="width:${(frac * 100).toFixed(1)}%"></div></div> ${escapeHtml(r.active ?? 0)}/${
+    }${r.restored_text === "" ? "" : ` <span class="muted restored">${escapeHtml(r.restored_text)}</span>`}</td><td><div class="occ"><div class="fill" style="width:${(frac * 100).toFixed(1)}%"></div></div> ${escapeHtml(r.active ?? 0)}/${
       escapeHtml(r.capacity ?? "?")
     }</td><td>${r.pool_wait_ms_p95 === null ? "" : escapeHtml(formatDuration(r.pool_wait_ms_p95))}</td><td>${escapeHtml(r.consecutive_failures ?? 0)}</td><td class="cost">${
       escapeHtml(resourceAccountingText(r.accounting))
@@ -526,6 +526,7 @@ const SCRIPT = `
       var now = s.generated_at, until = x.throttled_until !== null && x.throttled_until > now ? ["throttled", x.throttled_until] : x.breaker_until !== null && x.breaker_until > now ? ["breaker open", x.breaker_until] : null;
       if (until !== null) { var t = new Date(until[1]); st.appendChild(el("span", "hold", " " + until[0] + " until " + (until[1] - now >= 86400000 ? t.toISOString() : t.toTimeString().slice(0, 8)))); }
       if (x.algorithm_text) st.appendChild(el("span", "muted algo", " " + x.algorithm_text));
+      if (x.restored_text) st.appendChild(el("span", "muted restored", " " + x.restored_text));
       var owner = /^experiment:([^:]+):/.exec(x.pool);
       var name = x.pool + "/" + x.resource_id + (s.suite ? (owner ? " (private to " + owner[1] + ")" : " (shared)") : "");
       var ra = x.accounting, spent = ra === undefined ? "" : ra === null ? "\u2013" : ra.tokens_in + " in / " + ra.tokens_out + " out \u00b7 " + cost(ra.cost_usd, ra.unpriced);

@@ -49,7 +49,7 @@
  *
  * @since 0.6.0
  */
-import { formatCost } from "./internal/money.js"
+import { callsServedText, formatCost } from "./internal/money.js"
 import { Clock, Deferred, Effect, Option, type Scope, Stream } from "effect"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { PipelineId } from "../domain/Ids.js"
@@ -742,9 +742,10 @@ export interface TrialReport {
    * What the call cache did for its pipelines, from their attempt rows (since 0.11.0): `hits`
    * (answers served from the cache: no call, no lease, so not in `usage.calls`) and `misses`
    * (calls its cached tasks made). Absent when the cache did nothing for it. The text says
-   * `cache hits 8, misses 0` beside its calls.
+   * `0 calls (8 served from cache, $0.00036 not spent) · cache misses 0` (`costSavedUsd`: what
+   * the served calls cost when they were made, `null` when unknown; since 0.12.0).
    */
-  readonly cache?: { readonly hits: number; readonly misses: number } | undefined
+  readonly cache?: { readonly hits: number; readonly misses: number; readonly costSavedUsd?: number | null | undefined } | undefined
 }
 
 /**
@@ -778,8 +779,10 @@ export interface StudyReport {
   toJSON(): Record<string, unknown>
 }
 
-const formatUsage = (u: TrialUsage, cache?: { readonly hits: number; readonly misses: number } | undefined): string =>
-  `calls ${u.calls}${cache === undefined ? "" : ` · cache hits ${cache.hits}, misses ${cache.misses}`} · tokens ${u.tokens} · ${formatCost(u.costUsd, u.unpriced ?? 0)} · ${(u.timeMs / 1000).toFixed(1)} s`
+const formatUsage = (u: TrialUsage, cache?: TrialReport["cache"]): string =>
+  // what was spent this time, and what the cache served instead (money.ts callsServedText: the
+  // one wording; the Compare counts the hits at their recorded usage, tester18d F3)
+  `${callsServedText(u.calls, cache?.hits ?? 0, cache?.costSavedUsd ?? null)}${cache === undefined ? "" : ` · cache misses ${cache.misses}`} · tokens ${u.tokens} · ${formatCost(u.costUsd, u.unpriced ?? 0)} · ${(u.timeMs / 1000).toFixed(1)} s`
 
 const formatMetrics = (m: Readonly<Record<string, number>>): string => Object.entries(m).map(([k, v]) => `${k} ${Words.figure(v)}`).join(" · ")
 
@@ -1054,7 +1057,7 @@ const STATE_CHUNK = 500
 export const trialCache = (
   studyId: string,
   trialIds: ReadonlyArray<string>
-): Effect.Effect<Map<string, { readonly hits: number; readonly misses: number }>, StoreUnavailable | ConfigError, SuiteCatalog> =>
+): Effect.Effect<Map<string, { readonly hits: number; readonly misses: number; readonly costSavedUsd: number | null }>, StoreUnavailable | ConfigError, SuiteCatalog> =>
   Effect.gen(function*() {
     const store = yield* (yield* SuiteCatalog).view(undefined)
     const byDigest = new Map(trialIds.map((id) => [memberDigest(studyId, id), id]))
@@ -1067,8 +1070,8 @@ export const trialCache = (
         if (trial === undefined) return
         stats.set(trial, CallCache.addAttempt(stats.get(trial) ?? CallCache.emptyStats, a.outcome, a.decision))
       }))
-    const out = new Map<string, { readonly hits: number; readonly misses: number }>()
-    for (const [trial, c] of stats) if (c.hits + c.misses > 0) out.set(trial, { hits: c.hits, misses: c.misses })
+    const out = new Map<string, { readonly hits: number; readonly misses: number; readonly costSavedUsd: number | null }>()
+    for (const [trial, c] of stats) if (c.hits + c.misses > 0) out.set(trial, { hits: c.hits, misses: c.misses, costSavedUsd: c.costSavedUsd })
     return out
   })
 

@@ -73,6 +73,33 @@ describe("Help.route", () => {
   })
 })
 
+describe("Help.route: --log-level anywhere among a command's options (tester18d F4)", () => {
+  it("moves it right after the command's name, where @effect/cli reads it; a misspelling gets the did-you-mean", () => {
+    const parsed = (...args: ReadonlyArray<string>) => {
+      const r = route(...args)
+      assert.strictEqual(r._tag, "Parse", args.join(" "))
+      return r._tag === "Parse" ? r.args ?? args : []
+    }
+    assert.deepStrictEqual(parsed("run", "-c", "x.yaml", "--log-level", "debug", "--limit", "0"), ["run", "--log-level", "debug", "-c", "x.yaml", "--limit", "0"])
+    assert.deepStrictEqual(parsed("run", "-c", "x.yaml", "--log-level=debug"), ["run", "--log-level", "debug", "-c", "x.yaml"])
+    assert.deepStrictEqual(parsed("report", "a.db", "--json", "--log-level", "warning"), ["report", "--log-level", "warning", "a.db", "--json"])
+    // already where it is read: unchanged; a value that looks like it is not moved; after `--` neither
+    assert.deepStrictEqual(parsed("run", "--log-level", "debug", "-c", "x.yaml"), ["run", "--log-level", "debug", "-c", "x.yaml"])
+    assert.deepStrictEqual(parsed("report", "--run-id", "--log-level", "a.db"), ["report", "--run-id", "--log-level", "a.db"])
+    assert.deepStrictEqual(parsed("report", "a.db", "--", "--log-level", "debug"), ["report", "a.db", "--", "--log-level", "debug"])
+    // a subcommand of a group
+    const group = Help.route(["study", "plan", "s.yaml", "--log-level", "debug"], [StudyCommand.study] as unknown as ReadonlyArray<Parameters<typeof Help.renderCommand>[0]>, ["study"])
+    assert.deepInclude(group, { _tag: "Parse", args: ["study", "plan", "--log-level", "debug", "s.yaml"] })
+    // a bad level or a misspelt option: assay's own messages
+    const bad = route("run", "-c", "x.yaml", "--log-level", "loud")
+    assert.strictEqual(bad._tag, "BadValue")
+    if (bad._tag === "BadValue") assert.match(Help.badValueMessage(bad), /^--log-level: "loud" is not one of all, trace, debug/)
+    const typo = route("run", "-c", "x.yaml", "--log-levle", "debug")
+    assert.strictEqual(typo._tag, "Unknown")
+    if (typo._tag === "Unknown") assert.strictEqual(Help.unknownMessage(typo, closest), "unknown option --log-levle: did you mean --log-level?")
+  })
+})
+
 describe("Help.route: numeric option values", () => {
   it("a value that is not a number is refused naming the option (both spellings); numbers, signs included, go through", () => {
     const bad: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [

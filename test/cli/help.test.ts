@@ -108,6 +108,25 @@ describe("assay --help", { timeout: 240_000 }, () => {
       assert.notInclude(value.stderr, "unknown option")
     }))
 
+  it.live("--log-level is taken wherever the help lists it: after -c FILE, as --log-level=LEVEL, at the end (tester18d F4)", () =>
+    Effect.gen(function*() {
+      const config = path.join(root, "examples/experiments/delay.yaml")
+      for (
+        const args of [
+          ["validate", "-c", config, "--log-level", "debug"],
+          ["validate", "-c", config, "--log-level=warning"],
+          ["validate", "--log-level", "debug", "-c", config]
+        ]
+      ) {
+        const r = yield* assay(args)
+        assert.strictEqual(r.code, 0, `${args.join(" ")}: ${r.stderr}`)
+        assert.notInclude(r.stderr, "Received unknown argument")
+      }
+      const typo = yield* assay(["validate", "-c", config, "--log-levl", "debug"])
+      assert.strictEqual(typo.code, 2)
+      assert.strictEqual(typo.stderr, "unknown option --log-levl: did you mean --log-level?\n")
+    }))
+
   it.live("an unknown command gets the closest command (exit 2)", () =>
     Effect.gen(function*() {
       const result = yield* assay(["reprot", "a.db"])

@@ -59,6 +59,31 @@ layer(Built, { excludeTestServices: true, timeout: "120 seconds" })((it) => {
         assert.strictEqual((yield* run(["report", a, "--run-id", "missing"])).code, 2)
       }))
 
+    it.effect("--run-id latest: the most recently started run of each store, for report, export and watch alike (tester18d F8)", () =>
+      Effect.gen(function*() {
+        const two = nodePath.join(dir, "two-runs.db")
+        yield* buildStore(two, [{ n: 3, runId: "old", startedAt: 1000 }, { n: 5, runId: "new", startedAt: 9000 }])
+        // export: only the latest run's rows; over several stores, each store's latest
+        const out = nodePath.join(dir, "latest.jsonl")
+        const ex = yield* run(["export", two, out, "--rows", "attempts", "--run-id", "latest"])
+        assert.strictEqual(ex.code, 0, ex.err)
+        const rows = fs.readFileSync(out, "utf8").trim().split("\n").map((l) => JSON.parse(l) as { runId: string })
+        assert.isAbove(rows.length, 0)
+        assert.deepStrictEqual([...new Set(rows.map((r) => r.runId))], ["new"])
+        const both = nodePath.join(dir, "latest-both.jsonl")
+        assert.strictEqual((yield* run(["export", two, b, both, "--rows", "attempts", "--run-id", "latest"])).code, 0)
+        const runs = new Set(fs.readFileSync(both, "utf8").trim().split("\n").map((l) => (JSON.parse(l) as { runId: string }).runId))
+        assert.deepStrictEqual([...runs].sort(), ["new", "r2"])
+        // report: the same run as without --run-id
+        const rep = yield* run(["report", "--json", two, "--run-id", "latest"])
+        assert.strictEqual(rep.code, 0, rep.err)
+        assert.deepStrictEqual((JSON.parse(rep.out) as { runs: ReadonlyArray<{ runId: string }> }).runs.map((r) => r.runId), ["new"])
+        // watch ends at once on a finished run, showing it
+        const w = yield* run(["watch", two, "--run-id", "latest"])
+        assert.strictEqual(w.code, 0, w.err)
+        assert.include(w.out, "new")
+      }))
+
     it.effect("a missing store file exits 1 with a clear message and creates nothing", () =>
       Effect.gen(function*() {
         const missing = nodePath.join(dir, "missing.db")

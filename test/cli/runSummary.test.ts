@@ -46,10 +46,13 @@ describe("assay run's summary: model calls, tokens and cost", () => {
       const cost = /cost (\$[\d.]+)/.exec(line!)![1]!
       assert.include(report, `; cost ${cost}`)
       assert.notMatch(cost, /\.\d*[1-9]0+$/)
+      // the cache was on and every call missed: said, with the answers it stored (tester18d F6)
+      assert.include(ran.stdout, "\ncall cache: 0 hits, 3 misses (3 answers stored)\n")
 
       const again = yield* assay(["run", "-c", exp, "--store", "rerun.db", "--quiet", "--cache-db", "run.db"], { cwd: dir, env, killAfterMs: 60_000 })
       assert.strictEqual(again.code, 0, again.stderr)
       assert.include(again.stdout, "model calls: 0, cache hits 3; tokens in 0, out 0; cost $0")
+      assert.match(again.stdout, /\ncall cache: 3 hits, 0 misses \(\$0\.\d+ not spent\)\n/)
     }))
 
   it.scopedLive("no price anywhere: the cost is 'unpriced (3 calls)', never $0", () =>
@@ -61,5 +64,7 @@ describe("assay run's summary: model calls, tokens and cost", () => {
       assert.strictEqual(ran.code, 0, ran.stderr)
       assert.match(ran.stdout, /^model calls: 3; tokens in [1-9]\d*, out [1-9]\d*; cost unpriced \(3 calls\)$/m)
       assert.notInclude(ran.stdout, "$0")
+      // no --cache: no cache line
+      assert.notInclude(ran.stdout, "call cache")
     }))
 })

@@ -658,10 +658,12 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           const run1 = yield* CallCache.statsOfScope(store, rid("run-1"))
           assert.deepStrictEqual(run1, {
             hits: 1, misses: 2, refreshed: 0, bypassed: 0, writeFailures: 1, lookupFailures: 1,
-            tokensSaved: { promptTokens: 10, completionTokens: 4, totalTokens: 14 }, costSavedUsd: 0.125
+            tokensSaved: { promptTokens: 10, completionTokens: 4, totalTokens: 14 }, costSavedUsd: 0.125,
+            // answers stored: neither the failed miss nor the succeeded one whose write failed
+            stored: 0
           })
           const run2 = yield* CallCache.statsOfScope(store, rid("run-2"))
-          assert.deepStrictEqual([run2.hits, run2.misses, run2.refreshed, run2.bypassed, run2.costSavedUsd], [1, 0, 1, 1, null])
+          assert.deepStrictEqual([run2.hits, run2.misses, run2.refreshed, run2.bypassed, run2.costSavedUsd, run2.stored], [1, 0, 1, 1, null, 1])
           const all = yield* CallCache.statsOfScope(store, undefined)
           assert.deepStrictEqual(all, CallCache.sumStats(run1, run2))
         })))

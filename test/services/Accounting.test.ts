@@ -160,6 +160,19 @@ describe("token and cost accounting through the runner (mock LLM)", () => {
       })
       assert.include(hitsOnly, `No model call was made: every call was served from the call cache (${free.length} hits; $0.43 saved)`)
       assert.notInclude(hitsOnly, "Top pipelines")
+      // the sentence gives the scope's hits (the run's attempt rows), not the sum over the ranked
+      // rows the report lists (tester18d F1: "10 hits" for a run of 28)
+      const scopeHits = free.length + 18
+      const manyHits = renderText({
+        ...ran.report,
+        cache: { ...ran.report.cache, hits: scopeHits, misses: 0, costSavedUsd: 0.43 },
+        accounting: {
+          ...ran.report.accounting,
+          total: { ...ran.report.accounting.total, calls: 0, cacheHits: scopeHits },
+          pipelines: { ...top, rows: free.slice(0, 3).map((r) => ({ ...r, calls: 0, cacheHits: 1, tokensIn: 0, tokensOut: 0 })) }
+        }
+      })
+      assert.include(manyHits, `No model call was made: every call was served from the call cache (${scopeHits} hits; $0.43 saved)`)
       const mixed = withRows([top.rows[0]!, ...free.slice(1)])
       assert.include(mixed, `Top 1 pipeline(s) by cost (${top.rows.length - 1} at $0 left out):\n  ${dearest.pipelineId}: calls 1`)
     }))

@@ -353,8 +353,9 @@ describe("adaptive: its state where users look", () => {
         const store = yield* Store
         const stored = (yield* store.resources)[0]!
         const report = Report.renderText(yield* Report.buildReport([{ source: "mem", store }]))
-        const page = renderDashboard(yield* Monitor.readSnapshot(store))
-        return { snap, stored, report, page }
+        const monitored = yield* Monitor.readSnapshot(store)
+        const page = renderDashboard(monitored)
+        return { snap, stored, report, page, monitored }
       }).pipe(Effect.provide(env)))
       const learned = (value.snap.algorithm as Record<string, Record<string, unknown>>)["adaptive"]!
       assert.isAbove(learned["rate"] as number, 5)
@@ -364,6 +365,13 @@ describe("adaptive: its state where users look", () => {
       assert.deepStrictEqual(health["algorithm"], value.snap.algorithm)
       const row = Monitor.resourceRow(value.stored)
       assert.match(row.algorithm_text, /^adaptive delivered [\d.]+ req\/s lately, allows [\d.]+ req\/s now, \d+ at once; cut \d+× \(last: a 429 at /)
+      // what a resume restored, as report says it, on the dashboard and in watch too (tester18d F5)
+      assert.strictEqual(row.restored_text, "")
+      const resumed = Monitor.resourceRow({ ...value.stored, health: { ...health, restored: { applied: ["throttle", "probing", "algorithm:adaptive"] } } })
+      assert.strictEqual(resumed.restored_text, "restored at resume: throttle, probing, algorithm:adaptive")
+      const withRestored = { ...value.monitored, resources: value.monitored.resources.map(() => resumed) }
+      assert.include(renderDashboard(withRestored), `<span class="muted restored">restored at resume: throttle, probing, algorithm:adaptive</span>`)
+      assert.include(Monitor.renderSnapshot(withRestored, { color: false, width: 400 }), " · restored at resume: throttle, probing, algorithm:adaptive")
       assert.include(value.report, `llm/p (llm): ready; attempts`)
       assert.include(value.report, `; adaptive delivered ${learned["sustained"]} req/s lately, allows ${learned["rate"]} req/s now, ${learned["concurrency"]} at once; cut `)
       assert.include(value.page, `<span class="muted algo">adaptive delivered ${learned["sustained"]} req/s lately, allows ${learned["rate"]} req/s now`)

@@ -445,7 +445,7 @@ describe("Study.run", () => {
       // issue 16 trial: a trial that ran every case and broke a constraint has complete metrics
       // (not "partial:"); one whose pipelines failed has partial ones
       assert.isUndefined(byTrial["p1-v02-r1"]!.partialMetrics)
-      assert.match(report.summary(), /p1-v02-r1 failed \(.*\) · calls [^\n]* · accuracy 0\.5/)
+      assert.match(report.summary(), /p1-v02-r1 failed \(.*\) · \d+ calls? [^\n]* · accuracy 0\.5/)
       assert.notMatch(report.summary(), /p1-v02-r1 [^\n]*partial:/)
       assert.include(byTrial["p1-v03-r1"]!.reason, "pipelines failed")
       assert.closeTo(byTrial["p1-v01-r1"]!.metrics.accuracy!, 0.9, 1e-12)
@@ -469,8 +469,9 @@ describe("Study.run", () => {
       const ask = Task.make("ask", { cache: true, cacheKey: () => Effect.succeed("same") }, (n: number) => Effect.succeed(n))
       const cached = withTemplate(study, Pipeline.make("cached", ask), [0, 1, 2], "cached")
       const report = yield* Study.run(cached)
-      assert.deepStrictEqual(report.trials.map((t) => [t.trialId, t.cache]), [["p1-v01-r1", { hits: 2, misses: 1 }]])
-      assert.match(report.summary(), /p1-v01-r1 [^\n]*· calls 0 · cache hits 2, misses 1 · tokens 0/)
+      assert.deepStrictEqual(report.trials.map((t) => [t.trialId, t.cache]), [["p1-v01-r1", { hits: 2, misses: 1, costSavedUsd: null }]])
+      // what was spent this time, and what the cache served instead (tester18d F3)
+      assert.match(report.summary(), /p1-v01-r1 [^\n]*· 0 calls \(2 served from cache\) · cache misses 1 · tokens 0/)
     }).pipe(Effect.provide(studyEnv("demo", { concurrency: 1, cache: "readWrite" }))))
 
   it.effect("a study where every trial failed settles failed, with no eligible trial and no best", () =>

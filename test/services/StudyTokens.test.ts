@@ -167,7 +167,7 @@ describe("a study's tokensIn / tokensOut: the tokens billed, from the attempts (
             assert.include(StudyCompare.renderEvidence(e), "(2 attempts with estimated tokens)")
           }
         }
-        assert.include(c.metrics.find((m) => m.name === "tokensIn")!.source, "failed ones included; a cache hit counted at the tokens of the call it replays")
+        assert.include(c.metrics.find((m) => m.name === "tokensIn")!.source, "failed ones included), cache hits included at their recorded usage")
         assert.isTrue(c.conclusion.limitations.some((l) => l.startsWith("call cache: calls served from it (v01 1 of ") && l.includes("v02 1 of ")), JSON.stringify(c.conclusion.limitations))
       }).pipe(Effect.provide(env))
     }))

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { callsText, formatCost, formatUsd, knownCost } from "../../src/services/internal/money.js"
+import { cacheLineText, callsServedText, callsText, formatCost, formatUsd, knownCost } from "../../src/services/internal/money.js"
 import { figuresText } from "../../src/services/internal/report.js"
 
 describe("formatUsd", () => {
@@ -39,5 +39,20 @@ describe("formatCost: a total with unpriced calls never reads as a plain dollar 
     const refused = figuresText({ calls: 300, refused: 12, failedCalls: 0, cacheHits: 0, tokensIn: 10, tokensOut: 5, costUsd: 0.011, estimated: 0, unpriced: 0 })
     assert.include(refused, "calls 312 (300 answered, 12 refused with 429); ")
     assert.strictEqual(callsText({ calls: 5, refused: 1, failedCalls: 2 }), "8 (5 answered, 1 refused with 429, 2 failed at the endpoint)")
+  })
+})
+
+describe("the call cache in the summaries' words (tester18d F3, F6)", () => {
+  it("calls made, with what the cache served instead and what that did not cost", () => {
+    assert.strictEqual(callsServedText(0, 4, 0.0001785), "0 calls (4 served from cache, $0.00018 not spent)")
+    assert.strictEqual(callsServedText(1, 1, null), "1 call (1 served from cache)")
+    assert.strictEqual(callsServedText(12, 0, null), "12 calls")
+  })
+
+  it("the run's cache line: hits, misses, the answers stored, the dollars not spent", () => {
+    const base = { hits: 0, misses: 20, refreshed: 0, bypassed: 0, costSavedUsd: null, stored: 20 }
+    assert.strictEqual(cacheLineText(base), "call cache: 0 hits, 20 misses (20 answers stored)")
+    assert.strictEqual(cacheLineText({ ...base, hits: 28, misses: 0, stored: 0, costSavedUsd: 0.0012495 }), "call cache: 28 hits, 0 misses ($0.0012 not spent)")
+    assert.strictEqual(cacheLineText({ ...base, misses: 0, bypassed: 8, stored: 0 }), "call cache: 0 hits, 0 misses, 8 read-only misses (nothing stored)")
   })
 })

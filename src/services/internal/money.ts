@@ -23,6 +23,55 @@ export const formatUsd = (usd: number): string => {
 }
 
 /**
+ * Model calls made, with what the call cache served in their place, in the one wording the
+ * summaries use (`study run`'s trials and usage, `study status`; tester18d F3: `calls 0 … $0`
+ * beside a Compare that counts the hits at their recorded usage): `0 calls (4 served from
+ * cache, $0.00018 not spent)`; `12 calls` when the cache served none. The calls and their cost
+ * beside it are what was spent this time.
+ *
+ * @param calls the calls made (leases acquired)
+ * @param hits the answers the call cache served instead
+ * @param savedUsd what the served calls cost when they were made (US dollars), `null`: unknown
+ * @internal
+ */
+export const callsServedText = (calls: number, hits: number, savedUsd: number | null): string => {
+  const made = `${calls} call${calls === 1 ? "" : "s"}`
+  if (hits === 0) return made
+  return `${made} (${hits} served from cache${savedUsd === null || savedUsd === 0 ? "" : `, ${formatUsd(savedUsd)} not spent`})`
+}
+
+/**
+ * What the call cache did, in one line of a run's summary (tester18d F6: a run whose calls all
+ * missed said nothing of the cache it filled): `call cache: 0 hits, 20 misses (20 answers
+ * stored)`, `call cache: 28 hits, 0 misses ($0.0012 not spent)`, with `refreshed N` and
+ * `read-only misses N` when there were some.
+ *
+ * @param c the figures (`StoreStats.cache`, `CallCache.CacheStats`)
+ * @internal
+ */
+export const cacheLineText = (c: {
+  readonly hits: number
+  readonly misses: number
+  readonly refreshed: number
+  readonly bypassed: number
+  readonly costSavedUsd: number | null
+  readonly stored?: number | undefined
+}): string => {
+  const n = (k: number, one: string, many: string) => `${k} ${k === 1 ? one : many}`
+  const counts = [
+    n(c.hits, "hit", "hits"),
+    n(c.misses, "miss", "misses"),
+    ...(c.refreshed > 0 ? [`refreshed ${c.refreshed}`] : []),
+    ...(c.bypassed > 0 ? [n(c.bypassed, "read-only miss (nothing stored)", "read-only misses (nothing stored)")] : [])
+  ]
+  const notes = [
+    ...(c.stored !== undefined && c.stored > 0 ? [n(c.stored, "answer stored", "answers stored")] : []),
+    ...(c.hits > 0 && c.costSavedUsd !== null && c.costSavedUsd > 0 ? [`${formatUsd(c.costSavedUsd)} not spent`] : [])
+  ]
+  return `call cache: ${counts.join(", ")}${notes.length === 0 ? "" : ` (${notes.join(", ")})`}`
+}
+
+/**
  * The cost of a total as a figure a reader may rely on: the sum of the known costs when every
  * call in it was priced, or some were (then a lower bound: see `unpriced`); `null` when calls
  * without a price made it up and none had one (a sum of nothing known is not `$0`).

@@ -20,7 +20,7 @@ import type { StoreUnavailable } from "../../domain/Errors.js"
 import { PipelineId, RunId } from "../../domain/Ids.js"
 import type { EventRecord, MetricRecord, PipelineRecord, PipelineState, RunRecord } from "../../domain/Records.js"
 import * as CallCache from "../CallCache.js"
-import { algorithmText } from "./algorithmState.js"
+import { algorithmText, restoredText } from "./algorithmState.js"
 import { leasesLostOf } from "./leasesLost.js"
 import { formatMetric, isStale, STALE_AFTER_MS } from "./report.js"
 import { SKIPPED_METRIC } from "./runner/run.js"
@@ -449,6 +449,12 @@ export interface ResourceRow {
   readonly algorithm: unknown
   /** The same in words (`adaptive delivered 19.8 req/s lately, allows 24.5 req/s now, 8 at once; cut 3× (last: a 429 at 14:03:10)`), or "". */
   readonly algorithm_text: string
+  /**
+   * What a resume restored of the resource's saved pool state, in words as `report` says it
+   * (`restored at resume: throttle, probing, algorithm:adaptive`), or "" (not a resume; since
+   * 0.12.0, tester18d F5).
+   */
+  readonly restored_text: string
   /** The run that wrote this health. */
   readonly run_id: string | null
   /** Masked spec (secrets replaced by the store). */
@@ -566,6 +572,7 @@ export const resourceRow = (r: {
     breaker_until: numOrNull(h.breakerUntil),
     algorithm: h.algorithm ?? null,
     algorithm_text: algorithmText(h.algorithm, (at) => formatUntil(at, r.updatedAt)),
+    restored_text: restoredText(h.restored),
     run_id: strOrNull(h.runId),
     spec: r.spec,
     updated_at: r.updatedAt
@@ -608,7 +615,8 @@ export const scopeResourceRows = (
         breaker: null,
         breaker_until: null,
         algorithm: null,
-        algorithm_text: ""
+        algorithm_text: "",
+        restored_text: ""
       }]
       : []
   )
@@ -1585,7 +1593,8 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
       // the acquisition algorithm's learned state (adaptive: its rate and window), as report
       // and the dashboard show it
       const algo = r.algorithm_text === "" ? "" : ` · ${clean(r.algorithm_text)}`
-      push(`  ${clean(r.pool)}/${clean(r.resource_id)} ${clean(r.state ?? "?")}${occ}${wait}${fails}${hold === "" ? "" : ` · ${hold}`}${algo}`)
+      const restored = r.restored_text === "" ? "" : ` · ${clean(r.restored_text)}`
+      push(`  ${clean(r.pool)}/${clean(r.resource_id)} ${clean(r.state ?? "?")}${occ}${wait}${fails}${hold === "" ? "" : ` · ${hold}`}${algo}${restored}`)
     }
   }
   if (s.leases_lost !== undefined && s.leases_lost.length > 0) {

@@ -11,7 +11,7 @@ import * as Export from "../export.js"
 import type { RunCacheTrouble, RunReport } from "../../Runner.js"
 import { Store, type StoreStats } from "../../Store.js"
 import type { RunId } from "../../../domain/Ids.js"
-import { callsText, formatCost } from "../money.js"
+import { cacheLineText, callsText, formatCost } from "../money.js"
 
 /**
  * The facts a report is made of.
@@ -121,6 +121,10 @@ class Report implements RunReport {
         }; cost ${formatCost(a.costUsd, a.unpriced)}`
       )
     }
+    // the call cache, whenever it was on: what it served and what it stored (a run whose calls
+    // all missed filled it; tester18d F6)
+    const c = s.cache
+    if (c !== undefined && c.hits + c.misses + c.refreshed + c.bypassed > 0) lines.push(cacheLineText(c))
     // a cache that could not be used is said where the run ends, not only in one early WARN
     // (tester18c F5: a damaged shared cache file ended with a summary silent about it)
     const cc = this.callCache

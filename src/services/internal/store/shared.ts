@@ -372,11 +372,12 @@ export const sqliteCacheFigures = (scope: string): string =>
     count(*) FILTER (WHERE NOT hit AND s = 'bypass') AS bypassed,
     count(*) FILTER (WHERE s IN ('miss', 'refresh') AND json_type(c, '$.stored') = 'false') AS write_failures,
     count(*) FILTER (WHERE json_type(c, '$.lookupFailed') = 'true') AS lookup_failures,
+    count(*) FILTER (WHERE NOT hit AND s IN ('miss', 'refresh') AND o = 'succeeded' AND json_type(c, '$.stored') IS NOT 'false') AS stored,
     coalesce(sum(CASE WHEN hit AND json_type(c, '$.usage.promptTokens') IN ('integer', 'real') THEN json_extract(c, '$.usage.promptTokens') END), 0) AS prompt_tokens,
     coalesce(sum(CASE WHEN hit AND json_type(c, '$.usage.completionTokens') IN ('integer', 'real') THEN json_extract(c, '$.usage.completionTokens') END), 0) AS completion_tokens,
     coalesce(sum(CASE WHEN hit AND json_type(c, '$.usage.totalTokens') IN ('integer', 'real') THEN json_extract(c, '$.usage.totalTokens') END), 0) AS total_tokens,
     sum(CASE WHEN hit AND json_type(c, '$.usage.costUsd') IN ('integer', 'real') THEN json_extract(c, '$.usage.costUsd') END) AS cost_saved_usd
-  FROM (SELECT c, json_extract(c, '$.status') AS s, (o = 'cache_hit' OR json_extract(c, '$.status') = 'hit') AS hit
+  FROM (SELECT c, o, json_extract(c, '$.status') AS s, (o = 'cache_hit' OR json_extract(c, '$.status') = 'hit') AS hit
     FROM (SELECT outcome AS o, json_extract(decision, '$.cache') AS c FROM attempts
       WHERE ${scope} AND instr(decision, '"cache"') > 0)
     WHERE json_type(c) = 'object')`
@@ -395,11 +396,12 @@ export const pgCacheFigures = (scope: string): string => {
     count(*) FILTER (WHERE NOT hit AND s = 'bypass') AS bypassed,
     count(*) FILTER (WHERE s IN ('miss', 'refresh') AND c -> 'stored' = 'false'::jsonb) AS write_failures,
     count(*) FILTER (WHERE c -> 'lookupFailed' = 'true'::jsonb) AS lookup_failures,
+    count(*) FILTER (WHERE NOT hit AND s IN ('miss', 'refresh') AND o = 'succeeded' AND (c -> 'stored') IS DISTINCT FROM 'false'::jsonb) AS stored,
     coalesce(sum(${num("usage,promptTokens")}), 0) AS prompt_tokens,
     coalesce(sum(${num("usage,completionTokens")}), 0) AS completion_tokens,
     coalesce(sum(${num("usage,totalTokens")}), 0) AS total_tokens,
     sum(${num("usage,costUsd")}) AS cost_saved_usd
-  FROM (SELECT c, c ->> 'status' AS s, (o = 'cache_hit' OR c ->> 'status' = 'hit') AS hit
+  FROM (SELECT c, o, c ->> 'status' AS s, (o = 'cache_hit' OR c ->> 'status' = 'hit') AS hit
     FROM (SELECT outcome AS o, decision::jsonb -> 'cache' AS c FROM assay_attempts
       WHERE ${scope} AND strpos(decision, '"cache"') > 0) n
     WHERE jsonb_typeof(c) = 'object') m`
@@ -426,7 +428,8 @@ export const cacheFiguresOfRow = (r: Readonly<Record<string, unknown>> | undefin
       completionTokens: Number(r?.completion_tokens ?? 0),
       totalTokens: Number(r?.total_tokens ?? 0)
     },
-    costSavedUsd: cost === null || cost === undefined || !Number.isFinite(Number(cost)) ? null : roundUsd(Number(cost))
+    costSavedUsd: cost === null || cost === undefined || !Number.isFinite(Number(cost)) ? null : roundUsd(Number(cost)),
+    stored: Number(r?.stored ?? 0)
   }
 }
 

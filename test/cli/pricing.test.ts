@@ -176,13 +176,13 @@ describe("study run takes the call cache flags", () => {
           assert.strictEqual(r.code, 0, r.stderr)
           return r.stdout
         })
-      type StatusJson = { trials: Array<{ trialId: string; cache?: { hits: number; misses: number } }> }
+      type StatusJson = { trials: Array<{ trialId: string; cache?: { hits: number; misses: number; costSavedUsd: number | null } }> }
       const statusOf = (root: string) => Effect.map(read(["status", "study.yaml", "--output-root", root, "--json"]), (o) => JSON.parse(o) as StatusJson)
-      assert.deepStrictEqual((yield* statusOf("out-a")).trials.map((t) => [t.trialId, t.cache]), [
+      assert.deepStrictEqual((yield* statusOf("out-a")).trials.map((t) => [t.trialId, t.cache === undefined ? undefined : { hits: t.cache.hits, misses: t.cache.misses }]), [
         ["p1-v01-r1", { hits: 0, misses: 3 }],
         ["p1-v02-r1", { hits: 0, misses: 3 }]
       ])
-      assert.deepStrictEqual((yield* statusOf("out-b")).trials.map((t) => [t.trialId, t.cache]), [
+      assert.deepStrictEqual((yield* statusOf("out-b")).trials.map((t) => [t.trialId, t.cache === undefined ? undefined : { hits: t.cache.hits, misses: t.cache.misses }]), [
         ["p1-v01-r1", { hits: 3, misses: 0 }],
         ["p1-v02-r1", { hits: 3, misses: 0 }]
       ])

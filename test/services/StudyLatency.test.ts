@@ -124,7 +124,7 @@ describe("StudyMetrics: latencyP95Ms leaves out the pipelines the call cache ser
       const { input, study } = sleepy({ cases: 6, repeats: 1, taskMs: 100, cached: true })
       const report = yield* runToEnd(study, 100)
       assert.strictEqual(report.status, "completed")
-      assert.deepStrictEqual(report.trials.map((t) => t.cache), [{ hits: 5, misses: 1 }, { hits: 5, misses: 1 }])
+      assert.deepStrictEqual(report.trials.map((t) => t.cache), [{ hits: 5, misses: 1, costSavedUsd: null }, { hits: 5, misses: 1, costSavedUsd: null }])
       const c = yield* StudyCompare.compare(input)
       for (const v of c.variants) {
         // with the hits (about 0 ms each) the p95 of [0, 0, 0, 0, 0, 100] would read 75 ms

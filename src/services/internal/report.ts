@@ -712,7 +712,7 @@ export const buildReport = (
         const figures = yield* figuresOf(s.store, runId, st)
         total = sumFigures(total, figures)
         storeTotals.set(s.store, sumFigures(storeTotals.get(s.store) ?? zeroFigures(), figures))
-        if (figures.calls + figures.refused + figures.failedCalls + figures.cacheHits > 0) accounted.push({ source: s.source, store: s.store, runId })
+        if (figures.calls + figures.cacheHits > 0) accounted.push({ source: s.source, store: s.store, runId })
         if (runId !== undefined) runAccounting.push({ source: s.source, runId, ...figures })
       }
       // the store's lost global leases over its selected scopes, per resource
@@ -940,7 +940,7 @@ const time = (ms: number | null) => (ms === null ? "-" : new Date(ms).toISOStrin
 
 /** Calls sent, cache hits and cost in a few words: `253 calls, $1.31`. */
 const briefText = (f: PricedFigures): string =>
-  `${f.calls + f.refused + f.failedCalls} call${f.calls + f.refused + f.failedCalls === 1 ? "" : "s"}${f.cacheHits > 0 ? `, ${f.cacheHits} cache hit(s)` : ""}, ${formatCost(f.costUsd, f.unpriced)}`
+  `${f.calls} call${f.calls === 1 ? "" : "s"}${f.cacheHits > 0 ? `, ${f.cacheHits} cache hit(s)` : ""}, ${formatCost(f.costUsd, f.unpriced)}`
 
 /**
  * The accounting's scope in one line, with how to see the other: `Scope: this run (the latest):
@@ -1055,7 +1055,7 @@ export const renderText = (r: ReportData): string => {
   }
   // token and cost totals, only when some attempt carried token usage or a cost
   const acc = r.accounting
-  const spent = (f: PricedFigures) => f.tokensIn + f.tokensOut > 0 || (f.costUsd ?? 0) > 0 || f.calls + f.refused + f.failedCalls > 0 || f.cacheHits > 0
+  const spent = (f: PricedFigures) => f.tokensIn + f.tokensOut > 0 || (f.costUsd ?? 0) > 0 || f.calls > 0 || f.cacheHits > 0
   if (acc !== undefined && (spent(acc.total) || (acc.experiment !== undefined && spent(acc.experiment)))) {
     const scope = scopeText(r)
     if (scope !== "") out.push(scope)
@@ -1093,7 +1093,7 @@ export const renderText = (r: ReportData): string => {
       for (const p of ranked) {
         out.push(`  ${p.pipelineId}${r.stores.length > 1 ? ` in ${p.source}` : ""}: ${figuresText(p)}`)
       }
-    } else if (acc.pipelines.rows.every((p) => p.calls + p.refused + p.failedCalls === 0)) {
+    } else if (acc.pipelines.rows.every((p) => p.calls === 0)) {
       // no call at all: every answer came from the call cache (no empty ranking). The scope's
       // hits, as the lines around it count them (tester18d F1: the ranked rows' sum said 10 of 28)
       const hits = r.cache.hits

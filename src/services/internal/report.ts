@@ -1088,8 +1088,16 @@ export const renderText = (r: ReportData): string => {
       by === "cost" ? p.unpriced > 0 || (p.costUsd ?? 0) > 0 : p.tokensIn + p.tokensOut > 0
     )
     const left = acc.pipelines.rows.length - ranked.length
+    // a pipeline whose calls were all refused (429) or failed at the endpoint cost nothing and
+    // is no one's top either; said apart, so that a 429 storm does not read as work done at $0
+    const unanswered = acc.pipelines.rows.filter((p) => !ranked.includes(p) && p.calls > 0 && p.calls - p.refused - p.failedCalls <= 0)
+    const unansweredText = unanswered.length === 0
+      ? ""
+      : `, ${unanswered.length === left ? (left === 1 ? "it" : "all") : unanswered.length} with no call answered (${
+        unanswered.every((p) => p.failedCalls === 0) ? "429 only" : "refused with 429 or failed at the endpoint"
+      })`
     if (ranked.length > 0) {
-      out.push(`Top ${ranked.length} pipeline(s) by ${by}${left > 0 ? ` (${left} at ${by === "cost" ? "$0" : "0 tokens"} left out)` : ""}:`)
+      out.push(`Top ${ranked.length} pipeline(s) by ${by}${left > 0 ? ` (${left} at ${by === "cost" ? "$0" : "0 tokens"} left out${unansweredText})` : ""}:`)
       for (const p of ranked) {
         out.push(`  ${p.pipelineId}${r.stores.length > 1 ? ` in ${p.source}` : ""}: ${figuresText(p)}`)
       }
@@ -1103,8 +1111,17 @@ export const renderText = (r: ReportData): string => {
           saved === null ? "" : `; ${formatUsd(saved)} saved`
         })`
       )
+    } else if (acc.total.calls > 0 && acc.total.calls - acc.total.refused - acc.total.failedCalls <= 0) {
+      // calls were sent and none was answered: nothing was priced at $0, nothing was answered
+      out.push(`No pipeline's calls ${by === "cost" ? "cost anything" : "used a token"}: no call was answered (calls ${callsText(acc.total)})`)
     } else {
-      out.push(`No pipeline's calls ${by === "cost" ? "cost anything (every call was priced at $0)" : "used a token"}`)
+      out.push(`No pipeline's calls ${
+        by !== "cost"
+          ? "used a token"
+          : unanswered.length === 0
+          ? "cost anything (every call was priced at $0)"
+          : `cost anything (every call answered was priced at $0; ${unanswered.length} pipeline(s) with no call answered)`
+      }`)
     }
   }
   if (r.cache !== undefined && CallCache.isActive(r.cache)) {

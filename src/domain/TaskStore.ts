@@ -135,17 +135,19 @@ export interface CacheFigures {
 }
 
 /**
- * Token and cost figures of a set of attempts (see `Pricing`), each attempt counted once:
- * `calls` the attempts that recorded a model call (token figures, from the server's `usage`
- * or estimated: the calls answered), `refused` the attempts on a pool resource that the
- * provider refused with a 429 (error class `rate_limit`, no tokens), `failedCalls` those that
- * reached it and failed without an answer (`upstream`: a 5xx, `timeout`; no tokens), so that
- * `calls + refused + failedCalls` are the calls sent to a provider (since 0.12.0; a connection
- * that never reached it is not a call), `cacheHits` the attempts served by the call cache (outcome `cache_hit`: no
- * call, no tokens, no cost), `tokensIn` / `tokensOut` the sums of their tokens, `costUsd` the
- * sum of their known costs (US dollars), `estimated` the attempts whose tokens were estimated
- * (the server reported none), `unpriced` the attempts with tokens but no known cost. All 0 in
- * a store before schema version 12 but `cacheHits`.
+ * Token and cost figures of a set of attempts (see `Pricing`): `calls` the model calls sent to
+ * a provider (since 0.13.0, tester16c F5: what a study trial's `calls` counts), each lease held
+ * by an attempt that sent one, so a judge attempt whose answer needed a format repair made 2;
+ * `refused` the attempts on a pool resource that the provider refused with a 429 (error class
+ * `rate_limit`, no tokens), `failedCalls` those that reached it and failed without an answer
+ * (`upstream`: a 5xx, `timeout`; no tokens): both are among `calls`, and `calls - refused -
+ * failedCalls` were answered (before 0.13.0, `calls` counted the answered attempts, each
+ * once, and the calls sent were `calls + refused + failedCalls`; a connection that never
+ * reached the provider is not a call); `cacheHits` the attempts served by the call cache
+ * (outcome `cache_hit`: no call, no tokens, no cost), `tokensIn` / `tokensOut` the sums of
+ * their tokens, `costUsd` the sum of their known costs (US dollars), `estimated` the attempts
+ * whose tokens were estimated (the server reported none), `unpriced` the attempts with tokens
+ * but no known cost. All 0 in a store before schema version 12 but `cacheHits`.
  *
  * @since 0.8.0
  * @category models

@@ -411,7 +411,7 @@ const SCRIPT = `
   // the calls sent as money.ts callsText says them: "12 (10 answered, 2 refused with 429)"
   function callsOf(a) {
     var un = (a.refused || 0) + (a.failed_calls || 0);
-    return "calls " + (un === 0 ? a.calls : (a.calls + un) + " (" + a.calls + " answered" + (a.refused > 0 ? ", " + a.refused + " refused with 429" : "") + (a.failed_calls > 0 ? ", " + a.failed_calls + " failed at the endpoint" : "") + ")");
+    return "calls " + (un === 0 ? a.calls : a.calls + " (" + Math.max(0, a.calls - un) + " answered" + (a.refused > 0 ? ", " + a.refused + " refused with 429" : "") + (a.failed_calls > 0 ? ", " + a.failed_calls + " failed at the endpoint" : "") + ")");
   }
   function cost(c, unpriced) {
     var calls = function (n) { return n + (n === 1 ? " call" : " calls"); };

@@ -967,6 +967,11 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         // no compared repeat at all: say why instead of "across 0 repeats"
         const base = variantBase.find((b) => b.variantId === v.variantId)!
         if (base.trials.every((t) => !t.compared)) aggregation = `per repeat: ${d.source}; ${noComparedRepeat(base)}`
+        // compared repeats, none with a value: the metric is missing, not aggregated "across 0 repeats"
+        else if (xs.length === 0) {
+          const compared = base.trials.filter((t) => t.compared).length
+          aggregation = `per repeat: ${d.source}; not available: no value in ${compared === 1 ? "its compared repeat" : `any of its ${compared} compared repeats`}`
+        }
         // a built-in metric counts or measures (calls, tokens, cost, time, attempts): it is never
         // below 0, so neither is its interval (Student's t over few repeats can reach below)
         if (interval !== null && d.kind === "builtin" && interval.lower < 0) {
@@ -990,7 +995,12 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
               unpricedTrials++
             }
           }
-          if (unpricedCalls > 0) {
+          if (unpricedCalls > 0 && xs.length === 0) {
+            // no repeat has a known cost: say it is missing, and why (not "across 0 repeats")
+            aggregation = `per repeat: ${d.source}; no known cost: costUsd not available (${Words.count(unpricedCalls, "call")} had tokens but no price in ${
+              unpricedTrials === 1 ? "its trial" : `each of its ${unpricedTrials} trials`
+            }; cost unknown, not $0)`
+          } else if (unpricedCalls > 0) {
             aggregation += `; ${Words.count(unpricedTrials, "trial")} left empty: ${Words.count(unpricedCalls, "call")} had tokens but no price (cost unknown, not $0)`
           }
         }
@@ -1721,6 +1731,27 @@ const intervalText = (i: Statistics.Interval | null) => i === null ? "" : ` [${f
 const DEGENERATE = "every case equal: the bootstrap cannot show uncertainty"
 
 /**
+ * Why a variant with a compared trial is neither on a Pareto front nor dominated, in words, as
+ * the text report and the Study page say it (tester18c F7, never "dominated by" an empty
+ * list): `none (no objectives to place it by)` when the study declares no objectives, `not
+ * placed (no value for ghost)` when it has no value for an objective, `not placed` when no
+ * variant dominates it; `null` when it is dominated (or has no compared trial).
+ *
+ * @param c the comparison
+ * @param v one of its variants
+ * @returns the words, or `null`
+ * @since 0.13.0
+ * @category rendering
+ */
+export const unplacedText = (c: StudyComparison, v: VariantComparison): string | null => {
+  if (v.succeeded === 0) return null
+  if (c.objectives.length === 0) return "none (no objectives to place it by)"
+  const unvalued = c.objectives.filter((o) => (v.values[o.metric]?.mean ?? null) === null).map((o) => o.metric)
+  if (unvalued.length > 0) return `not placed (no value for ${unvalued.join(", ")})`
+  return v.pareto.dominatedBy.uncertain.length === 0 ? "not placed" : null
+}
+
+/**
  * The mark of a zero-width interval over cases that all have the same value (` (every case
  * equal: the bootstrap cannot show uncertainty; n = 12)`), or `""`. A percentile bootstrap
  * resamples the observed values only, so when every case is equal each resample is too and
@@ -1932,20 +1963,13 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   }
   for (const v of c.variants) {
     // a variant missing an objective's value is on no front, and dominated by nobody
-    const unvalued = c.objectives.filter((o) => (v.values[o.metric]?.mean ?? null) === null).map((o) => o.metric)
     const pareto = v.succeeded === 0
       ? "not compared"
       : v.pareto.strict
       ? "front"
       : v.pareto.uncertain
       ? `front within noise (behind ${v.pareto.dominatedBy.strict.join(", ")} on the point estimates only)`
-      : c.objectives.length === 0
-      ? "none (no objectives to place it by)"
-      : unvalued.length > 0
-      ? `not placed (no value for ${unvalued.join(", ")})`
-      : v.pareto.dominatedBy.uncertain.length === 0
-      ? "not placed"
-      : `dominated by ${v.pareto.dominatedBy.uncertain.join(", ")}`
+      : unplacedText(c, v) ?? `dominated by ${v.pareto.dominatedBy.uncertain.join(", ")}`
     if (md) {
       lines.push(`| ${v.variantId}${v.isBaseline ? " (baseline)" : ""} | ${shown.map((m) => {
         const x = v.values[m.name]!

@@ -745,7 +745,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           ])
         })))
 
-    it.effect("accounting aggregates: stats counts each attempt once (several leases too); pipelineAccounting per pipeline, ordered, cut, by ids and run", () =>
+    it.effect("accounting aggregates: stats counts each call sent (each lease: a judge's repair is a second call), the tokens of each attempt once; pipelineAccounting per pipeline, ordered, cut, by ids and run", () =>
       withStore((store) =>
         Effect.gen(function*() {
           yield* store.admit(["v1", "v2", "v3", "v4"].map((id) => pipeline(id)))
@@ -763,7 +763,8 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
             costUsd,
             leaseIds
           })
-          // v1: one call that leased two resources (counted once), then a cache hit
+          // v1: an attempt that leased twice (two calls, as a study trial meters them: a judge's
+          // format repair, tester16c F5; its tokens counted once), then a cache hit
           yield* store.recordAttempt(at("v1", call(100, 10, 0.5, ["llm/a#1", "llm/b#2"])))
           yield* store.recordAttempt(at("v1", { outcome: "cache_hit", leaseIds: [] }))
           // v2: two calls, the second estimated and unpriced
@@ -779,7 +780,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           yield* store.recordAttempt(at("v3", { outcome: "failed", errorClass: "rate_limit", leaseIds: [] }))
           const s1 = yield* store.stats(rid("run-1"))
           assert.deepStrictEqual(s1.accounting, {
-            calls: 3,
+            calls: 6,
             refused: 1,
             failedCalls: 1,
             cacheHits: 1,
@@ -789,13 +790,13 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
             estimated: 1,
             unpriced: 1
           })
-          assert.strictEqual((yield* store.stats()).accounting?.calls, 4)
+          assert.strictEqual((yield* store.stats()).accounting?.calls, 7)
           // the resources count v1's call on each of a and b: more than the total
           const usage = yield* store.resourceUsage(rid("run-1"))
           assert.strictEqual(usage.reduce((n, u) => n + u.tokensIn, 0), 507)
 
-          const v1 = { pipelineId: P("v1"), calls: 1, refused: 0, failedCalls: 0, cacheHits: 1, tokensIn: 100, tokensOut: 10, costUsd: 0.5, estimated: 0, unpriced: 0 }
-          const v2 = { pipelineId: P("v2"), calls: 2, refused: 1, failedCalls: 1, cacheHits: 0, tokensIn: 307, tokensOut: 33, costUsd: 0.25, estimated: 1, unpriced: 1 }
+          const v1 = { pipelineId: P("v1"), calls: 2, refused: 0, failedCalls: 0, cacheHits: 1, tokensIn: 100, tokensOut: 10, costUsd: 0.5, estimated: 0, unpriced: 0 }
+          const v2 = { pipelineId: P("v2"), calls: 4, refused: 1, failedCalls: 1, cacheHits: 0, tokensIn: 307, tokensOut: 33, costUsd: 0.25, estimated: 1, unpriced: 1 }
           const v4 = { pipelineId: P("v4"), calls: 1, refused: 0, failedCalls: 0, cacheHits: 0, tokensIn: 5, tokensOut: 5, costUsd: 1, estimated: 0, unpriced: 0 }
           // without an order: by pipeline id (a suite member's ids are prefixed: sorted here too)
           const byId = <A extends { readonly pipelineId: string }>(xs: ReadonlyArray<A>) =>

@@ -175,6 +175,24 @@ describe("token and cost accounting through the runner (mock LLM)", () => {
       assert.include(manyHits, `No model call was made: every call was served from the call cache (${scopeHits} hits; $0.43 saved)`)
       const mixed = withRows([top.rows[0]!, ...free.slice(1)])
       assert.include(mixed, `Top 1 pipeline(s) by cost (${top.rows.length - 1} at $0 left out):\n  ${dearest.pipelineId}: calls 1`)
+      // pipelines whose calls were all refused with a 429 cost nothing: left out of the ranking
+      // like any $0 pipeline, and said so, never listed as work done at $0 (fix18v's note)
+      const refused = free.map((r) => ({ ...r, calls: 1, refused: 1, failedCalls: 0, tokensIn: 0, tokensOut: 0 }))
+      const n = refused.length - 1
+      assert.include(withRows([top.rows[0]!, ...refused.slice(1)]), `Top 1 pipeline(s) by cost (${n} at $0 left out, all with no call answered (429 only)):\n  ${dearest.pipelineId}: calls 1;`)
+      assert.include(withRows([top.rows[0]!, free[1]!, ...refused.slice(2)]), `Top 1 pipeline(s) by cost (${n} at $0 left out, ${n - 1} with no call answered (429 only)):`)
+      // no call answered at all: no ranking, and not "priced at $0"
+      const storm = renderText({
+        ...ran.report,
+        accounting: {
+          ...ran.report.accounting,
+          total: { ...ran.report.accounting.total, calls: refused.length, refused: refused.length, failedCalls: 0, tokensIn: 0, tokensOut: 0, costUsd: 0 },
+          pipelines: { ...top, rows: refused }
+        }
+      })
+      assert.include(storm, `No pipeline's calls cost anything: no call was answered (calls ${refused.length} (0 answered, ${refused.length} refused with 429))`)
+      assert.notInclude(storm, "priced at $0")
+      assert.notInclude(storm, "pipeline(s) by cost")
     }))
 
   it.scopedLive("usage absent: tokens estimated at 4 characters per token and marked estimated, then priced", () =>

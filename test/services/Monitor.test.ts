@@ -100,7 +100,8 @@ describe("Monitor", () => {
       })
       // a call the provider refused with a 429 (no tokens) is a call sent (tester18c F4)
       yield* store.recordAttempt(attempt("new", 0, { taskRunId: "new-0", outcome: "failed", errorClass: "rate_limit", leaseIds: ["llm/k#3"] }))
-      // the first attempt leased two resources: counted once in the selection's figures
+      // the first attempt leased two resources: two calls (each lease, as a study trial counts
+      // them), its tokens once in the selection's figures
       yield* store.recordAttempt(
         attempt("new", 0, { model: "m", tokensIn: 100, tokensOut: 20, costUsd: 0.0004, leaseIds: ["llm/k#1", "llm/j#2"] })
       )
@@ -112,7 +113,7 @@ describe("Monitor", () => {
       }
       const latest = yield* Monitor.readSnapshot(store)
       assert.deepStrictEqual(latest.accounting, {
-        calls: 2,
+        calls: 4,
         refused: 1,
         failed_calls: 0,
         cache_hits: 1,
@@ -123,13 +124,13 @@ describe("Monitor", () => {
         unpriced: 1
       })
       const page = Dashboard.renderDashboard(latest)
-      assert.include(page, `<b id="cost">calls 3 (2 answered, 1 refused with 429) · 108 in / 22 out (1 estimated) · &gt;= $0.0004 (1 call unpriced)</b>`)
+      assert.include(page, `<b id="cost">calls 4 (3 answered, 1 refused with 429) · 108 in / 22 out (1 estimated) · &gt;= $0.0004 (1 call unpriced)</b>`)
       // the page's script says the calls the same way when it refreshes
       assert.include(page, `" refused with 429"`)
       // watch: the same figures on a line of their own
       assert.include(
         Monitor.renderSnapshot(latest, { width: 200 }),
-        "model calls 3 (2 answered, 1 refused with 429) · tokens in 108, out 22 (1 estimated) · cost >= $0.0004 (1 call unpriced)"
+        "model calls 4 (3 answered, 1 refused with 429) · tokens in 108, out 22 (1 estimated) · cost >= $0.0004 (1 call unpriced)"
       )
       // each resource: what the selection's attempts that leased it spent (k: a priced and an
       // unpriced call, a lower bound; j: the priced one; z: none), in the pools table too
@@ -144,7 +145,7 @@ describe("Monitor", () => {
       // the pipelines view: each row's own figures (one aggregate per page); none without calls
       const rows = (yield* Monitor.storeReads(store).pipelinesPage({ runId: rid("new"), after: undefined, limit: 3 })).rows
       assert.deepStrictEqual(rows.map((r) => [r.pipeline_id, r.accounting]), [
-        ["new-p000", { calls: 1, refused: 1, failed_calls: 0, cache_hits: 0, tokens_in: 100, tokens_out: 20, cost_usd: 0.0004, estimated: 0, unpriced: 0 }],
+        ["new-p000", { calls: 3, refused: 1, failed_calls: 0, cache_hits: 0, tokens_in: 100, tokens_out: 20, cost_usd: 0.0004, estimated: 0, unpriced: 0 }],
         // its only call had no price: its cost is unknown (null), not $0
         ["new-p001", { calls: 1, refused: 0, failed_calls: 0, cache_hits: 1, tokens_in: 8, tokens_out: 2, cost_usd: null, estimated: 1, unpriced: 1 }],
         ["new-p002", undefined]

@@ -666,6 +666,10 @@ describe("StudyCompare: the conclusion", () => {
     }).pipe(Effect.provide(studyEnv("demo"))))
 })
 
+/** The Study page's two Pareto cells of a variant's row in the Compare table. */
+const paretoCells = (page: string, id: string): string =>
+  page.split(`<tr data-variant="${id}">`).slice(1).map((r) => r.slice(0, r.indexOf("</tr>"))).find((r) => r.includes("pareto-strict")) ?? ""
+
 describe("StudyCompare: the report is a pinned function of the stored study", () => {
   // A golden file written by the code before StudyMetrics.read was rewritten for memory
   // (columns, compact pipeline ids, one trial at a time): the comparison, its text and an
@@ -1129,7 +1133,57 @@ describe("StudyCompare: unusual but legal studies read right (issue 16, study16d
         assert.notInclude(text, "dominated by")
         assert.include(text, "none (no objectives to place it by)")
       }
+      // the Study page says the same in both Pareto columns, never a bare "no" (fix18v's note)
+      const page = renderStudyPage(c)
+      assert.notInclude(page, "dominated by")
+      for (const id of ["v01", "v02"]) {
+        assert.include(paretoCells(page, id), `<td class="pareto-strict">none (no objectives to place it by)</td><td class="pareto-uncertain">none (no objectives to place it by)</td>`, id)
+      }
     }).pipe(Effect.provide(studyEnv("plain"))))
+
+  it.effect("one variant, with and without objectives: the Study page's Pareto cells say what the text says", () =>
+    Effect.gen(function*() {
+      for (const objectives of [undefined, []]) {
+        const id = objectives === undefined ? "solo" : "soloplain"
+        const { input, study } = handMade({ id, correct: [new Set(range(0, 20))], cases: 30, repeats: 1, ...(objectives === undefined ? {} : { objectives }) })
+        const c = yield* Study.run(study).pipe(Effect.zipRight(StudyCompare.compare(input)), Effect.provide(studyEnv(id)))
+        const text = StudyCompare.renderText(c)
+        const cells = paretoCells(renderStudyPage(c), "v01")
+        assert.notInclude(cells, "dominated by")
+        if (objectives === undefined) {
+          assert.include(text, "Pareto: front;")
+          assert.include(cells, `<td class="pareto-strict">yes</td><td class="pareto-uncertain">yes</td>`)
+        } else {
+          assert.include(text, "Pareto: none (no objectives to place it by)")
+          assert.include(cells, `<td class="pareto-strict">none (no objectives to place it by)</td>`)
+        }
+      }
+    }))
+
+  it.effect("a metric no compared repeat has a value for reads as missing, never \"across 0 repeats\"; an unpriced costUsd says there is no known cost", () =>
+    Effect.gen(function*() {
+      const ghost: DomainStudy.MetricDecl = { name: "ghost", reducer: "mean", from: { output: "missing" }, direction: "maximize" }
+      const { input, study } = handMade({
+        id: "missing",
+        correct: [new Set(range(0, 20)), new Set(range(0, 25))],
+        cases: 30,
+        repeats: 2,
+        flaky: true,
+        metrics: [accuracy, ghost]
+      })
+      // the flaky tasks report tokens to a lease without a price, after a retry the TestClock runs
+      const fiber = yield* Effect.fork(Study.run(study))
+      for (let i = 0; i < 200; i++) yield* Effect.yieldNow().pipe(Effect.zipRight(Effect.sleep("0 millis")))
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual((yield* fiber.await.pipe(Effect.flatten)).status, "completed")
+      const c = yield* StudyCompare.compare(input)
+      const v = c.variants[0]!
+      // the trials' calls have tokens and no price: no repeat has a cost
+      assert.deepStrictEqual(v.values.costUsd!.perRepeat, [null, null])
+      assert.match(v.values.costUsd!.aggregation, /; no known cost: costUsd not available \(\d+ calls had tokens but no price in each of its 2 trials; cost unknown, not \$0\)$/)
+      assert.include(v.values.ghost!.aggregation, "; not available: no value in any of its 2 compared repeats")
+      for (const text of [StudyCompare.renderText(c), StudyCompare.renderMarkdown(c), JSON.stringify(c)]) assert.notInclude(text, "across 0 repeats")
+    }).pipe(Effect.provide(studyEnv("missing"))))
 
   it.effect("an objective metric no trial has: no variant is called dominated, no weighted-ranking caveat without a ranking", () =>
     Effect.gen(function*() {

@@ -105,7 +105,7 @@ const studyOf = (server: MockLlm.MockLlmServer): Study.StudyInput => {
 }
 
 describe("a study's tokensIn / tokensOut: the tokens billed, from the attempts (mock LLM)", () => {
-  it.scopedLive("failed attempts count, cache hits do not, estimated tokens are said so", () =>
+  it.scopedLive("failed attempts count, cache hits count at the tokens their entry recorded, estimated tokens are said so", () =>
     Effect.gen(function*() {
       const server = yield* mock
       const study = studyOf(server)

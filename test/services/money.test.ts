@@ -36,9 +36,9 @@ describe("formatCost: a total with unpriced calls never reads as a plain dollar 
     assert.include(text, "cost >= $0.011 (1 call unpriced)")
     // every call sent, and how many were answered when not all were (tester18c F4)
     assert.include(text, "calls 4; ")
-    const refused = figuresText({ calls: 300, refused: 12, failedCalls: 0, cacheHits: 0, tokensIn: 10, tokensOut: 5, costUsd: 0.011, estimated: 0, unpriced: 0 })
+    const refused = figuresText({ calls: 312, refused: 12, failedCalls: 0, cacheHits: 0, tokensIn: 10, tokensOut: 5, costUsd: 0.011, estimated: 0, unpriced: 0 })
     assert.include(refused, "calls 312 (300 answered, 12 refused with 429); ")
-    assert.strictEqual(callsText({ calls: 5, refused: 1, failedCalls: 2 }), "8 (5 answered, 1 refused with 429, 2 failed at the endpoint)")
+    assert.strictEqual(callsText({ calls: 8, refused: 1, failedCalls: 2 }), "8 (5 answered, 1 refused with 429, 2 failed at the endpoint)")
   })
 })
 

@@ -108,7 +108,7 @@ export const referenceReport = (
       a.outcome !== "cache_hit" && a.leaseIds.length > 0 && a.tokensIn === null && a.tokensOut === null
         ? a.errorClass === "rate_limit" ? "refused" : a.errorClass === "upstream" || a.errorClass === "timeout" ? "failed" : undefined
         : undefined
-    /** One attempt counted once (calls answered, refused, failed; cache hits, tokens, cost). */
+    /** One attempt counted once (its calls sent: each lease of an attempt that sent one; refused, failed; cache hits, tokens, cost). */
     const addOnce = (
       u: Once,
       a: {
@@ -122,8 +122,8 @@ export const referenceReport = (
       }
     ) => {
       if (a.outcome === "cache_hit") u.cacheHits++
-      if (a.tokensIn !== null || a.tokensOut !== null) u.calls++
       const un = unanswered(a)
+      if (a.tokensIn !== null || a.tokensOut !== null || un !== undefined) u.calls += Math.max(1, a.leaseIds.length)
       if (un === "refused") u.refused++
       if (un === "failed") u.failedCalls++
       u.tokensIn += a.tokensIn ?? 0

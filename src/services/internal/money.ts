@@ -104,9 +104,9 @@ export const formatCost = (costUsd: number | null, unpriced: number): string => 
 
 /**
  * The model calls sent to providers in words (tester18c F4: the figure counted only the calls
- * answered): `calls` answered, `refused` answered 429, `failedCalls` failed at the endpoint
- * (see `AccountingFigures`); `312` when every call was answered, else `312 (300 answered, 12
- * refused with 429, 3 failed at the endpoint)`.
+ * answered): `calls` sent, of which `refused` answered 429 and `failedCalls` failed at the
+ * endpoint (see `AccountingFigures`); `312` when every call was answered, else `312 (297
+ * answered, 12 refused with 429, 3 failed at the endpoint)`.
  *
  * @param f the figures (`refused` / `failedCalls` absent: 0)
  * @returns the count of calls sent, with how many were answered when not all were
@@ -117,7 +117,7 @@ export const callsText = (f: { readonly calls: number; readonly refused?: number
   const refused = f.refused ?? 0
   const failed = f.failedCalls ?? 0
   if (refused + failed === 0) return String(f.calls)
-  return `${f.calls + refused + failed} (${f.calls} answered${refused > 0 ? `, ${refused} refused with 429` : ""}${
+  return `${f.calls} (${Math.max(0, f.calls - refused - failed)} answered${refused > 0 ? `, ${refused} refused with 429` : ""}${
     failed > 0 ? `, ${failed} failed at the endpoint` : ""
   })`
 }

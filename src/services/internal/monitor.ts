@@ -984,19 +984,19 @@ export const cachedResourceUsage = (
 }
 
 /**
- * The dashboard's token and cost figures (see {@link Snapshot}; `AccountingFigures`): each
- * attempt counted once, `calls` the attempts that made a model call, `cache_hits` those the
+ * The dashboard's token and cost figures (see {@link Snapshot}; `AccountingFigures`): `calls`
+ * the model calls sent (each lease of an attempt that sent one), `cache_hits` the attempts the
  * call cache served.
  *
  * @since 0.8.0
  * @category models
  */
 export interface AccountingWire {
-  /** The calls answered (with tokens). */
+  /** The model calls sent (since 0.13.0; a judge's format repair is a second call; before: the attempts answered). */
   readonly calls: number
-  /** The calls the provider refused with a 429 (since 0.12.0; `calls + refused + failed_calls` were sent). */
+  /** The calls the provider refused with a 429 (since 0.12.0; among `calls`). */
   readonly refused: number
-  /** The calls that failed at the endpoint without an answer (5xx, timeout; since 0.12.0). */
+  /** The calls that failed at the endpoint without an answer (5xx, timeout; since 0.12.0; among `calls`). */
   readonly failed_calls: number
   readonly cache_hits: number
   readonly tokens_in: number
@@ -1605,7 +1605,7 @@ export const renderSnapshot = (s: Snapshot, options: RenderOptions = {}): string
       push(`  ${clean(l.pool)}/${clean(l.resource_id)} ${l.lost} lost · taken ${l.taken} · deadline ${l.deadline}${l.max_late_ms > 0 ? ` · up to ${formatDuration(l.max_late_ms)} late` : ""}`)
     }
   }
-  if (s.accounting !== undefined && (s.accounting.calls + s.accounting.refused + s.accounting.failed_calls > 0 || s.accounting.tokens_in + s.accounting.tokens_out > 0)) {
+  if (s.accounting !== undefined && (s.accounting.calls > 0 || s.accounting.tokens_in + s.accounting.tokens_out > 0)) {
     // what the model calls used and cost so far (the run's summary and report say the same):
     // every call sent, and how many were answered when not all were
     const a = s.accounting

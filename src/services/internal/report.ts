@@ -712,7 +712,7 @@ export const buildReport = (
         const figures = yield* figuresOf(s.store, runId, st)
         total = sumFigures(total, figures)
         storeTotals.set(s.store, sumFigures(storeTotals.get(s.store) ?? zeroFigures(), figures))
-        if (figures.calls + figures.refused + figures.failedCalls + figures.cacheHits > 0) accounted.push({ source: s.source, store: s.store, runId })
+        if (figures.calls + figures.cacheHits > 0) accounted.push({ source: s.source, store: s.store, runId })
         if (runId !== undefined) runAccounting.push({ source: s.source, runId, ...figures })
       }
       // the store's lost global leases over its selected scopes, per resource
@@ -940,7 +940,7 @@ const time = (ms: number | null) => (ms === null ? "-" : new Date(ms).toISOStrin
 
 /** Calls sent, cache hits and cost in a few words: `253 calls, $1.31`. */
 const briefText = (f: PricedFigures): string =>
-  `${f.calls + f.refused + f.failedCalls} call${f.calls + f.refused + f.failedCalls === 1 ? "" : "s"}${f.cacheHits > 0 ? `, ${f.cacheHits} cache hit(s)` : ""}, ${formatCost(f.costUsd, f.unpriced)}`
+  `${f.calls} call${f.calls === 1 ? "" : "s"}${f.cacheHits > 0 ? `, ${f.cacheHits} cache hit(s)` : ""}, ${formatCost(f.costUsd, f.unpriced)}`
 
 /**
  * The accounting's scope in one line, with how to see the other: `Scope: this run (the latest):
@@ -1055,7 +1055,7 @@ export const renderText = (r: ReportData): string => {
   }
   // token and cost totals, only when some attempt carried token usage or a cost
   const acc = r.accounting
-  const spent = (f: PricedFigures) => f.tokensIn + f.tokensOut > 0 || (f.costUsd ?? 0) > 0 || f.calls + f.refused + f.failedCalls > 0 || f.cacheHits > 0
+  const spent = (f: PricedFigures) => f.tokensIn + f.tokensOut > 0 || (f.costUsd ?? 0) > 0 || f.calls > 0 || f.cacheHits > 0
   if (acc !== undefined && (spent(acc.total) || (acc.experiment !== undefined && spent(acc.experiment)))) {
     const scope = scopeText(r)
     if (scope !== "") out.push(scope)
@@ -1088,12 +1088,20 @@ export const renderText = (r: ReportData): string => {
       by === "cost" ? p.unpriced > 0 || (p.costUsd ?? 0) > 0 : p.tokensIn + p.tokensOut > 0
     )
     const left = acc.pipelines.rows.length - ranked.length
+    // a pipeline whose calls were all refused (429) or failed at the endpoint cost nothing and
+    // is no one's top either; said apart, so that a 429 storm does not read as work done at $0
+    const unanswered = acc.pipelines.rows.filter((p) => !ranked.includes(p) && p.calls > 0 && p.calls - p.refused - p.failedCalls <= 0)
+    const unansweredText = unanswered.length === 0
+      ? ""
+      : `, ${unanswered.length === left ? (left === 1 ? "it" : "all") : unanswered.length} with no call answered (${
+        unanswered.every((p) => p.failedCalls === 0) ? "429 only" : "refused with 429 or failed at the endpoint"
+      })`
     if (ranked.length > 0) {
-      out.push(`Top ${ranked.length} pipeline(s) by ${by}${left > 0 ? ` (${left} at ${by === "cost" ? "$0" : "0 tokens"} left out)` : ""}:`)
+      out.push(`Top ${ranked.length} pipeline(s) by ${by}${left > 0 ? ` (${left} at ${by === "cost" ? "$0" : "0 tokens"} left out${unansweredText})` : ""}:`)
       for (const p of ranked) {
         out.push(`  ${p.pipelineId}${r.stores.length > 1 ? ` in ${p.source}` : ""}: ${figuresText(p)}`)
       }
-    } else if (acc.pipelines.rows.every((p) => p.calls + p.refused + p.failedCalls === 0)) {
+    } else if (acc.pipelines.rows.every((p) => p.calls === 0)) {
       // no call at all: every answer came from the call cache (no empty ranking). The scope's
       // hits, as the lines around it count them (tester18d F1: the ranked rows' sum said 10 of 28)
       const hits = r.cache.hits
@@ -1103,8 +1111,17 @@ export const renderText = (r: ReportData): string => {
           saved === null ? "" : `; ${formatUsd(saved)} saved`
         })`
       )
+    } else if (acc.total.calls > 0 && acc.total.calls - acc.total.refused - acc.total.failedCalls <= 0) {
+      // calls were sent and none was answered: nothing was priced at $0, nothing was answered
+      out.push(`No pipeline's calls ${by === "cost" ? "cost anything" : "used a token"}: no call was answered (calls ${callsText(acc.total)})`)
     } else {
-      out.push(`No pipeline's calls ${by === "cost" ? "cost anything (every call was priced at $0)" : "used a token"}`)
+      out.push(`No pipeline's calls ${
+        by !== "cost"
+          ? "used a token"
+          : unanswered.length === 0
+          ? "cost anything (every call was priced at $0)"
+          : `cost anything (every call answered was priced at $0; ${unanswered.length} pipeline(s) with no call answered)`
+      }`)
     }
   }
   if (r.cache !== undefined && CallCache.isActive(r.cache)) {

@@ -16,7 +16,7 @@ import { createHash } from "node:crypto"
 import { canonicalJsonUnsafe, type Json } from "../../domain/Json.js"
 import { noun } from "../../domain/internal/words.js"
 import { escapeHtml } from "../Dashboard.js"
-import { caseValueText, degenerateNote, deltaText, type Evidence, fmt, judgeShareText, statusWordsOf, type StudyComparison, tieText, versusText } from "../StudyCompare.js"
+import { caseValueText, degenerateNote, deltaText, type Evidence, fmt, judgeShareText, statusWordsOf, type StudyComparison, tieText, unplacedText, type VariantComparison, versusText } from "../StudyCompare.js"
 import { formatCost } from "./money.js"
 
 /** A value of an assignment as text (strings as they are, others as canonical JSON). */
@@ -59,9 +59,16 @@ export interface StudyPageOptions {
 }
 
 // A Pareto column's cell: "yes" on the front, else "no" and the variants that dominate it
-// (escaped), "—" without a succeeded trial.
-const frontCell = (succeeded: number, onFront: boolean, by: ReadonlyArray<string>): string =>
-  succeeded === 0 ? "—" : onFront ? "yes" : by.length === 0 ? "no" : `no <span class="by">(dominated by ${escapeHtml(by.join(", "))})</span>`
+// (escaped), "—" without a succeeded trial; dominated by nobody, why it is not placed, in the
+// text report's words (`none (no objectives to place it by)`, never an empty "dominated by")
+const frontCell = (c: StudyComparison, v: VariantComparison, onFront: boolean, by: ReadonlyArray<string>): string =>
+  v.succeeded === 0
+    ? "—"
+    : onFront
+    ? "yes"
+    : by.length === 0
+    ? escapeHtml(unplacedText(c, v) ?? "no")
+    : `no <span class="by">(dominated by ${escapeHtml(by.join(", "))})</span>`
 
 /**
  * Renders the Study page of a comparison (every value escaped; see the module docs).
@@ -156,8 +163,8 @@ ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeM
     }).join("")
     return `<tr data-variant="${e(v.variantId)}"><td class="mono">${e(v.variantId)}${v.isBaseline ? " <span class=\"tag\">baseline</span>" : ""}</td><td class="assign">${
       e(assignmentText(v.assignment))
-    }</td><td>${e(v.succeeded)}</td>${cells}<td class="pareto-strict">${frontCell(v.succeeded, v.pareto.strict, v.pareto.dominatedBy.strict)}</td><td class="pareto-uncertain">${
-      frontCell(v.succeeded, v.pareto.uncertain, v.pareto.dominatedBy.uncertain)
+    }</td><td>${e(v.succeeded)}</td>${cells}<td class="pareto-strict">${frontCell(c, v, v.pareto.strict, v.pareto.dominatedBy.strict)}</td><td class="pareto-uncertain">${
+      frontCell(c, v, v.pareto.uncertain, v.pareto.dominatedBy.uncertain)
     }</td><td class="msg breaches">${e(v.breaches.join("; "))}</td><td>${e(v.rank ?? "—")}</td></tr>`
   }).join("")
   const versus = c.variants.filter((v) => !v.isBaseline && v.succeeded > 0).flatMap((v) =>

@@ -50,7 +50,7 @@ import {
   quantileRanks,
   succeededIndexOf,
   ACCOUNTED_CONDITION,
-  ACCOUNTING_COLUMNS,
+  PG_ACCOUNTING_COLUMNS,
   cacheFiguresOfRow,
   pgCacheFigures,
   accountingOrderSql,
@@ -1160,7 +1160,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
         const [tasks] = yield* q(`SELECT count(*) AS n FROM assay_tasks WHERE ${cond}`, params)
         // a retry is the retry policy's decision (`decision.retry` is JSON true)
         const [att] = yield* q(
-          `SELECT count(*) AS n, count(*) FILTER (WHERE decision IS NOT NULL AND decision::jsonb @> '{"retry": true}'::jsonb) AS r, ${ACCOUNTING_COLUMNS} FROM assay_attempts WHERE ${cond}`,
+          `SELECT count(*) AS n, count(*) FILTER (WHERE decision IS NOT NULL AND decision::jsonb @> '{"retry": true}'::jsonb) AS r, ${PG_ACCOUNTING_COLUMNS} FROM assay_attempts WHERE ${cond}`,
           params
         )
         // the call cache's figures, from the attempt rows' cache notes
@@ -1207,7 +1207,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
       }
       return Effect.map(
         q(
-          `SELECT pipeline_id, ${ACCOUNTING_COLUMNS} FROM assay_attempts WHERE ${conds.join(" AND ")} GROUP BY pipeline_id ORDER BY ${
+          `SELECT pipeline_id, ${PG_ACCOUNTING_COLUMNS} FROM assay_attempts WHERE ${conds.join(" AND ")} GROUP BY pipeline_id ORDER BY ${
             accountingOrderSql(o.orderBy, ' COLLATE "C"')
           }${o.limit === undefined ? "" : ` LIMIT ${Math.floor(o.limit)}`}`,
           params

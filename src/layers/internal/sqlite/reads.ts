@@ -506,24 +506,26 @@ export const makeReads = (
         CASE WHEN ${kept} THEN 0 ELSE json_extract(a.decision, '$.retry') IS 1 END AS r,
         CASE WHEN ${kept} THEN NULL WHEN a.decision IS NOT NULL AND json_type(a.decision, '$.retry') = 'true' THEN a.attempt_id END AS rid,
         a.error_class = 'rate_limit' AS rl, a.outcome = 'cache_hit' AS hit, ${sql.literal(accounting ? carries : "0")} AS acc,
-        ${sql.literal(accounting ? unanswered : "0")} AS un, a.error_class IN ('upstream', 'timeout') AS ef
+        ${sql.literal(accounting ? unanswered : "0")} AS un, a.error_class IN ('upstream', 'timeout') AS ef,
+        ${sql.literal(accounting ? `CASE WHEN ${unanswered} AND NOT ${carries} THEN json_array_length(a.lease_ids) END` : "NULL")} AS ul
         FROM attempts a WHERE ${scope} LIMIT -1 OFFSET 0`
       const perGroup = known.map((_, i) => `, count(*) FILTER (WHERE m & ${2 ** i}), count(*) FILTER (WHERE m & ${2 ** i} AND rl)`).join("")
       const [row] = yield* q(
         sql`SELECT count(*), coalesce(sum(r), 0), count(*) FILTER (WHERE acc), count(*) FILTER (WHERE hit),
           count(*) FILTER (WHERE m & ${sql.literal(String(UNKNOWN_GROUP))}),
-          '[' || coalesce(group_concat(rid), '') || ']', count(*) FILTER (WHERE un AND rl), count(*) FILTER (WHERE un AND ef)${
+          '[' || coalesce(group_concat(rid), '') || ']', count(*) FILTER (WHERE un AND rl), count(*) FILTER (WHERE un AND ef),
+          coalesce(sum(ul) FILTER (WHERE rl OR ef), 0)${
           sql.literal(perGroup)
         } FROM (${scan})`.values
       )
       if (row === undefined || Number(row[4]) > 0) return undefined
       const out = usageByTarget()
       known.forEach((g, i) => {
-        const n = Number(row[8 + 2 * i])
+        const n = Number(row[9 + 2 * i])
         if (n === 0) return
         const u = out.entry(g)
         u.attempts += n
-        u.rateLimited += Number(row[9 + 2 * i])
+        u.rateLimited += Number(row[10 + 2 * i])
       })
       const carried = Number(row[2])
       let totals: Record<string, unknown> = {}
@@ -553,8 +555,9 @@ export const makeReads = (
       const figures: AttemptFigures = {
         n: Number(row[0]),
         r: Number(row[1]),
-        calls: Number(totals.calls ?? 0),
-        // the calls sent and not answered (no tokens: outside `carries`), from the scan
+        // the calls sent: those of the attempts with tokens, and each lease of an attempt whose
+        // call was not answered (no tokens: outside `carries`), from the scan
+        calls: Number(totals.calls ?? 0) + Number(row[8]),
         refused: Number(row[6]),
         failed_calls: Number(row[7]),
         cache_hits: Number(row[3]),

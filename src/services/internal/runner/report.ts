@@ -114,7 +114,7 @@ class Report implements RunReport {
     // model calls, cache hits, tokens and cost, as `report` words them (a cost with unpriced
     // calls is a lower bound or "unpriced", never $0); only when the run made or served calls
     const a = s.accounting
-    if (a !== undefined && (a.calls + a.refused + a.failedCalls > 0 || a.cacheHits > 0 || a.tokensIn + a.tokensOut > 0 || a.costUsd > 0)) {
+    if (a !== undefined && (a.calls > 0 || a.cacheHits > 0 || a.tokensIn + a.tokensOut > 0 || a.costUsd > 0)) {
       lines.push(
         `model calls: ${callsText(a)}${a.cacheHits > 0 ? `, cache hits ${a.cacheHits}` : ""}; tokens in ${a.tokensIn}, out ${a.tokensOut}${
           a.estimated > 0 ? ` (${a.estimated} attempt(s) estimated)` : ""

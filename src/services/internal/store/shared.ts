@@ -208,8 +208,9 @@ const accounted = (a: AccountedAttempt): boolean =>
 const addAttempt = (f: Mutable<AccountingFigures>, a: AccountedAttempt): void => {
   const tokens = (a.tokensIn ?? null) !== null || (a.tokensOut ?? null) !== null
   if (a.outcome === "cache_hit") f.cacheHits++
-  if (tokens) f.calls++
   const unanswered = unansweredCall(a)
+  // each lease of an attempt that sent a model call is a call (a judge's format repair is a second one)
+  if (tokens || unanswered !== undefined) f.calls += Math.max(1, a.leaseIds?.length ?? 0)
   if (unanswered === "refused") f.refused++
   else if (unanswered === "failed") f.failedCalls++
   f.tokensIn += a.tokensIn ?? 0
@@ -281,21 +282,41 @@ export const accountingFold = () => {
 /** An attempt on a pool resource without tokens, not a cache hit: a call that got no answer when it failed (see `AccountingFigures`). */
 const UNANSWERED = `tokens_in IS NULL AND tokens_out IS NULL AND outcome <> 'cache_hit' AND lease_ids <> '[]'`
 
+/** Whether an attempt row sent a model call (answered, or refused / failed at the endpoint), in SQL. */
+const SENT = `(tokens_in IS NOT NULL OR tokens_out IS NOT NULL OR (${UNANSWERED} AND error_class IN ('rate_limit', 'upstream', 'timeout')))`
+
 /**
- * The SQL select list of the accounting figures over table `attempts` (SQLite schema version
- * 12 and Postgres; column names as the attempts tables have them): `calls`, `cache_hits`,
- * `tokens_in`, `tokens_out`, `cost_usd`, `estimated`, `unpriced` (see `AccountingFigures`).
- *
- * @since 0.8.0
- * @category statistics
+ * The select list of the accounting figures, given how the dialect counts an attempt's calls
+ * (`leases`: the length of its `lease_ids` JSON array, at least 1).
  */
-export const ACCOUNTING_COLUMNS = `count(*) FILTER (WHERE tokens_in IS NOT NULL OR tokens_out IS NOT NULL) AS calls,
+const accountingColumns = (leases: string): string =>
+  `coalesce(sum(CASE WHEN ${SENT} THEN ${leases} END), 0) AS calls,
   count(*) FILTER (WHERE ${UNANSWERED} AND error_class = 'rate_limit') AS refused,
   count(*) FILTER (WHERE ${UNANSWERED} AND error_class IN ('upstream', 'timeout')) AS failed_calls,
   count(*) FILTER (WHERE outcome = 'cache_hit') AS cache_hits,
   coalesce(sum(tokens_in), 0) AS tokens_in, coalesce(sum(tokens_out), 0) AS tokens_out,
   coalesce(sum(cost_usd), 0) AS cost_usd, count(*) FILTER (WHERE tokens_estimated = 1) AS estimated,
   count(*) FILTER (WHERE cost_usd IS NULL AND coalesce(tokens_in, 0) + coalesce(tokens_out, 0) > 0) AS unpriced`
+
+/**
+ * The SQL select list of the accounting figures over SQLite's table `attempts` (schema version
+ * 12; column names as the attempts tables have them): `calls` (the calls sent: each lease of an
+ * attempt that sent a model call, so a judge's format repair is a second call; see
+ * `AccountingFigures`), `refused`, `failed_calls`, `cache_hits`, `tokens_in`, `tokens_out`,
+ * `cost_usd`, `estimated`, `unpriced`. {@link PG_ACCOUNTING_COLUMNS} is the same for Postgres.
+ *
+ * @since 0.8.0
+ * @category statistics
+ */
+export const ACCOUNTING_COLUMNS = accountingColumns("max(1, json_array_length(lease_ids))")
+
+/**
+ * {@link ACCOUNTING_COLUMNS} for Postgres (`lease_ids` is JSON text there too).
+ *
+ * @since 0.13.0
+ * @category statistics
+ */
+export const PG_ACCOUNTING_COLUMNS = accountingColumns("greatest(1, jsonb_array_length(lease_ids::jsonb))")
 
 /**
  * {@link ACCOUNTING_COLUMNS} of a SQLite store before schema version 12 (no token columns):

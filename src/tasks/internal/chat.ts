@@ -1015,6 +1015,19 @@ const messagesOf = (
   return Option.none()
 }
 
+// The canonical identity of a resource's endpoint, computed once per options object (and again
+// only when its URL or model changed), not once per cached attempt: it parses the URL.
+const endpointKeys = new WeakMap<object, { readonly raw: unknown; readonly model: unknown; readonly key: string }>()
+const endpointKeyOf = (options: Readonly<Record<string, unknown>>): string => {
+  const raw = str(options, "baseUrl", "base_url", "apiUrl")
+  const model = options["model"]
+  const known = endpointKeys.get(options)
+  if (known !== undefined && known.raw === raw && known.model === model) return known.key
+  const key = canonicalJsonUnsafe(endpointIdentity(options))
+  endpointKeys.set(options, { raw, model, key })
+  return key
+}
+
 /**
  * The built-in `chat` task: lease a resource of the pool (scoped: released on every exit
  * path), send one chat completion through its {@link ChatClient}, report latency and usage
@@ -1100,7 +1113,7 @@ export const chat = <In = ChatInput>(
       if (Option.isNone(messages)) return Effect.succeed(undefined)
       const pool = options.resource ?? "llm"
       return Effect.map(env.resourceOptions(pool), (resources) => {
-        const endpoints = Array.from(new Set(resources.map((r) => canonicalJsonUnsafe(endpointIdentity(r))))).sort()
+        const endpoints = Array.from(new Set(resources.map(endpointKeyOf))).sort()
         return {
           kind: "chat",
           pool,

@@ -8,7 +8,7 @@
 import { Effect, Either, Exit, Option } from "effect"
 import { roundUsd } from "../../../domain/Pricing.js"
 import * as CallCache from "../../../domain/CallCache.js"
-import type { CodecRegistry } from "../../../domain/Codec.js"
+import { type CodecRegistry, type Encoded, JsonCodec } from "../../../domain/Codec.js"
 import { isHandoff } from "../../../domain/Handoff.js"
 import { canonicalJson, digestFull, type Json } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
@@ -152,6 +152,20 @@ export const planOf = (
 }
 
 /**
+ * A served output: the decoded `value`, the attempt's {@link CacheNote}, and `encoded`, the
+ * stored bytes when they are exactly what the run's registry would write for `value` (a JSON
+ * entry whose value the registry encodes as JSON: canonical JSON decodes and encodes back to
+ * the same bytes), so the checkpoint writes them instead of encoding the output again.
+ *
+ * @internal
+ */
+export interface Hit {
+  readonly value: unknown
+  readonly note: CacheNote
+  readonly encoded: Encoded | undefined
+}
+
+/**
  * The stored output of a plan, decoded, when the plan serves (`readWrite`, `readOnly`) and an
  * unexpired entry decodes; else `None`. A cache that fails answers `None`, marks the plan
  * (`lookupFailed`) and is logged (once per run as a warning, see `logFailure`).
@@ -163,16 +177,21 @@ export const lookup = (
   plan: Plan,
   registry: CodecRegistry,
   nowMs: number
-): Effect.Effect<Option.Option<{ readonly value: unknown; readonly note: CacheNote }>> => {
+): Effect.Effect<Option.Option<Hit>> => {
   if (plan.mode !== "readWrite" && plan.mode !== "readOnly") return Effect.succeed(Option.none())
   return cache.service.get(plan.key).pipe(
-    Effect.map(Option.flatMap((entry) => {
+    Effect.map(Option.flatMap((entry): Option.Option<Hit> => {
       if (plan.ttlMs !== null && nowMs - entry.createdAt >= plan.ttlMs) return Option.none()
-      const decoded = registry.load({ typeName: entry.typeName, codec: entry.codec, data: entry.data })
+      const stored: Encoded = { typeName: entry.typeName, codec: entry.codec, data: entry.data }
+      const decoded = registry.load(stored)
       if (Either.isLeft(decoded)) return Option.none()
+      const value = decoded.right
+      // (JSON's type name is always "json")
+      const reusable = entry.codec === JsonCodec.name && entry.typeName === "json" && registry.codecFor(value) === JsonCodec
       return Option.some({
-        value: decoded.right,
-        note: { status: "hit" as const, key: plan.key.slice(0, 16), storedAt: entry.createdAt, usage: entry.usage }
+        value,
+        note: { status: "hit" as const, key: plan.key.slice(0, 16), storedAt: entry.createdAt, usage: entry.usage },
+        encoded: reusable ? stored : undefined
       })
     })),
     Effect.catchAll((e) => {
@@ -196,9 +215,12 @@ const usageToStore = (value: unknown, accounted: AttemptUsage | undefined) => {
 /**
  * After an attempt ran under `plan`: stores its successful output (not a control directive,
  * not an output the registry cannot encode) unless the plan is `readOnly`, and returns the
- * attempt's {@link CacheNote} (a failed attempt's too: it called, a miss with nothing stored). A failed write is logged (once per run as a warning), never
- * fails the attempt: its note says `stored: false` (the attempt still counts as a miss, and as
- * a failed write); a failed lookup before it (`plan.lookupFailed`) is said as `lookupFailed`.
+ * attempt's {@link CacheNote} (a failed attempt's too: it called, a miss with nothing stored)
+ * with the bytes it encoded the output to (`encoded`, when it did: the checkpoint writes them
+ * rather than encoding the output a second time). A failed write is logged (once per run as a
+ * warning), never fails the attempt: its note says `stored: false` (the attempt still counts
+ * as a miss, and as a failed write); a failed lookup before it (`plan.lookupFailed`) is said
+ * as `lookupFailed`.
  *
  * @internal
  */
@@ -210,18 +232,23 @@ export const afterRun = (
   registry: CodecRegistry,
   nowMs: number,
   accounted?: AttemptUsage | undefined
-): Effect.Effect<CacheNote | undefined> => {
+): Effect.Effect<{ readonly note: CacheNote | undefined; readonly encoded?: Encoded | undefined }> => {
   const key = plan.key.slice(0, 16)
   const failed = plan.lookupFailed === true ? { lookupFailed: true as const } : {}
   // a failed attempt called too: a miss (refresh, bypass) with nothing to store
   if (!Exit.isSuccess(exit)) {
-    return Effect.succeed({ status: plan.mode === "readOnly" ? "bypass" : plan.mode === "refresh" ? "refresh" : "miss", key, ...failed })
+    return Effect.succeed({
+      note: { status: plan.mode === "readOnly" ? "bypass" : plan.mode === "refresh" ? "refresh" : "miss", key, ...failed }
+    })
   }
-  if (isHandoff(exit.value)) return Effect.succeed(undefined)
-  if (plan.mode === "readOnly") return Effect.succeed({ status: "bypass", key, ...failed })
+  if (isHandoff(exit.value)) return Effect.succeed({ note: undefined })
+  if (plan.mode === "readOnly") return Effect.succeed({ note: { status: "bypass", key, ...failed } })
   const encoded = registry.dump(exit.value)
-  if (Either.isLeft(encoded)) return Effect.succeed(plan.lookupFailed === true ? { status: "miss", key, ...failed } : undefined)
+  if (Either.isLeft(encoded)) {
+    return Effect.succeed({ note: plan.lookupFailed === true ? { status: "miss", key, ...failed } : undefined })
+  }
   const note: CacheNote = { status: plan.mode === "refresh" ? "refresh" : "miss", key, ...failed }
+  const done = { note, encoded: encoded.right }
   return cache.service.put({
     key: plan.key,
     taskName,
@@ -232,9 +259,12 @@ export const afterRun = (
     usage: usageToStore(exit.value, accounted),
     createdAt: nowMs
   }).pipe(
-    Effect.as(note),
+    Effect.as(done),
     Effect.catchAll((e) =>
-      Effect.as(logFailure(cache, "could not store an output", e.message), { ...note, stored: false as const })
+      Effect.as(logFailure(cache, "could not store an output", e.message), {
+        note: { ...note, stored: false as const },
+        encoded: encoded.right
+      })
     )
   )
 }

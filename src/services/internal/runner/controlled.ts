@@ -331,7 +331,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       // checkpoint commits (see BIG_OUTPUT_BYTES), a failure until its decision is made (see
       // `State.decideFailure`); every exit gives the slot back
       const encoded = result.exit._tag === "Success" && !isHandoff(result.exit.value)
-        ? env.registryFor(task).dump(result.exit.value)
+        ? (result.encoded !== undefined ? Either.right(result.encoded) : env.registryFor(task).dump(result.exit.value))
         : undefined
       const holdSlot = encoded !== undefined && Either.isRight(encoded) &&
         encoded.right.data.byteLength >= BIG_OUTPUT_BYTES

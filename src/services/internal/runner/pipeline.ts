@@ -22,7 +22,7 @@ import {
   Scope
 } from "effect"
 import type { YieldWrap } from "effect/Utils"
-import type { CodecRegistry } from "../../../domain/Codec.js"
+import type { CodecRegistry, Encoded } from "../../../domain/Codec.js"
 import * as Control from "../../../domain/Control.js"
 import * as Evaluator from "../../../domain/Evaluator.js"
 import {
@@ -374,6 +374,12 @@ export interface AttemptResult {
   readonly cache?: CacheNote | undefined
   /** The attempt's token and cost accounting (absent: no lease report carried usage). */
   readonly usage?: AttemptUsage | undefined
+  /**
+   * The successful output's encoded form when the attempt already made it with the task's
+   * registry (a cache hit's stored bytes, a cache miss's bytes just stored): the checkpoint
+   * writes these instead of encoding the output again (absent: it encodes the output).
+   */
+  readonly encoded?: Encoded | undefined
 }
 
 type TaskOutcome = { readonly _tag: "Ok"; readonly value: unknown } | { readonly _tag: "Failed" }
@@ -506,7 +512,9 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
       // A big output keeps its worker slot until its checkpoint has committed (see
       // BIG_OUTPUT_BYTES); a failure keeps it until its decision is made (see
       // `State.decideFailure`). Every exit gives the slot back (the fiber's `ensuring`).
-      const encoded = result.exit._tag === "Success" ? env.registryFor(task).dump(result.exit.value) : undefined
+      const encoded = result.exit._tag === "Success"
+        ? (result.encoded !== undefined ? Either.right(result.encoded) : env.registryFor(task).dump(result.exit.value))
+        : undefined
       const holdSlot = encoded !== undefined && Either.isRight(encoded) &&
         encoded.right.data.byteLength >= BIG_OUTPUT_BYTES
       if (!holdSlot && encoded !== undefined && Either.isRight(encoded)) slots.release(holder)
@@ -858,7 +866,7 @@ class NowRun {
     if (exit._tag !== "Success" || isHandoff(exit.value)) return this.handOver(ran)
     const { env, tasks, seq } = this
     const task = tasks[seq]!
-    const encoded = env.registryFor(task).dump(exit.value)
+    const encoded = ran.encoded !== undefined ? Either.right(ran.encoded) : env.registryFor(task).dump(exit.value)
     if (Either.isLeft(encoded) || encoded.right.data.byteLength >= BIG_OUTPUT_BYTES) return this.handOver(ran)
     const enc = encoded.right
     const pipelineId = this.spec.pipelineId
@@ -1140,7 +1148,8 @@ export const runAttempt = (
           exit: Exit.succeed(hit.value.value),
           leaseIds: noLeases,
           startedAt: env.clock.unsafeCurrentTimeMillis(),
-          cache: hit.value.note
+          cache: hit.value.note,
+          ...(hit.value.encoded === undefined ? {} : { encoded: hit.value.encoded })
         })
       }
       return Effect.flatMap(
@@ -1148,7 +1157,8 @@ export const runAttempt = (
         (result) =>
           Effect.map(
             afterRun(cache, plan, task.name, result.exit, registry, env.clock.unsafeCurrentTimeMillis(), result.usage),
-            (note) => note === undefined ? result : { ...result, cache: note }
+            ({ encoded, note }) =>
+              note === undefined ? result : { ...result, cache: note, ...(encoded === undefined ? {} : { encoded }) }
           )
       )
     })

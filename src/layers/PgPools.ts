@@ -12,7 +12,9 @@
  *   goes back early only after a completed call (a successful scope, `lease.releaseNow`, or a
  *   lease that got a `report`); after an unknown outcome (interruption, a failure with no
  *   report) it is kept until its TTL ends, so a call still running at the provider is never
- *   doubled by a new grant.
+ *   doubled by a new grant. Slots given back are written in batches (one statement per flush,
+ *   at most `releaseDelay` after the first); until then the slot stays held, and this
+ *   process's next acquire of the same resource takes it over in its claim statement.
  * - **Quotas** ({@link QuotaOptions}) are windows (`date_bin` from 2000-01-01 UTC) charged with a
  *   conditional upsert at the grant (the estimate, or 1 for `requests`), moved to the window
  *   the call goes out in by {@link confirmQuota} (or {@link guard}) when the grant's window has
@@ -106,6 +108,11 @@ export interface QuotaOptions {
  *   counts by arrival) inside the window it was charged to: what the guard covers is the time
  *   from the confirming statement to the provider (the event loop, the HTTP request). It only
  *   holds back a window whose quota is not spent by then (a busy window is spent at its start);
+ * - `releaseDelay` (default 20 ms): how long a slot given back may wait to be written with the
+ *   other releases of this process (one statement per flush); meanwhile it is still held (no
+ *   runner can claim it) and this process's next acquire of the same resource takes it over
+ *   in its own claim statement. The queue is written when the service's scope closes; a crash
+ *   leaves the slots to their TTL, as for a held lease;
  * - `onEvent`, `plugins`: as for the local pools (`Pools.PoolsOptions`).
  *
  * @since 0.7.0
@@ -119,6 +126,7 @@ export interface PgPoolsOptions extends PoolsOptions {
   readonly pollMax?: Duration.DurationInput | undefined
   readonly quotas?: ReadonlyArray<QuotaOptions> | undefined
   readonly quotaGuard?: Duration.DurationInput | undefined
+  readonly releaseDelay?: Duration.DurationInput | undefined
 }
 
 const settingsOf = (options: PgPoolsOptions): Effect.Effect<internal.Settings> =>
@@ -132,6 +140,7 @@ const settingsOf = (options: PgPoolsOptions): Effect.Effect<internal.Settings> =
       pollMinMs: Duration.toMillis(options.pollMin ?? "25 millis"),
       pollMaxMs: Duration.toMillis(options.pollMax ?? "1 second"),
       quotaGuardMs: Duration.toMillis(options.quotaGuard ?? "2 seconds"),
+      releaseDelayMs: Duration.toMillis(options.releaseDelay ?? "20 millis"),
       quotas: (options.quotas ?? []).map((q) => ({
         pool: q.pool,
         resource: q.resource,

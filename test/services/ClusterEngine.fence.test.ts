@@ -157,7 +157,7 @@ describe("cluster fence: the pool lease", () => {
       yield* claims.sameDatabase(sql)
       const seen: Array<string> = []
       assert.strictEqual(yield* runTask(env, spec, 0).pipe(Effect.withTracer(recordingSql(seen))), "done")
-      const grant = seen.findIndex((q) => q.includes("UPDATE assay_pool_slot s SET holder"))
+      const grant = seen.findIndex((q) => q.includes("UPDATE assay_pool_slot s SET holder = $3"))
       const call = seen.findIndex((q) => q.includes("the call"))
       assert.isAtLeast(grant, 0, seen.join("\n"))
       assert.deepStrictEqual(seen.filter((q) => q.includes("FROM assay_pool_resource r WHERE r.pool IN")), [], "no global view read")
@@ -255,7 +255,7 @@ describe("cluster fence: the pool lease", () => {
       const all = seen.join("\n")
       assert.strictEqual(seen.filter((q) => q.includes("INSERT INTO \"assay_cluster_inflight\"")).length, 1, `one claim statement:\n${all}`)
       assert.deepStrictEqual(seen.filter((q) => q.includes("FROM assay_artifacts")), [], `no input read back:\n${all}`)
-      const grants = seen.filter((q) => q.includes("UPDATE assay_pool_slot s SET holder"))
+      const grants = seen.filter((q) => q.includes("UPDATE assay_pool_slot s SET holder = $3"))
       assert.strictEqual(grants.length, 3, all)
       for (const q of grants) assert.match(q, /assay_cluster_inflight/)
       // tasks 1 and 2 check the input they took from memory against the stored digest

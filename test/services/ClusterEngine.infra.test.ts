@@ -56,7 +56,7 @@ const statementCancelled = () =>
  * The in-memory cluster of `TestRunner`, with the message storage's `saveRequest` refusing
  * the first `failures` requests for activity `activity` with `error` (a lost connection by default).
  */
-const flakyCluster = (activity: string, failures: number, error: () => PersistenceError = connectionLost) => {
+const flakyCluster = (activity: string, failures: number, error: () => PersistenceError = connectionLost, tag = "activity") => {
   let left = failures
   const storage = Layer.effect(
     MessageStorage.MessageStorage,
@@ -66,7 +66,7 @@ const flakyCluster = (activity: string, failures: number, error: () => Persisten
         saveRequest: (message) =>
           Effect.suspend(() => {
             const name = (message.envelope.payload as { readonly name?: unknown } | undefined)?.name
-            if (message.envelope.tag === "activity" && name === activity && left > 0) {
+            if (message.envelope.tag === tag && (tag !== "activity" || name === activity) && left > 0) {
               left--
               return Effect.fail(error())
             }
@@ -192,6 +192,30 @@ describe("ClusterEngine: a lost database connection, a shard let go", () => {
       assert.strictEqual(report.succeeded, 2)
       assert.strictEqual(report.failed, 0)
       assert.deepStrictEqual(Object.fromEntries(calls), { a: 2, b: 2 })
+    }).pipe(Effect.provide(host))
+  })
+
+  it.effect("the submitter's own retry budget (60 s) ending on a lost database is a typed StoreUnavailable naming what failed, never a defect", () => {
+    const template = Pipeline.make("unreachable", Task.make("a", (n: number) => Effect.succeed(n + 1)))
+    const spec = template.bind(1)
+    // every start of a window's workflow meets a lost connection, for longer than the budget
+    const host = ClusterEngine.workflowLayer({ concurrency: 4 }).pipe(
+      Layer.provideMerge(ClusterWorkflowEngine.layer.pipe(Layer.provideMerge(flakyCluster("", Infinity, connectionLost, "run")))),
+      Layer.provideMerge(Layer.mergeAll(MemoryStore.layer(), Pool.layer([]), NodeContext.layer)),
+      Layer.provide(ClusterEngine.catalogLayer([spec]))
+    )
+    return Effect.gen(function*() {
+      const fiber = yield* Effect.fork(ClusterEngine.submit(Stream.make(spec), { pollInterval: "20 millis", resultEvery: 1 }))
+      for (let i = 0; i < 30; i++) yield* TestClock.adjust("5 seconds")
+      const exit = yield* Fiber.await(fiber)
+      assert.isTrue(Exit.isFailure(exit) && !Cause.isDie(exit.cause), "a failure, not a defect")
+      const failure = Exit.isFailure(exit) ? Cause.failureOption(exit.cause) : Option.none()
+      assert.isTrue(Option.isSome(failure))
+      const error = Option.getOrThrow(failure) as { readonly _tag: string; readonly message: string }
+      assert.strictEqual(error._tag, "StoreUnavailable")
+      assert.match(error.message, /cannot start the workflow of a window: the cluster's database stayed unreachable for the submitter's 1m retry budget/)
+      assert.match(error.message, /Connection terminated unexpectedly/)
+      assert.match(error.message, /submit again/)
     }).pipe(Effect.provide(host))
   })
 

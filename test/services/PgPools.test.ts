@@ -83,9 +83,9 @@ describe("PgPools: capacity across processes", () => {
       for (const r of results) if (r._tag === "Left") expect(r.left._tag).toBe("ResourceUnavailable")
       const sql = yield* client(url)
       expect(yield* liveSlots(sql, "llm")).toBe(4)
-      // a completed scope gives the slots back at once
+      // a completed scope gives the slots back (written together, at most `releaseDelay` later)
       yield* Scope.close(holders, Exit.void)
-      expect(yield* liveSlots(sql, "llm")).toBe(0)
+      expect(yield* eventually(Effect.map(liveSlots(sql, "llm"), (n) => n === 0))).toBe(true)
     }))
   }, 60_000)
 
@@ -230,6 +230,93 @@ describe("PgPools: capacity across processes", () => {
       // only x matches and x is dead globally: the acquire fails instead of hanging
       const hopeless = yield* Effect.either(Effect.scoped(b.acquire({ pool: "llm", id: "x", timeout: "20 seconds" })))
       expect(hopeless._tag === "Left" && hopeless.left._tag).toBe("ResourceUnavailable")
+    }))
+  }, 60_000)
+})
+
+/**
+ * The client, recording the text of every statement sent through it (tagged templates and
+ * `unsafe`), to count statements of a kind.
+ */
+const recording = (sql: SqlClient.SqlClient) => {
+  const texts: Array<string> = []
+  const proxy = new Proxy(sql, {
+    apply: (target, self, args) => {
+      const strings = args[0] as unknown
+      if (Array.isArray(strings) && "raw" in strings) texts.push(strings.join("?"))
+      return Reflect.apply(target as any, self, args)
+    },
+    get: (target, key, receiver) => {
+      const value = Reflect.get(target, key, receiver)
+      return key === "unsafe"
+        ? (text: string, params?: ReadonlyArray<unknown>) => {
+          texts.push(text)
+          return (value as SqlClient.SqlClient["unsafe"]).call(target, text, params)
+        }
+        : value
+    }
+  })
+  return { sql: proxy as SqlClient.SqlClient, texts }
+}
+
+/** How many of the recorded statements gave slots back (`UPDATE … FROM unnest(…)`). */
+const releases = (texts: ReadonlyArray<string>) => texts.filter((t) => /SET holder = NULL/.test(t)).length
+
+describe("PgPools: batched releases", () => {
+  it("slots given back together are written in one statement; until then they stay held, and no other runner gets them", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const rec = recording(yield* client(url))
+      const services = yield* Scope.make()
+      const a = yield* Scope.extend(service(rec.sql, [one(3)], { runnerId: "a", releaseDelay: "1 hour" }), services)
+      const b = yield* service(yield* client(url), [one(3)], { runnerId: "b" })
+      const admin = yield* client(url)
+      const holders = yield* Scope.make()
+      for (let i = 0; i < 3; i++) yield* Scope.extend(a.acquire({ pool: "llm", algorithm: "immediate" }), holders)
+      yield* Scope.close(holders, Exit.void)
+      // given back, not written yet: still held in the database, so another runner is refused
+      expect(yield* liveSlots(admin, "llm")).toBe(3)
+      expect(releases(rec.texts)).toBe(0)
+      const refused = yield* Effect.either(Effect.scoped(b.acquire({ pool: "llm", algorithm: "immediate" })))
+      expect(refused._tag === "Left" && refused.left._tag).toBe("ResourceUnavailable")
+      // the service's scope writes the queue when it closes: one statement for the three
+      yield* Scope.close(services, Exit.void)
+      expect(releases(rec.texts)).toBe(1)
+      expect(yield* liveSlots(admin, "llm")).toBe(0)
+      const served = yield* Effect.scoped(Effect.map(b.acquire({ pool: "llm", algorithm: "immediate" }), (l) => l.resource.id))
+      expect(served).toBe("key-a")
+    }))
+  }, 60_000)
+
+  it("a queued slot is taken over by the next acquire of the same runner in its claim statement (no release statement)", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const rec = recording(yield* client(url))
+      const a = yield* service(rec.sql, [one(1)], { runnerId: "a", releaseDelay: "1 hour" })
+      const admin = yield* client(url)
+      const ids: Array<string> = []
+      for (let i = 0; i < 4; i++) {
+        // capacity 1, the previous lease's slot still held (queued): the claim hands it over
+        yield* Effect.scoped(Effect.flatMap(a.acquire({ pool: "llm", algorithm: "immediate" }), (l) =>
+          Effect.zipRight(Effect.sync(() => ids.push(PgLeases.slotFence(l)!.leaseId)), Effect.flatMap(liveSlots(admin, "llm"), (n) => Effect.sync(() => expect(n).toBe(1))))))
+      }
+      expect(new Set(ids).size).toBe(4)
+      expect(releases(rec.texts)).toBe(0)
+      // the last one is written after the delay or at the close; meanwhile the slot is held by the last lease only
+      const row = yield* slotOne(admin)
+      expect(row.lease_id).toBe(ids[3])
+    }))
+  }, 60_000)
+
+  it("without a close, the queue is written within the release delay", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const rec = recording(yield* client(url))
+      const a = yield* service(rec.sql, [one(2)], { runnerId: "a", releaseDelay: "30 millis" })
+      const admin = yield* client(url)
+      yield* Effect.scoped(Effect.zip(a.acquire({ pool: "llm", algorithm: "immediate" }), a.acquire({ pool: "llm", algorithm: "immediate" })))
+      expect(yield* eventually(Effect.map(liveSlots(admin, "llm"), (n) => n === 0))).toBe(true)
+      expect(releases(rec.texts)).toBe(1)
     }))
   }, 60_000)
 })

@@ -114,25 +114,27 @@ export const ridingOut = <A, E, R>(
 type Lost<E> = { readonly _tag: "Failed"; readonly error: E } | { readonly _tag: "Died"; readonly defect: unknown }
 
 /**
- * {@link ridingOut} for a workflow's own calls into the engine (its activity requests): a lost
- * connection or a cancelled statement is tried again on `schedule`, and one that outlasts it
- * fails with a typed {@link StoreUnavailable} (the workflow's declared error, so the pipeline
- * is failed on the store's error and can be resumed) instead of dying: a defect of the
- * cluster's storage never ends a workflow. Any other defect stays one (a bug).
+ * {@link ridingOut} for the engine's own calls into the cluster (a workflow's activity
+ * requests, the submitter's starts and polls): a lost connection or a cancelled statement is
+ * tried again on `schedule`, and one that outlasts it fails with a typed
+ * {@link StoreUnavailable} instead of dying (in a workflow, its declared error: the pipeline
+ * is failed on the store's error and can be resumed; in the submitter, an error the CLI
+ * reports): a defect of the cluster's storage never ends them as a bug. Its message is
+ * `message(cause)` (default: "the cluster's storage failed: " and the innermost message). Any
+ * other defect stays one (a bug).
  *
  * @internal
  */
 export const ridingOutTyped = <A, E, R>(
   self: Effect.Effect<A, E, R>,
-  schedule: Schedule.Schedule<unknown, unknown> = ridingOutSchedule()
+  schedule: Schedule.Schedule<unknown, unknown> = ridingOutSchedule(),
+  message: (cause: string) => string = (cause) => `the cluster's storage failed: ${cause}`
 ): Effect.Effect<A, E | StoreUnavailable, R> =>
   Effect.catchSomeDefect(
     ridingOut(self, schedule),
     (d) =>
       isTransient(d)
-        ? Option.some(Effect.fail(
-          new StoreUnavailable({ message: `the cluster's storage failed: ${messageOf(d)}`, cause: d })
-        ))
+        ? Option.some(Effect.fail(new StoreUnavailable({ message: message(messageOf(d)), cause: d })))
         : Option.none()
   )
 

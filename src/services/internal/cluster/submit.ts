@@ -179,15 +179,23 @@ const endedOf = (
   return { _tag: "Broken", message: Option.isSome(failure) ? messageOf(failure.value) : Cause.pretty(exit.cause).split("\n")[0]! }
 }
 
+/** How long the submitter's calls into the cluster's storage ride out a lost database. */
+const submitBudget = Duration.seconds(60)
+
 /**
  * The submitter's calls into the cluster's storage (start a workflow, ask for its result,
- * clear an ended one) ride out a database restart: a lost connection, failed or died with (the
- * cluster's storage dies with some of its errors), is retried exponentially from 200 ms, each
- * wait at most 5 s, for 60 s in all (`infra.ts`); anything else, or a loss that lasts longer,
- * is what it was.
+ * clear an ended one) ride out a database restart: a lost connection or a cancelled statement,
+ * failed or died with (the cluster's storage dies with some of its errors), is retried
+ * exponentially from 200 ms, each wait at most 5 s, for 60 s in all (`infra.ts`). A loss that
+ * lasts longer fails the submission with `StoreUnavailable` saying what could not be done,
+ * for how long it was tried and that the admitted pipelines go on (never a defect); any other
+ * error is what it was. `doing` names the call ("start the workflow of a window").
  */
-const ridingOut = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Infra.ridingOut(self, Infra.ridingOutSchedule(Duration.seconds(60)))
+const ridingOut = <A, E, R>(self: Effect.Effect<A, E, R>, doing: string): Effect.Effect<A, E | StoreUnavailable, R> =>
+  Infra.ridingOutTyped(self, Infra.ridingOutSchedule(submitBudget), (cause) =>
+    `cannot ${doing}: the cluster's database stayed unreachable for the submitter's ${
+      Duration.format(submitBudget)
+    } retry budget (${cause}). The pipelines already admitted go on on the runners; submit again to follow them and admit the rest`)
 
 /**
  * Submits every spec of `specs` and follows them to the end (see the module comment).
@@ -292,7 +300,7 @@ export const submit = <SE, SR>(
      */
     const checkWindow = (w: Window) =>
       Effect.gen(function*() {
-        const ended = endedOf(yield* ridingOut(WindowWorkflow.poll(w.executionId)))
+        const ended = endedOf(yield* ridingOut(WindowWorkflow.poll(w.executionId), "ask a window's workflow for its result"))
         if (ended === undefined) return
         windows.delete(w)
         const live = w.ids.filter((id) => running.has(id))
@@ -386,23 +394,30 @@ export const submit = <SE, SR>(
       Effect.gen(function*() {
         if (Option.isNone(sharding) || Option.isNone(messages)) return
         const address = workflowAddress(sharding.value, executionId)
-        let result = yield* ridingOut(WindowWorkflow.poll(executionId))
+        let result = yield* ridingOut(WindowWorkflow.poll(executionId), "ask an ended window's workflow for its result")
         while (anyFailed && result === undefined) {
           // no run request stored: the rows were settled by another engine or workflow (nothing to wait for)
-          const request = yield* ridingOut(messages.value.requestIdForPrimaryKey({ address, tag: "run", id: "" })).pipe(
+          const request = yield* ridingOut(
+            messages.value.requestIdForPrimaryKey({ address, tag: "run", id: "" }),
+            `read the workflow of the window of ${first}`
+          ).pipe(
             Effect.mapError((e) =>
-              new StoreUnavailable({ message: `cannot read the workflow of the window of ${first}: ${messageOf(e)}` })
+              e._tag === "StoreUnavailable"
+                ? e
+                : new StoreUnavailable({ message: `cannot read the workflow of the window of ${first}: ${messageOf(e)}` })
             )
           )
           if (Option.isNone(request)) return
           yield* Effect.sleep(poll)
           yield* checkRunners
-          result = yield* ridingOut(WindowWorkflow.poll(executionId))
+          result = yield* ridingOut(WindowWorkflow.poll(executionId), "ask an ended window's workflow for its result")
         }
         if (result === undefined || result._tag !== "Complete") return
-        yield* ridingOut(messages.value.clearAddress(address)).pipe(
+        yield* ridingOut(messages.value.clearAddress(address), `clear the ended workflow of the window of ${first}`).pipe(
           Effect.mapError((e) =>
-            new StoreUnavailable({ message: `cannot clear the ended workflow of the window of ${first}: ${messageOf(e)}` })
+            e._tag === "StoreUnavailable"
+              ? e
+              : new StoreUnavailable({ message: `cannot clear the ended workflow of the window of ${first}: ${messageOf(e)}` })
           )
         )
       })
@@ -462,7 +477,7 @@ export const submit = <SE, SR>(
           yield* store.admit(rows, seeds)
           yield* Effect.forEach(
             started,
-            ({ specs }) => ridingOut(WindowWorkflow.execute(payloadOf(specs), { discard: true })),
+            ({ specs }) => ridingOut(WindowWorkflow.execute(payloadOf(specs), { discard: true }), "start the workflow of a window"),
             { concurrency: startConcurrency, discard: true }
           )
           for (const { executionId, specs } of started) {

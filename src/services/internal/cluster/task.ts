@@ -825,31 +825,27 @@ const runTaskOnce = (
         // L4: another executor committed this task while the attempt waited for its lease
         const other = yield* Deferred.poll(found)
         if (Option.isSome(other)) return yield* other.value
+        if (
+          !claim.fence.stale && !claim.fence.lost && claims !== undefined && claim.current !== undefined &&
+          !claim.current.confirmed
+        ) {
+          // the attempt reached its end without a fence (it took no fenced lease): the claim
+          // and the input are checked before anything is committed (a stale input sets
+          // `claim.fence.stale`), and the task is checked before its attempt from now on
+          env.fencedTasks.delete(task)
+          const r = yield* readFence(seq, found, claim, yield* claims.fence(fenceRequest(env, pipelineId, claim)))
+          if (r === "committed") return yield* Deferred.await(found)
+        }
         if (claim.fence.stale) {
-          // the input taken from memory was not what the store kept: the attempt stopped
-          // before its call; it runs again (same number) from the stored input
+          // the input taken from memory was not what the store kept (seen by a fence before
+          // the call, or by the check above before the commit): the attempt runs again (same
+          // number) from the stored input
           claim.fence.stale = false
           attempt--
           const loaded = yield* reload
           if (Option.isNone(loaded)) return "gone" as const
           input = loaded.value
           continue
-        }
-        if (!claim.fence.lost && claims !== undefined && claim.current !== undefined && !claim.current.confirmed) {
-          // the attempt reached its end without a fence (it took no fenced lease): the claim
-          // and the input are checked before anything is committed, and the task is checked
-          // before its attempt from now on
-          env.fencedTasks.delete(task)
-          const r = yield* readFence(seq, found, claim, yield* claims.fence(fenceRequest(env, pipelineId, claim)))
-          if (r === "committed") return yield* Deferred.await(found)
-          if (r === "stale") {
-            claim.fence.stale = false
-            attempt--
-            const loaded = yield* reload
-            if (Option.isNone(loaded)) return "gone" as const
-            input = loaded.value
-            continue
-          }
         }
         if (!claim.fence.lost) {
           const ended = clock.unsafeCurrentTimeMillis()

@@ -19,7 +19,11 @@
  * lease ends), fails the lease's `lost` signal with `LeaseLost`, publishes `lease.lost`, and
  * tells the lease's watchers (the cluster engine stops the call). The slot is given
  * back early only after a completed call (a successful scope, an explicit `releaseNow`, or a
- * lease that received a report); after an unknown outcome it is kept until its TTL ends.
+ * lease that received a report); after an unknown outcome it is kept until its TTL ends. Slots
+ * given back are queued and written together (one statement per flush, at most
+ * `releaseDelay` later); a queued slot is still held, and the next acquire of this process on
+ * the same resource takes it over in its own claim statement, so that a task's release and the
+ * next task's claim cost one statement.
  *
  * Reports drive the local health as before and are mirrored to the shared rows: a throttle
  * (Retry-After), a cooldown, death and revival, so every runner sees them at its next acquire.
@@ -76,6 +80,13 @@ export interface Settings {
    * the provider inside the window it was charged to.
    */
   readonly quotaGuardMs: number
+  /**
+   * How long a slot given back may wait to be written with others (ms): releases are queued
+   * and written in one statement per flush, at most this long after the first of them; a
+   * queued slot is still held (nobody else can claim it) and an acquire of this process may
+   * take it over in its own claim statement meanwhile (see {@link Gate.queueRelease}).
+   */
+  readonly releaseDelayMs: number
 }
 
 /**
@@ -261,6 +272,16 @@ export class Gate {
   readonly quotaBlocked = new Map<string, number>()
   /** The declared default algorithm of each pool. */
   readonly algorithms = new Map<string, AlgorithmInput | AcquireAlgorithm.AcquireAlgorithm | undefined>()
+  /**
+   * Slots given back and not written yet, by `pool \u0000 resource`, then slot number: each is
+   * still held in the database (by its lease, until its TTL at the latest) until a flush
+   * writes it or an acquire of this process takes it over ({@link Gate.queueRelease}).
+   */
+  readonly queued = new Map<string, Map<number, Q.Release>>()
+  /** Whether a flush of {@link queued} is scheduled. */
+  flushScheduled = false
+  /** Set when the service's scope closes: a release is then written at once. */
+  closed = false
   constructor(
     readonly sql: SqlClient.SqlClient,
     readonly local: PoolsService,
@@ -409,7 +430,8 @@ export class Gate {
             s.add(info.id)
             continue
           }
-          if (row.throttleMs > 0 || row.cooldownMs > 0 || row.inUse >= row.capacity) continue
+          // a slot this process queued for release is still counted live, and is this process's to take over
+          if (row.throttleMs > 0 || row.cooldownMs > 0 || row.inUse - gate.queuedCount(name, info.id) >= row.capacity) continue
           const blocked = gate.quotaBlocked.get(key)
           if (blocked !== undefined) {
             if (blocked > now) continue
@@ -567,22 +589,29 @@ export class Gate {
             const sent = yield* gate.nowMs
             const fence = yield* FiberRef.get(currentClaimFence)
             const withFence = fence !== undefined && (yield* fence.here(gate.sql))
+            const { pool, resource: { id: resource } } = lease
+            const { runnerId, leaseTtlMs } = gate.settings
+            const handOver = gate.handOver(pool, resource)
+            const taken = (claimed: Q.Claimed | undefined) => {
+              if (claimed !== undefined) gate.claimedSlot(pool, resource, claimed.slot)
+              return claimed
+            }
             const claimed = withFence
               ? yield* Effect.either(Effect.flatMap(
-                Q.claimWith(gate.sql, lease.pool, lease.resource.id, gate.settings.runnerId, gate.settings.leaseTtlMs, fence.parts(5)),
+                Q.claimWith(gate.sql, pool, resource, runnerId, leaseTtlMs, handOver, fence.parts(Q.extraFirstParam)),
                 ({ claimed, row }) =>
-                  Effect.flatMap(fence.settle(row, claimed !== undefined), (go) =>
+                  Effect.flatMap(fence.settle(row, taken(claimed) !== undefined), (go) =>
                     go
                       ? Effect.succeed(claimed)
                       : Effect.zipRight(
                         Effect.zipRight(
-                          claimed === undefined ? Effect.void : Effect.ignore(Q.release(gate.sql, lease.pool, lease.resource.id, claimed)),
+                          claimed === undefined ? Effect.void : gate.queueRelease(pool, resource, claimed),
                           releaseLocal(lease)
                         ),
                         Effect.interrupt
                       ))
               ))
-              : yield* Effect.either(Q.claim(gate.sql, lease.pool, lease.resource.id, gate.settings.runnerId, gate.settings.leaseTtlMs))
+              : yield* Effect.either(Effect.map(Q.claim(gate.sql, pool, resource, runnerId, leaseTtlMs, handOver), taken))
             if (Either.isLeft(claimed) || claimed.right === undefined) {
               yield* releaseLocal(lease)
               // refused without the view: read it at once (no wait) and choose again
@@ -592,7 +621,7 @@ export class Gate {
             const charges = yield* Effect.either(gate.chargeAll(lease.pool, lease.resource))
             if (Either.isLeft(charges) || charges.right === undefined) {
               // refused (or unknown): the slot was never used, give it back now
-              yield* Effect.ignore(Q.release(gate.sql, lease.pool, lease.resource.id, claimed.right))
+              yield* gate.queueRelease(pool, resource, claimed.right)
               yield* releaseLocal(lease)
               if (Either.isLeft(charges)) yield* restore(gate.sleepBackoff(n))
               return Option.none<PgLease>()
@@ -702,8 +731,8 @@ export class Gate {
 
   /**
    * Ends a lease (idempotent): stops the renewal, gives the local lease back and, after a
-   * completed call on a lease not lost, the global slot too (a failed release is left to the
-   * TTL, L5); otherwise the slot stays held until it expires. A lease ending past its local
+   * completed call on a lease not lost, the global slot too (queued, {@link Gate.queueRelease};
+   * a failed release is left to the TTL, L5); otherwise the slot stays held until it expires. A lease ending past its local
    * deadline with no renewal (a process frozen past it, whose renewal fiber has not run yet)
    * is lost first: its slot may be another runner's now.
    */
@@ -720,14 +749,83 @@ export class Gate {
       const stop = lease.renewal === undefined ? Effect.void : Fiber.interrupt(lease.renewal)
       const lapsed = Effect.flatMap(this.nowMs, (now) => now >= lease.deadline ? this.markLost(lease, "deadline", false) : Effect.void)
       const giveBack = Effect.flatMap(Deferred.isDone(lease.lost), (lost) =>
-        completed && !lost
-          ? Effect.catchAll(
-            Effect.asVoid(Q.release(this.sql, lease.pool, lease.resource.id, lease.claimed)),
-            (e) => Effect.logWarning(`global pools: release failed, the slot frees at its TTL: ${e.message}`)
-          )
-          : Effect.void)
+        completed && !lost ? this.queueRelease(lease.pool, lease.resource.id, lease.claimed) : Effect.void)
       return Effect.uninterruptible(Effect.all([stop, lapsed, lease.releaseLocal, giveBack], { discard: true }))
     })
+  }
+
+  /**
+   * Gives a slot back (only with its own lease id), batched: the release is queued and
+   * written with every other release of this process in one statement (`Q.releaseAll`) at
+   * most `releaseDelayMs` later; until then the slot is still held in the database (the lease
+   * that holds it has ended, its call completed; no other runner can claim it, so capacity is
+   * never exceeded), and an acquire of this process on the same resource takes it over in its
+   * own claim statement ({@link Gate.handOver}). A release is never lost beyond the TTL: a
+   * crash leaves the slot to expire as before, a failed flush is left to the TTL (L5), and the
+   * service's scope writes what is queued when it closes (afterwards a release is written at
+   * once).
+   */
+  queueRelease(pool: string, resource: string, claimed: Q.Claimed): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      const release: Q.Release = { pool, resource, slot: claimed.slot, leaseId: claimed.leaseId }
+      if (this.closed) return this.write([release])
+      const key = `${pool}\u0000${resource}`
+      let slots = this.queued.get(key)
+      if (slots === undefined) this.queued.set(key, slots = new Map())
+      slots.set(claimed.slot, release)
+      if (this.flushScheduled) return Effect.void
+      this.flushScheduled = true
+      // the wait stays interruptible (a closing scope writes the queue itself)
+      return Effect.asVoid(Effect.forkIn(
+        Effect.zipRight(Effect.interruptible(Effect.sleep(Duration.millis(this.settings.releaseDelayMs))), this.flush),
+        this.scope
+      ))
+    })
+  }
+
+  /** The lease ids of the queued releases of a resource: what its next claim may take over. */
+  handOver(pool: string, resource: string): ReadonlyArray<string> {
+    const slots = this.queued.get(`${pool}\u0000${resource}`)
+    if (slots === undefined) return []
+    const ids: Array<string> = []
+    for (const r of slots.values()) ids.push(r.leaseId)
+    return ids
+  }
+
+  /**
+   * A slot of a resource was claimed by this process: a queued release of the same slot is
+   * dropped (its lease no longer holds it: taken over by the claim, or expired before it).
+   */
+  claimedSlot(pool: string, resource: string, slot: number): void {
+    const key = `${pool}\u0000${resource}`
+    const slots = this.queued.get(key)
+    if (slots === undefined) return
+    slots.delete(slot)
+    if (slots.size === 0) this.queued.delete(key)
+  }
+
+  /** How many slots of a resource this process has queued for release (still held in the database). */
+  queuedCount(pool: string, resource: string): number {
+    return this.queued.get(`${pool}\u0000${resource}`)?.size ?? 0
+  }
+
+  /** Writes every queued release in one statement (uninterruptible: taken is written). */
+  get flush(): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      this.flushScheduled = false
+      const all: Array<Q.Release> = []
+      for (const slots of this.queued.values()) for (const r of slots.values()) all.push(r)
+      this.queued.clear()
+      return all.length === 0 ? Effect.void : this.write(all)
+    })
+  }
+
+  /** One release statement; a failure is logged and left to the slots' TTL (L5). */
+  write(releases: ReadonlyArray<Q.Release>): Effect.Effect<void> {
+    return Effect.uninterruptible(Effect.catchAll(
+      Effect.asVoid(Q.releaseAll(this.sql, releases)),
+      (e) => Effect.logWarning(`global pools: release of ${releases.length} slot(s) failed, they free at their TTL: ${e.message}`)
+    ))
   }
 
   /** Runs a local health change, then mirrors what changed to the shared row. */
@@ -805,6 +903,11 @@ export const make = (
     const local = yield* makeLocal(configs, { ...options, globalQuotas: true })
     const scope = yield* Effect.scope
     const gate = new Gate(sql, local, settings, scope)
+    // the releases still queued are written when the service closes (later ones at once)
+    yield* Effect.addFinalizer(() => Effect.suspend(() => {
+      gate.closed = true
+      return gate.flush
+    }))
     for (const p of configs) gate.algorithms.set(p.name, p.options.algorithm)
     for (const name of yield* local.names) yield* gate.declarePool(name)
     const scoped = <C,>(o: AcquireOptions | string | undefined, h: Holder | undefined) =>

@@ -136,32 +136,53 @@ export interface Claimed {
 }
 
 /**
- * Claims one free slot of a resource for `holder` for `ttlMs`: a slot at or below the
- * resource's capacity, of a resource neither dead, cooling down nor throttled, and free
- * (never held, or its lease expired). `None`-like `undefined` when there is none.
+ * The slot claim's `UPDATE` (parameters `$1` pool, `$2` resource, `$3` holder, `$4` TTL in
+ * seconds, `$5` lease ids): the first slot of ($1, $2) at or below the resource's capacity, of
+ * a resource neither dead, cooling down nor throttled, that is free (never held, or its lease
+ * expired) or held by one of the leases `$5` (the claimant's own releases not written yet,
+ * handed over: one of those first), given to `$3` for `$4` seconds with a new lease id, only
+ * when `when` holds too. Returns the slot and its new lease id.
  */
-export const claim = (sql: SqlClient.SqlClient, pool: string, resource: string, holder: string, ttlMs: number) =>
+const slotClaim = (when: string | undefined) =>
+  `UPDATE assay_pool_slot s
+    SET holder = $3, lease_id = gen_random_uuid(), acquired_at = now(),
+        expires_at = now() + make_interval(secs => $4::float8)
+    WHERE (s.pool, s.resource, s.slot) = (
+      SELECT sl.pool, sl.resource, sl.slot FROM assay_pool_slot sl
+        JOIN assay_pool_resource r ON r.pool = sl.pool AND r.resource = sl.resource
+      WHERE sl.pool = $1 AND sl.resource = $2 AND sl.slot <= r.capacity
+        AND r.state <> 'dead'
+        AND (r.cooldown_until IS NULL OR r.cooldown_until <= now())
+        AND (r.throttled_until IS NULL OR r.throttled_until <= now())
+        AND (sl.holder IS NULL OR sl.expires_at <= now() OR sl.lease_id = ANY($5::uuid[]))
+      ORDER BY (sl.lease_id = ANY($5::uuid[])) IS TRUE DESC, sl.slot LIMIT 1
+      FOR UPDATE OF sl SKIP LOCKED)${when === undefined ? "" : `
+      AND ${when}`}
+    RETURNING s.slot, s.lease_id::text AS lease_id`
+
+/**
+ * Claims one slot of a resource for `holder` for `ttlMs`: a slot at or below the resource's
+ * capacity, of a resource neither dead, cooling down nor throttled, and free (never held, or
+ * its lease expired) or held by one of the leases `handOver` (releases of this holder not
+ * written yet: the slot passes to the new lease in the same statement, preferred to a free
+ * one). `undefined` when there is none.
+ */
+export const claim = (
+  sql: SqlClient.SqlClient,
+  pool: string,
+  resource: string,
+  holder: string,
+  ttlMs: number,
+  handOver: ReadonlyArray<string> = []
+) =>
   Effect.map(
-    sql<{ slot: number; lease_id: string }>`UPDATE assay_pool_slot s
-      SET holder = ${holder}, lease_id = gen_random_uuid(), acquired_at = now(),
-          expires_at = now() + make_interval(secs => ${secs(ttlMs)}::float8)
-      WHERE (s.pool, s.resource, s.slot) = (
-        SELECT sl.pool, sl.resource, sl.slot FROM assay_pool_slot sl
-          JOIN assay_pool_resource r ON r.pool = sl.pool AND r.resource = sl.resource
-        WHERE sl.pool = ${pool} AND sl.resource = ${resource} AND sl.slot <= r.capacity
-          AND r.state <> 'dead'
-          AND (r.cooldown_until IS NULL OR r.cooldown_until <= now())
-          AND (r.throttled_until IS NULL OR r.throttled_until <= now())
-          AND (sl.holder IS NULL OR sl.expires_at <= now())
-        ORDER BY sl.slot LIMIT 1
-        FOR UPDATE OF sl SKIP LOCKED)
-      RETURNING s.slot, s.lease_id::text AS lease_id`,
+    sql.unsafe<{ slot: number; lease_id: string }>(slotClaim(undefined), [pool, resource, holder, secs(ttlMs), handOver]),
     (rows): Claimed | undefined => rows[0] === undefined ? undefined : { slot: Number(rows[0].slot), leaseId: rows[0].lease_id }
   )
 
 /**
  * Other statements joined to a slot claim ({@link claimWith}): CTEs and result columns of
- * their own, their parameters (numbered from `$5`), and a condition over their CTEs under
+ * their own, their parameters (numbered from `$6`), and a condition over their CTEs under
  * which the slot is claimed (the cluster engine's fence, `cluster/inflight.ts`).
  */
 export interface ClaimExtra {
@@ -170,6 +191,9 @@ export interface ClaimExtra {
   readonly params: ReadonlyArray<unknown>
   readonly when: string
 }
+
+/** The first parameter number of a {@link ClaimExtra} (after the slot claim's own five). */
+export const extraFirstParam = 6
 
 /**
  * {@link claim} and `extra` in one statement: the slot is claimed only when `extra.when`
@@ -182,27 +206,14 @@ export const claimWith = (
   resource: string,
   holder: string,
   ttlMs: number,
+  handOver: ReadonlyArray<string>,
   extra: ClaimExtra
 ) =>
   Effect.map(
     sql.unsafe<Record<string, unknown>>(
-      `WITH ${extra.ctes.join(", ")}, slot_claim AS (UPDATE assay_pool_slot s
-        SET holder = $3, lease_id = gen_random_uuid(), acquired_at = now(),
-            expires_at = now() + make_interval(secs => $4::float8)
-        WHERE (s.pool, s.resource, s.slot) = (
-          SELECT sl.pool, sl.resource, sl.slot FROM assay_pool_slot sl
-            JOIN assay_pool_resource r ON r.pool = sl.pool AND r.resource = sl.resource
-          WHERE sl.pool = $1 AND sl.resource = $2 AND sl.slot <= r.capacity
-            AND r.state <> 'dead'
-            AND (r.cooldown_until IS NULL OR r.cooldown_until <= now())
-            AND (r.throttled_until IS NULL OR r.throttled_until <= now())
-            AND (sl.holder IS NULL OR sl.expires_at <= now())
-          ORDER BY sl.slot LIMIT 1
-          FOR UPDATE OF sl SKIP LOCKED)
-          AND ${extra.when}
-        RETURNING s.slot, s.lease_id::text AS lease_id)
+      `WITH ${extra.ctes.join(", ")}, slot_claim AS (${slotClaim(extra.when)})
       SELECT (SELECT slot FROM slot_claim) AS claimed_slot, (SELECT lease_id FROM slot_claim) AS claimed_lease_id, ${extra.cols.join(", ")}`,
-      [pool, resource, holder, secs(ttlMs), ...extra.params]
+      [pool, resource, holder, secs(ttlMs), handOver, ...extra.params]
     ),
     (rows): { readonly claimed: Claimed | undefined; readonly row: Record<string, unknown> | undefined } => {
       const row = rows[0]
@@ -225,10 +236,26 @@ export const renew = (sql: SqlClient.SqlClient, pool: string, resource: string, 
     (rows) => rows.length > 0
   )
 
-/** Gives a slot back (only with its own lease id). */
-export const release = (sql: SqlClient.SqlClient, pool: string, resource: string, c: Claimed) =>
-  sql`UPDATE assay_pool_slot SET holder = NULL, lease_id = NULL, expires_at = NULL, acquired_at = NULL
-      WHERE pool = ${pool} AND resource = ${resource} AND slot = ${c.slot} AND lease_id = ${c.leaseId}::uuid`
+/** A slot to give back: its resource and the lease that holds it. */
+export interface Release extends Claimed {
+  readonly pool: string
+  readonly resource: string
+}
+
+/**
+ * Gives slots back in one statement, each only while its own lease holds it (a slot whose
+ * lease expired and was claimed by another holder is left alone). Returns how many were
+ * given back.
+ */
+export const releaseAll = (sql: SqlClient.SqlClient, releases: ReadonlyArray<Release>) =>
+  Effect.map(
+    sql<{ slot: number }>`UPDATE assay_pool_slot s SET holder = NULL, lease_id = NULL, expires_at = NULL, acquired_at = NULL
+      FROM unnest(${releases.map((r) => r.pool)}::text[], ${releases.map((r) => r.resource)}::text[],
+        ${releases.map((r) => r.slot)}::int[], ${releases.map((r) => r.leaseId)}::uuid[]) AS r(pool, resource, slot, lease_id)
+      WHERE s.pool = r.pool AND s.resource = r.resource AND s.slot = r.slot AND s.lease_id = r.lease_id
+      RETURNING s.slot`,
+    (rows) => rows.length
+  )
 
 /**
  * Sets a resource's global capacity and adds the slot rows it needs (lowering keeps the rows);

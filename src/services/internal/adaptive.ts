@@ -35,6 +35,12 @@
  *   slow start a cut never restarts the rate above the knee. Past the knee's band the step
  *   grows from the probe step with the square of the time spent there (`convexMs`), CUBIC's
  *   convex region (RFC 9438 §4.5).
+ * - **The knee** (CUBIC's W_max, RFC 8312 §4.1 / RFC 9438 §4.2, measured rather than taken
+ *   as the refused rate, which a server's burst inflates): the larger of the epoch's delivery
+ *   rate and the sustained rate just before the cut less the knee's band. **A knee that held
+ *   is probed less often**: each 429 met only past its band doubles the plateau before the
+ *   next probe (up to 8 × `convexMs`), reset by a 429 at or below the band or a knee that fell
+ *   (issue 18 F2: each probe of a small bucket costs a whole-second Retry-After).
  * - **A restored state ages** (`recover`): a depressed rate regains the knee in proportion to
  *   the time nobody probed, or starts afresh in slow start (RFC 9040's temporal sharing of a
  *   cached ssthresh).
@@ -568,6 +574,14 @@ export const onReport = (
     // then, not the last answer's)
     s.headerCeiling = c
     s.headerAt = c === undefined ? Number.NEGATIVE_INFINITY : r.now
+    // a server that announces its budget paces the rate by it: the long plateau of a knee that
+    // held is for servers that say nothing (bench/adaptive-raise.ts, signals headers: a raised
+    // limit found in 18–21 s instead of 9 s with it; the headers of a bucket reading full set
+    // no cap, so their room cannot be read from the cap)
+    if (s.probeDoublings > 0 && (r.rateLimit.requests?.remaining !== undefined || r.rateLimit.tokens?.remaining !== undefined)) {
+      s.probeDoublings = 0
+      s.aboveSince = undefined
+    }
   }
   if (r.errorClass === "rate_limit") {
     s.rateLimitedTotal++

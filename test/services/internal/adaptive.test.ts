@@ -217,6 +217,19 @@ describe("adaptive: the AIMD rules", () => {
     assert.strictEqual(s.probeDoublings, 0)
   })
 
+  it("a server that announces its budget in headers is paced by them: no long plateau (a raised limit is found as fast as before)", () => {
+    const s = Aimd.initial(p, 64, 0)
+    s.phase = "avoidance"
+    s.knee = 10
+    s.rate = 11
+    saturate(s, 0, 10_000, 100)
+    Aimd.onReport(s, p, limited(10_000))
+    assert.strictEqual(s.probeDoublings, 1)
+    // an answer naming what is left of the bucket (here full: it sets no cap)
+    Aimd.onReport(s, p, ok(10_100, 100, { rateLimit: { requests: { limit: 25, remaining: 25, resetMs: 0 }, tokens: undefined } }))
+    assert.strictEqual(s.probeDoublings, 0)
+  })
+
   it("past the knee's band the step starts at the probe step and grows with the square of the time there (CUBIC's convex region)", () => {
     const s = Aimd.initial(p, 64, 0)
     s.phase = "avoidance"

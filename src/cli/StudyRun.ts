@@ -59,6 +59,7 @@ import { Store } from "../services/Store.js"
 import * as Study from "../services/Study.js"
 import { changedParts, inWords, StudyCatalog, type StudyRecordStatus } from "../services/StudyCatalog.js"
 import { SuiteCatalog } from "../services/SuiteCatalog.js"
+import { callsServedText } from "../services/internal/money.js"
 import { shellQuote } from "../services/internal/processRunner.js"
 import { ExitCode, ExitWith } from "./Exit.js"
 import * as Flags from "./Flags.js"
@@ -599,7 +600,7 @@ export const status = (
     const states = h?.study.pipelineStates === undefined ? new Map() : yield* h.study.pipelineStates(loaded.id)
     // the call cache's hits and misses per trial, from the attempt rows (as `study run` shows them)
     const cacheByTrial = h === undefined
-      ? new Map<string, { readonly hits: number; readonly misses: number }>()
+      ? new Map<string, { readonly hits: number; readonly misses: number; readonly costSavedUsd: number | null }>()
       : yield* Study.trialCache(loaded.id, trials.map((t) => t.trialId)).pipe(Effect.provideService(SuiteCatalog, h.catalog))
     const rows = trials.map((t) => {
       const p: Readonly<Record<string, number>> = states.get(t.trialId) ?? {}
@@ -645,15 +646,19 @@ export const status = (
     if (study.stopReason !== null) yield* Console.log(`stop: ${study.stopReason}`)
     // the cache column only when the call cache did something for some trial: hits/misses
     const cached = cacheByTrial.size > 0
+    // the calls in `study run`'s wording (money.ts callsServedText): "0 calls (3 served from
+    // cache)" (issue 18: status printed a bare 0 beside the hit/miss column)
+    const callsCells = rows.map((t) => callsServedText(t.usage.calls, t.cache?.hits ?? 0, t.cache?.costSavedUsd ?? null))
+    const callsWidth = Math.max(7, ...callsCells.map((c) => c.length))
     yield* Console.log(
-      `${pad("trial", 16)} ${pad("status", 17)} ${pad("pipelines", 30)} ${pad("calls", 7)} ${cached ? `${pad("cache hit/miss", 15)} ` : ""}${pad("tokens", 9)} ${pad("cost", 9)} metrics`
+      `${pad("trial", 16)} ${pad("status", 17)} ${pad("pipelines", 30)} ${pad("calls", callsWidth)} ${cached ? `${pad("cache hit/miss", 15)} ` : ""}${pad("tokens", 9)} ${pad("cost", 9)} metrics`
     )
-    for (const t of rows) {
+    for (const [i, t] of rows.entries()) {
       const metrics = metricsCell(t).text
       const progress = progressText(t.pipelines)
       const cache = cached ? `${pad(t.cache === undefined ? "—" : `${t.cache.hits}/${t.cache.misses}`, 15)} ` : ""
       yield* Console.log(
-        `${pad(t.trialId, 16)} ${pad(Words.statusWords(t.state), 17)} ${pad(progress, 30)} ${pad(String(t.usage.calls), 7)} ${cache}${pad(String(t.usage.tokens), 9)} ${
+        `${pad(t.trialId, 16)} ${pad(Words.statusWords(t.state), 17)} ${pad(progress, 30)} ${pad(callsCells[i]!, callsWidth)} ${cache}${pad(String(t.usage.tokens), 9)} ${
           pad(`$${t.usage.costUsd.toFixed(4)}${judgeCell(t)}`, 9)
         } ${metrics}`
       )

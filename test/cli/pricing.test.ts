@@ -189,6 +189,10 @@ describe("study run takes the call cache flags", () => {
       const statusText = yield* read(["status", "study.yaml", "--output-root", "out-b"])
       assert.include(statusText, "cache hit/miss")
       assert.match(statusText, /p1-v01-r1 .* 3\/0 /)
+      // the calls in study run's wording (callsServedText), beside the hit/miss column: one wording
+      assert.match(statusText, /p1-v01-r1 .* 0 calls \(3 served from cache[,)].* 3\/0 /)
+      assert.notMatch(statusText, /p1-v01-r1 .* 0 +3\/0 /)
+      assert.match(yield* read(["status", "study.yaml", "--output-root", "out-a"]), /p1-v01-r1 .* 3 calls +0\/3 /)
       const reportText = yield* read(["report", "study.yaml", "--output-root", "out-b"])
       assert.include(reportText, "call cache: 6 hits, 0 misses; per trial (hits/misses): p1-v01-r1 3/0 · p1-v02-r1 3/0")
       // no objectives: no Pareto placement, never "dominated by " an empty list (tester18c F7)

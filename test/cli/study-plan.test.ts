@@ -102,6 +102,46 @@ describe("assay study plan: each message once; the paths run uses (issue 16 left
       assert.include(over!.stderr, "limits.maxTokens: planned 1,728, above the cap of 1,000")
     }), 120_000)
 
+  it.live("an unset key variable: plan warns once, in the words validate uses, and run refuses with the same words (tester18d F7)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const cwd = yield* tempDir("plan-key")
+      fs.writeFileSync(path.join(cwd, "rows.jsonl"), "{\"id\": \"a\", \"prompt\": \"hi\"}\n")
+      fs.writeFileSync(path.join(cwd, "sexp.yaml"), [
+        "pools:",
+        "  llm:",
+        "    resources:",
+        "      - { id: steady, capacity: 2, options: { baseUrl: \"http://127.0.0.1:9/v1\", apiKeyEnv: ASSAY_TEST_F7_KEY, model: m } }",
+        "pipeline:",
+        "  name: q",
+        "  tasks:",
+        "    - { use: chat, name: ask, options: { temperature: { $var: temp }, maxTokens: 5 } }",
+        "source: { jsonl: { path: ./rows.jsonl }, keyField: id }"
+      ].join("\n"))
+      fs.writeFileSync(path.join(cwd, "study.yaml"), [
+        "study: { id: f7, question: \"does temperature matter?\", type: compare }",
+        "protocol: { experiment: ./sexp.yaml }",
+        "output: { root: ./out }",
+        "variables:",
+        "  - { name: temp, type: enum, values: [0, 1] }",
+        "baseline: { temp: 0 }",
+        "repeats: 1"
+      ].join("\n"))
+      const env = { ASSAY_TEST_F7_KEY: undefined }
+      const [plan, validate, run] = yield* Effect.all([
+        assay(["study", "plan", "study.yaml"], { cwd, env }),
+        assay(["validate", "-c", "study.yaml"], { cwd, env }),
+        assay(["study", "run", "study.yaml", "-q"], { cwd, env })
+      ], { concurrency: 2 })
+      const about = (text: string) => text.split("\n").filter((l) => l.includes("ASSAY_TEST_F7_KEY"))
+      assert.strictEqual(plan.code, 0, plan.stderr)
+      const said = "protocol.experiment: sexp.yaml: pools.llm.resources[0].options.apiKeyEnv: environment variable ASSAY_TEST_F7_KEY (the key) is not set: every call to this endpoint would fail (export ASSAY_TEST_F7_KEY=...)"
+      assert.deepStrictEqual(about(`${plan.stdout}\n${plan.stderr}`), [`warning: ${said}; study run refuses to start`])
+      assert.deepStrictEqual(about(`${validate.stdout}\n${validate.stderr}`), about(plan.stderr))
+      assert.strictEqual(run.code, 2, run.stderr)
+      assert.deepStrictEqual(about(run.stderr).map((l) => l.trim()), [said])
+      assert.isFalse(fs.existsSync(path.join(cwd, "out")))
+    })), 120_000)
+
   it.live("--output-root: plan prints the output root and the store file run opens, resolved against the working directory as run resolves them", () =>
     Effect.scoped(Effect.gen(function*() {
       const cwd = yield* tempDir("plan-root")

@@ -115,6 +115,47 @@ describe("adaptive in the provider simulator", () => {
         assert.isAtLeast(used.utilisation, 0.9, `served ${used.served} of ${used.offered} after 10 s`)
       }), 180_000)
 
+  /**
+   * Issue 18 F2 (tester18d, real runs against `assay mock-llm`: 7.4–7.7 of 10 requests/s; three
+   * endpoints 0.81–0.85 with 2.3–2.6 % 429s): a small bucket answering 429 with a whole-second
+   * Retry-After. Before the fix the knee was the epoch's average delivery (the climb back and
+   * the pause included) and the rate probed past it every ~12 s: 0.84 of one endpoint, 0.89 of
+   * three.
+   */
+  const smallBucket = (name: string, perSecond: number, burst: number, signals: "retry-after" | "none"): Sim.ProviderSpec => ({
+    name,
+    requests: { perMinute: perSecond * 60, burst },
+    signals,
+    latency: { medianMs: 60 }
+  })
+  const assertHeld = (sim: Sim.ProviderSim, run: Sim.ChatRun, fromMs: number): void => {
+    assert.strictEqual(run.report.stats.byState.failed, 0)
+    // the last second is the run's tail (fewer pipelines left than the limit)
+    const used = Sim.figures(sim, run.log, fromMs, run.simMs - 1_000, TOKENS_PER_REQUEST)
+    const detail = Object.entries(used.byProvider).map(([k, v]) => `${k} ${v.served}/${v.offered.toFixed(0)}`).join(", ")
+    assert.isAtLeast(used.utilisation, 0.9, `served ${used.served} of ${used.offered} from ${fromMs} ms (${detail})`)
+    const after = Sim.figures(sim, run.log, fromMs, run.simMs, TOKENS_PER_REQUEST)
+    assert.isAtMost(after.rate429, 0.02, `${after.rateLimited} of ${after.requests} from ${fromMs} ms`)
+  }
+
+  it.effect("a small bucket (hidden 10 requests/s, burst 3, Retry-After 1 s, 60 ms; capacity 8, 16 at once): from 30 s ≥ 90 % of the limit used, ≤ 2 % of requests answered 429 (issue 18 F2)", () =>
+    Effect.gen(function*() {
+      const sim = Sim.makeProviders([smallBucket("hid", 10, 3, "retry-after")], { seed: 1 })
+      const run = yield* Sim.runChat(sim, { algorithm: "adaptive", pipelines: 700, concurrency: 16, capacity: 8 })
+      assertHeld(sim, run, 30_000)
+    }), 180_000)
+
+  it.effect("three small buckets in one pool (10 + 5 + 6 requests/s, Retry-After 1 s or a bare 429; capacity 8 each, 24 at once): from 30 s ≥ 90 % of the capacity on offer, ≤ 2 % of requests answered 429 (issue 18 F2)", () =>
+    Effect.gen(function*() {
+      const sim = Sim.makeProviders([
+        smallBucket("hid", 10, 3, "retry-after"),
+        smallBucket("bare", 5, 2, "none"),
+        smallBucket("halve", 6, 3, "retry-after")
+      ], { seed: 1 })
+      const run = yield* Sim.runChat(sim, { algorithm: "adaptive", pipelines: 1500, concurrency: 24, capacity: 8 })
+      assertHeld(sim, run, 30_000)
+    }), 180_000)
+
   it.effect("the same provider under wait (capacity 48, the limit unknown): far more than 2 % of requests answered 429", () =>
     Effect.gen(function*() {
       const sim = Sim.makeProviders([{ name: "p", requests: { perMinute: 1200 }, signals: "none", latency: { medianMs: 300 } }], { seed: 7 })

@@ -35,6 +35,12 @@
  *   slow start a cut never restarts the rate above the knee. Past the knee's band the step
  *   grows from the probe step with the square of the time spent there (`convexMs`), CUBIC's
  *   convex region (RFC 9438 §4.5).
+ * - **The knee** (CUBIC's W_max, RFC 8312 §4.1 / RFC 9438 §4.2, measured rather than taken
+ *   as the refused rate, which a server's burst inflates): the larger of the epoch's delivery
+ *   rate and the sustained rate just before the cut less the knee's band. **A knee that held
+ *   is probed less often**: each 429 met only past its band doubles the plateau before the
+ *   next probe (up to 8 × `convexMs`), reset by a 429 at or below the band or a knee that fell
+ *   (issue 18 F2: each probe of a small bucket costs a whole-second Retry-After).
  * - **A restored state ages** (`recover`): a depressed rate regains the knee in proportion to
  *   the time nobody probed, or starts afresh in slow start (RFC 9040's temporal sharing of a
  *   cached ssthresh).
@@ -160,6 +166,12 @@ export interface AimdState {
    * back by the rate or the window: demand above what the server gives), or `undefined`.
    */
   pressedSustained: number | undefined
+  /**
+   * How many cuts in a row the knee held (refused only past its band, measured again no more
+   * than two bands below it), at most {@link MAX_PROBE_DOUBLINGS}: the plateau at the knee lasts
+   * `convexMs × 2^probeDoublings` before the rate probes past it.
+   */
+  probeDoublings: number
 }
 
 /**
@@ -180,6 +192,14 @@ const LIMITED_SLOW_START = 4
 
 /** How much slower slow start grows past its limited threshold (RFC 9406's CSS_GROWTH_DIVISOR). */
 const CSS_GROWTH_DIVISOR = 4
+
+/**
+ * How many times the plateau at a knee that held doubles (issue 18 F2): up to 2^3 ×
+ * `convexMs` (24 s by default) between probes past a limit that stays where it was. Each
+ * probe of a small bucket costs a 429 and, with a `Retry-After` of a whole second, a second
+ * of silence; probing every few seconds held 0.85 of a 10 requests/s limit.
+ */
+const MAX_PROBE_DOUBLINGS = 3
 
 /** How long the latency baseline holds before it is measured again (ms). */
 const BASE_TTL_MS = 60_000
@@ -220,7 +240,8 @@ export const initial = (p: AimdParams, capacity: number, now: number): AimdState
   deliveredAt: now,
   delivered: 0,
   deliveredPrev: undefined,
-  pressedSustained: undefined
+  pressedSustained: undefined,
+  probeDoublings: 0
 })
 
 /** Counts one successful answer at `now` in the delivery windows. */
@@ -402,7 +423,25 @@ export const decrease = (
     // below the previous knee (an epoch spent paused by a Retry-After, or short of demand,
     // delivers little without the limit having fallen: BBR discards such samples)
     const measured = goodput !== undefined ? Math.min(current, goodput) : current
-    s.knee = s.knee === undefined ? measured : Math.max(measured, p.decrease * s.knee)
+    const band = 1 - p.goodputFloor
+    // ... or the sustained rate just before the cut (the delivery windows, 5 to 10 s, most of
+    // them spent probing at or past the limit), less the knee's band for the server's burst
+    // in it: the epoch's average alone counts the climb back from the last cut and the
+    // Retry-After pause, and settled at 0.85 of a small bucket's limit (issue 18 F2)
+    const sustained = sustainedRate(s, now)
+    const beforeCut = goodput !== undefined && sustained !== undefined
+      ? Math.max(measured, Math.min(current, (1 - band) * sustained))
+      : measured
+    const previous = s.knee
+    s.knee = previous === undefined ? beforeCut : Math.max(beforeCut, p.decrease * previous)
+    // the knee held: refused only when probing past its band, and measured again no more than
+    // two bands below it (a knee that rose held too: the probe found the limit at least
+    // there): the next plateau lasts twice as long (up to 2^MAX_PROBE_DOUBLINGS × `convexMs`);
+    // refused at or below the band, or a knee that fell (the limit fell): reset. (Resetting on
+    // a knee that rose as well held 0.89–0.91 of a 10 requests/s limit, against 0.93–0.94.)
+    const probed = previous !== undefined && current > (1 + band) * previous
+    const held = probed && s.knee >= (1 - 2 * band) * previous
+    s.probeDoublings = held ? Math.min(MAX_PROBE_DOUBLINGS, s.probeDoublings + 1) : 0
     const restart = Math.min(current, Math.max(current * p.decrease, floor))
     // past slow start, never restart above the knee (CUBIC's plateau is the last loss point,
     // RFC 9438 §4.2; here measured as BBR measures it): restarting above it, the next refusal
@@ -465,7 +504,7 @@ export const increase = (s: AimdState, p: AimdParams, now: number, capacity: num
       // the band at the probe step before the convex region's clock even started)
       // (from a convex period after reaching the band: a limit that held is probed gently)
       if (!near && !above) s.aboveSince = undefined
-      else if (s.aboveSince === undefined) s.aboveSince = above ? now : now + p.convexMs
+      else if (s.aboveSince === undefined) s.aboveSince = above ? now : now + p.convexMs * Math.pow(2, s.probeDoublings)
       // below the band: the full step (concave approach); within it: the probe step (the
       // plateau); past it: from the probe step, growing with the square of the time spent
       // past it up to the full step (CUBIC's convex region, RFC 9438 §4.5: a limit that held
@@ -475,6 +514,11 @@ export const increase = (s: AimdState, p: AimdParams, now: number, capacity: num
         : Math.min(1, p.probe * (1 + ((now - s.aboveSince) / p.convexMs) ** 2))
       const mult = near || above ? convex : 1
       s.rate = r + (p.increase * Math.max(knee, r) * mult) / r
+      // a knee that held: the plateau holds the rate within the band until the probe is due
+      // (the probe step alone would creep past the band, and past the limit, meanwhile)
+      if (s.probeDoublings > 0 && s.aboveSince !== undefined && now <= s.aboveSince) {
+        s.rate = Math.min(s.rate, Math.max(r, (1 + band) * knee))
+      }
     }
     let cap = p.maxRate
     if (headerFresh(s, p, now)) cap = Math.min(cap, 2 * s.headerCeiling!)
@@ -530,6 +574,14 @@ export const onReport = (
     // then, not the last answer's)
     s.headerCeiling = c
     s.headerAt = c === undefined ? Number.NEGATIVE_INFINITY : r.now
+    // a server that announces its budget paces the rate by it: the long plateau of a knee that
+    // held is for servers that say nothing (bench/adaptive-raise.ts, signals headers: a raised
+    // limit found in 18–21 s instead of 9 s with it; the headers of a bucket reading full set
+    // no cap, so their room cannot be read from the cap)
+    if (s.probeDoublings > 0 && (r.rateLimit.requests?.remaining !== undefined || r.rateLimit.tokens?.remaining !== undefined)) {
+      s.probeDoublings = 0
+      s.aboveSince = undefined
+    }
   }
   if (r.errorClass === "rate_limit") {
     s.rateLimitedTotal++

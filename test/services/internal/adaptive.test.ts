@@ -160,11 +160,74 @@ describe("adaptive: the AIMD rules", () => {
     assert.approximately(s.knee!, 9.8, 1e-9)
     // 0.7 × 14.9 = 10.43 would be above what the server delivered
     assert.approximately(s.rate, 9.8, 1e-9)
-    // an epoch spent mostly paused (a Retry-After) delivers little: not read as a collapse
+    // an epoch spent mostly paused (a Retry-After) delivers little: not read as a collapse (the
+    // knee: the sustained rate of the last 5 to 10 s less the band, at least 0.7 × the old one)
     saturate(s, 10_000, 1_500, 2)
+    const sustained = Aimd.sustainedRate(s, 11_500)!
+    const rateAtCut = s.rate
     Aimd.onReport(s, p, limited(11_500))
-    assert.approximately(s.knee!, 0.7 * 9.8, 1e-9)
-    assert.approximately(s.rate, 0.7 * 9.8, 1e-9)
+    assert.approximately(s.knee!, Math.max(0.7 * 9.8, 0.95 * sustained), 1e-9)
+    assert.isAtLeast(s.knee!, 0.7 * 9.8)
+    // the rate: 0.7 × the rate at the cut, below the knee
+    assert.approximately(s.rate, 0.7 * rateAtCut, 1e-9)
+    assert.isAtMost(s.rate, s.knee!)
+  })
+
+  it("a 429 after a probe: the knee is the sustained rate before the cut less the band, not the epoch's average with the pause and the climb back in it (issue 18 F2)", () => {
+    const s = Aimd.initial(p, 64, 0)
+    s.phase = "avoidance"
+    s.knee = 8.5
+    s.rate = 12 // probing past a 10 requests/s limit
+    // the epoch from 0: a second paused by a Retry-After, 5 s at 8/s climbing back, 6 s at the limit
+    saturate(s, 1_000, 5_000, 40)
+    saturate(s, 6_000, 6_000, 60)
+    const sustained = Aimd.sustainedRate(s, 12_000)!
+    Aimd.onReport(s, p, limited(12_000))
+    // the epoch's average, 100 / 12 s = 8.33, held 0.84 of a small bucket's limit
+    assert.approximately(s.knee!, 0.95 * sustained, 1e-9)
+    assert.isAbove(s.knee!, 9.2)
+  })
+
+  it("a knee that held (refused only past its band): the plateau before the next probe doubles, 3 s → 24 s at most; a cut at the knee resets it (issue 18 F2)", () => {
+    const s = Aimd.initial(p, 64, 0)
+    s.phase = "avoidance"
+    s.knee = 10
+    let t = 0
+    // four probes refused at 11 requests/s, each after 10 s delivering the limit
+    for (const expected of [1, 2, 3, 3]) {
+      s.rate = 11
+      saturate(s, t, 10_000, 100)
+      t += 10_000
+      Aimd.onReport(s, p, limited(t))
+      assert.strictEqual(s.probeDoublings, expected)
+      assert.approximately(s.knee!, 10, 1e-9)
+    }
+    // the plateau: entering the band, the rate holds within it for 2³ × 3 s, then probes
+    s.rate = 0.96 * s.knee!
+    s.aboveSince = undefined
+    const knee = s.knee!
+    const end = clocked(s, t, 23_000)
+    assert.isAtMost(s.rate, 1.05 * knee + 1e-9)
+    clocked(s, end, 6_000)
+    assert.isAbove(s.rate, 1.05 * knee)
+    // refused within the band (the limit fell): back to the short plateau
+    saturate(s, t + 29_000, 5_000, 40)
+    s.rate = knee
+    Aimd.onReport(s, p, limited(t + 34_000))
+    assert.strictEqual(s.probeDoublings, 0)
+  })
+
+  it("a server that announces its budget in headers is paced by them: no long plateau (a raised limit is found as fast as before)", () => {
+    const s = Aimd.initial(p, 64, 0)
+    s.phase = "avoidance"
+    s.knee = 10
+    s.rate = 11
+    saturate(s, 0, 10_000, 100)
+    Aimd.onReport(s, p, limited(10_000))
+    assert.strictEqual(s.probeDoublings, 1)
+    // an answer naming what is left of the bucket (here full: it sets no cap)
+    Aimd.onReport(s, p, ok(10_100, 100, { rateLimit: { requests: { limit: 25, remaining: 25, resetMs: 0 }, tokens: undefined } }))
+    assert.strictEqual(s.probeDoublings, 0)
   })
 
   it("past the knee's band the step starts at the probe step and grows with the square of the time there (CUBIC's convex region)", () => {

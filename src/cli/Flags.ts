@@ -315,7 +315,8 @@ const isDirectory = (p: string): boolean => {
  * while the run reads or writes it later are counted as misses (see `CallCache`).
  *
  * With `mode` `readOnly` the file is opened read-only and nothing is written to it or beside
- * it (a file or folder the user may not write is served; a missing file is an empty cache).
+ * it (a file or folder the user may not write is served; a missing file is an empty cache
+ * here: {@link checkCacheDb} refuses it before the command gets this far).
  *
  * @param filename the database path (absolute)
  * @param field the flag or config field that named it, for the message
@@ -346,8 +347,9 @@ export const sharedCacheLayer = (filename: string, field: string, mode?: string 
  * (empty cache table) as the run would create it. Fails with the layer's `ConfigError`
  * naming the field, the path and SQLite's reason (CLI exit 2).
  *
- * With `mode` `readOnly` it is opened read-only: nothing is created or written. This open logs
- * nothing (the run's own open says once that it read a snapshot, when it does).
+ * With `mode` `readOnly` it is opened read-only: nothing is created or written, and a missing
+ * file is refused (a misspelt path would be an empty cache, every call paid without a word).
+ * This open logs nothing (the run's own open says once that it read a snapshot, when it does).
  *
  * @param filename the database path (absolute)
  * @param field the flag or config field that named it, for the message
@@ -358,13 +360,46 @@ export const sharedCacheLayer = (filename: string, field: string, mode?: string 
 export const checkCacheDb = (filename: string, field: string, mode?: string | undefined): Effect.Effect<void, ConfigError> =>
   Effect.zipRight(
     // a run that stores answers: the checks of `validate` first (a file SQLite would open
-    // read-only without a word, every write failing, is refused here, not during the run)
-    mode === "readOnly" ? Effect.void : probeCacheDb(filename, field, mode),
+    // read-only without a word, every write failing, is refused here, not during the run);
+    // a readOnly run: its file must exist (a misspelt path would be an empty cache, every call paid)
+    mode === "readOnly" ? readOnlyMissing(filename, field) : probeCacheDb(filename, field, mode),
     // silent: the run opens it again and logs what it says (a snapshot read) once (issue 18)
     Effect.scoped(Effect.asVoid(Layer.build(sharedCacheLayer(filename, field, mode)))).pipe(
       Logger.withMinimumLogLevel(LogLevel.Warning)
     )
   )
+
+/** The refusal of a shared cache database named by `field` (exit 2), with `reason`. */
+const cacheDbRefused = (filename: string, field: string, reason: string, suggestion?: string): ConfigError => {
+  const message = `cannot open the call cache database ${filename}: ${reason}`
+  return new ConfigError({
+    message: `${field}: ${message}`,
+    issues: [{
+      path: field,
+      message,
+      suggestion: suggestion ?? "give the path of an SQLite file (created if missing) in an existing, writable folder"
+    }]
+  })
+}
+
+/**
+ * A `readOnly` cache whose file does not exist: refused (a misspelt path would otherwise be an
+ * empty cache, every call paid and nothing said), naming whether its folder is missing too.
+ */
+const readOnlyMissing = (filename: string, field: string): Effect.Effect<void, ConfigError> =>
+  Effect.suspend(() => {
+    if (!isMissingFile(filename)) return Effect.void
+    const folder = nodePath.dirname(filename)
+    const reason = isDirectory(folder)
+      ? "the file does not exist, and --cache-mode readOnly only reads an existing cache (check the path; --cache-mode readWrite creates it)"
+      : `the file does not exist (nor does the folder ${folder}), and --cache-mode readOnly only reads an existing cache (check the path)`
+    return Effect.fail(cacheDbRefused(
+      filename,
+      field,
+      reason,
+      "check the path; to start a new cache there, use --cache-mode readWrite (it creates the file in an existing folder)"
+    ))
+  })
 
 /**
  * Checks, without creating or changing anything, that the shared call cache database named by
@@ -373,7 +408,7 @@ export const checkCacheDb = (filename: string, field: string, mode?: string | un
  * one must lie in an existing, writable folder. For `assay validate`, which must leave no file
  * behind. Fails with a `ConfigError` naming the field, the path and the reason (CLI exit 2);
  * the same message as the run's for a directory. With `mode` `readOnly` a missing file is
- * accepted whatever its folder (the run reads it as an empty cache and creates nothing).
+ * refused, as the run refuses it (a misspelt path is not an empty cache).
  *
  * @param filename the database path (absolute)
  * @param field the flag or config field that named it, for the message
@@ -383,16 +418,9 @@ export const checkCacheDb = (filename: string, field: string, mode?: string | un
  */
 export const probeCacheDb = (filename: string, field: string, mode?: string | undefined): Effect.Effect<void, ConfigError> =>
   Effect.suspend(() => {
-    const refuse = (reason: string) => {
-      const message = `cannot open the call cache database ${filename}: ${reason}`
-      return Effect.fail(
-        new ConfigError({
-          message: `${field}: ${message}`,
-          issues: [{ path: field, message, suggestion: "give the path of an SQLite file (created if missing) in an existing, writable folder" }]
-        })
-      )
-    }
+    const refuse = (reason: string) => Effect.fail(cacheDbRefused(filename, field, reason))
     if (isDirectory(filename)) return refuse("it is a directory; give the path of a file in it")
+    if (mode === "readOnly" && isMissingFile(filename)) return readOnlyMissing(filename, field)
     return Effect.try({
       try: () => {
         if (isMissingFile(filename)) return

@@ -432,10 +432,19 @@ export const applyJitter = (jitter: Jitter, d: number, u: number): number => {
  * 4. the delay is `min(cap, base * factor^(attempt-1))` with the policy's jitter (drawn from
  *    `Random`); a server's Retry-After ({@link retryAfterOf}, HTTP-dates relative to `Clock`)
  *    replaces it, and may exceed `cap`: the server's word wins, up to `maxServerDelay`;
+ *    except when `elsewhereMs` (see below) is shorter than the Retry-After: the throttle held
+ *    one resource and another of its pool can take the retry sooner, so the delay is the
+ *    larger of the jittered backoff and `elsewhereMs` (the refusing resource stays out of
+ *    rotation until its window ends: the pool sees to that);
  * 5. a server delay beyond `maxServerDelay` → `server_delay` (retryable or not: a delay that
- *    long is refused whatever the attempt count), with `message`;
+ *    long is refused whatever the attempt count), with `message`; with `elsewhereMs` the delay
+ *    judged is the shorter of the two (another resource that serves sooner keeps the task);
  * 6. `maxTotal` set and `elapsedMs + delay > maxTotal` → `total_budget`;
  * 7. otherwise `retryable` with that delay.
+ *
+ * `elsewhereMs` (optional, milliseconds, ≥ 0): after a throttle that the task's pool heard,
+ * how long until a resource of that pool can take another lease (0: one can now); the runner
+ * computes it from the pool's state (`undefined`: no such figure, the server's word stands).
  *
  * Never fails; uses only the default `Random` and `Clock` services.
  *
@@ -446,7 +455,8 @@ export const decide = (
   policy: RetryPolicy,
   error: unknown,
   attempt: number,
-  elapsedMs: number
+  elapsedMs: number,
+  elsewhereMs?: number
 ): Effect.Effect<RetryDecision> =>
   Effect.gen(function*() {
     const errorClass = classify(error)
@@ -461,13 +471,21 @@ export const decide = (
     if (!retryableWithClass(policy, error, errorClass)) return declined("policy_declined")
     const now = yield* Clock.currentTimeMillis
     const retryAfterMs = retryAfterOf(error, now)
+    // another resource of the pool serves sooner than the throttled one: the wait is its
+    const sooner = retryAfterMs !== undefined && elsewhereMs !== undefined && elsewhereMs >= 0 &&
+        elsewhereMs < retryAfterMs
+      ? elsewhereMs
+      : undefined
     const ceiling = maxServerDelayMs(policy)
-    if (retryAfterMs !== undefined && retryAfterMs > ceiling) {
+    if (retryAfterMs !== undefined && (sooner ?? retryAfterMs) > ceiling) {
       return { ...declined("server_delay", retryAfterMs), message: serverDelayMessage(retryAfterMs, now + retryAfterMs, ceiling) }
     }
     if (attempt >= policy.maxAttempts) return declined("attempts_exhausted")
     let delayMs: number
-    if (retryAfterMs !== undefined) {
+    if (sooner !== undefined) {
+      const u = policy.jitter === "none" ? 0 : yield* Random.next
+      delayMs = Math.max(applyJitter(policy.jitter, backoffMs(policy, attempt), u), sooner)
+    } else if (retryAfterMs !== undefined) {
       delayMs = retryAfterMs
     } else {
       const u = policy.jitter === "none" ? 0 : yield* Random.next

@@ -325,7 +325,7 @@ ${suiteSection}<section class="grid counters">${counters}</section>
 <section><h2>Pipelines <button id="first-page">first page</button> <button id="next-page" disabled>next page</button> ${
     downloads(s.run_id, "results", "results")
   } ${downloads(s.run_id, "pipelines", "with tasks and artifacts")}</h2>
-<table><thead><tr><th>pipeline</th><th>name</th><th>state</th><th>tasks</th><th>attempts</th><th title="model calls (and call-cache hits) of the pipeline's attempts">calls</th><th title="tokens in / out (estimated when the server reported none)">tokens</th><th title="known cost in USD (unpriced: calls with tokens but no price)">cost</th><th>metrics</th><th>error</th></tr></thead><tbody id="pipelines"></tbody></table></section>
+<table><thead><tr><th>pipeline</th><th>name</th><th>state</th><th>tasks</th><th>attempts</th><th title="model calls of the pipeline's attempts (and call-cache hits, of any cached task)">calls</th><th title="tokens in / out (estimated when the server reported none)">tokens</th><th title="known cost in USD (unpriced: calls with tokens but no price)">cost</th><th>metrics</th><th>error</th></tr></thead><tbody id="pipelines"></tbody></table></section>
 <section><h2>Runs <span class="muted">(latest first; open one to see it alone)</span></h2><table><thead><tr><th>run</th><th>label</th><th>status</th><th>started</th><th>ended</th><th>stop</th></tr></thead><tbody id="runs">${runs}</tbody></table></section>
 </main>
 <script id="assay-config" type="application/json">${config}</script>

@@ -259,14 +259,14 @@ const entries: ReadonlyArray<Builtin> = [
     name: "chat",
     description: "one OpenAI-compatible chat completion through a leased endpoint (pool \"llm\" by default)",
     signature:
-      "chat({ name?, resource?, model?, temperature?, maxTokens?, system?, template?, requestTimeout?, retry?, timeout?, selector?, algorithm? })",
+      "chat({ name?, resource?, model?, temperature?, maxTokens?, system?, template?, requestTimeout?, retry?, timeout?, selector?, algorithm?, cache?: true | false | mode | { mode?, ttl? }, version?, config? })",
     make: (args, options) => makeChat(args, options)
   },
   {
     name: "judge",
     description: "a blind LLM-as-judge: scores candidates of its input against a versioned rubric (always an evaluator)",
     signature:
-      "judge({ rubric: { id, version, criteria: [{ name, description?, scale: { min, max }, weight? }], instructions? }, candidates, context?, model?, temperature?, maxTokens?, jsonMode?, requestTimeout?, resource?, selector?, algorithm?, name?, retry?, timeout?, version?, config? })",
+      "judge({ rubric: { id, version, criteria: [{ name, description?, scale: { min, max }, weight? }], instructions? }, candidates, context?, model?, temperature?, maxTokens?, metric?, jsonMode?, requestTimeout?, resource?, selector?, algorithm?, name?, retry?, timeout?, version?, config? })",
     make: (args, options) => makeJudge(args, options)
   }
 ]

@@ -58,6 +58,36 @@ describe("call cache flags: config mistakes", () => {
       assert.strictEqual(fs.readFileSync(text, "utf8"), "not a database\n".repeat(100), "the file named is left as it was")
     }))
 
+  it.scopedLive("a readOnly cache whose file does not exist (a misspelt path) is refused by validate and run, exit 2, nothing created (tester18e F2)", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("cache-ro-missing")
+      const typo = NodePath.join(dir, "llm-cahce.db")
+      const nodir = NodePath.join(dir, "nodir", "x.db")
+      for (const [file, words] of [
+        [typo, "the file does not exist, and --cache-mode readOnly only reads an existing cache"],
+        [nodir, `the file does not exist (nor does the folder ${NodePath.dirname(nodir)})`]
+      ] as const) {
+        const exp = write(dir, "exp.json", {
+          pipeline: { name: "p", tasks: [{ use: "echo" }] },
+          source: { range: { n: 1 } },
+          run: { cache: { mode: "readOnly", db: file } }
+        })
+        const before = fs.readdirSync(dir).sort()
+        const validate = yield* assay(["validate", "-c", exp], { cwd: dir })
+        assert.strictEqual(validate.code, 2, validate.stdout + validate.stderr)
+        assert.include(validate.stdout + validate.stderr, `run.cache.db: cannot open the call cache database ${file}: ${words}`)
+        const fromFile = yield* assay(["run", "-c", exp, "--quiet", "--store", "s.db"], { cwd: dir })
+        assert.strictEqual(fromFile.code, 2, fromFile.stderr)
+        assert.include(fromFile.stderr, `run.cache.db: cannot open the call cache database ${file}: ${words}`)
+        const plain = write(dir, "plain.json", { pipeline: { name: "p", tasks: [{ use: "echo" }] }, source: { range: { n: 1 } } })
+        const flagged = yield* assay(["run", "-c", plain, "--quiet", "--store", "s.db", "--cache-mode", "readOnly", "--cache-db", file], { cwd: dir })
+        assert.strictEqual(flagged.code, 2, flagged.stderr)
+        assert.include(flagged.stderr, `--cache-db: cannot open the call cache database ${file}: ${words}`)
+        // nothing created: no store, no cache file, no folder
+        assert.deepStrictEqual(fs.readdirSync(dir).sort(), [...new Set([...before, "plain.json"])].sort())
+      }
+    }))
+
   it.scopedLive("a readOnly cache read from a snapshot: copied and logged once per run (issue 18: the check and the run each copied it)", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir("cache-snapshot")

@@ -70,11 +70,14 @@ describe("assay run --cache", () => {
       const more = yield* run(["-c", exp7, "--store", "s3.db", "--cache-db", "shared.db"])
       assert.strictEqual(more.calls, 8)
       assert.strictEqual(more.summary.stats.pipelines.byState.succeeded, 28)
-      // readOnly never writes; refresh calls every request again
-      const ro = yield* run(["-c", exp7, "--store", "s4.db", "--cache-db", "other.db", "--cache-mode", "readOnly"])
-      assert.strictEqual(ro.calls, 28)
-      // a missing readOnly cache is an empty one: nothing is created, not even the file
+      // refresh calls every request again (readOnly: test/cli/cache-flags.test.ts)
+      // a missing readOnly cache (a misspelt path) is refused, not read as an empty one, and
+      // nothing is created, not even the file
+      const missing = yield* assay(["run", "--quiet", "-c", exp7, "--store", "s4b.db", "--cache-db", "other.db", "--cache-mode", "readOnly"], { cwd: dir, env })
+      assert.strictEqual(missing.code, 2, missing.stderr)
+      assert.include(missing.stderr, "the file does not exist")
       assert.strictEqual(fs.existsSync(NodePath.join(dir, "other.db")), false)
+      assert.strictEqual(fs.existsSync(NodePath.join(dir, "s4b.db")), false)
       const fresh = yield* run(["-c", exp7, "--store", "s5.db", "--cache-db", "shared.db", "--cache-mode", "refresh"])
       assert.strictEqual(fresh.calls, 28)
       assert.strictEqual(count(NodePath.join(dir, "shared.db"), "SELECT count(*) FROM call_cache"), 28)

@@ -158,7 +158,7 @@ describe("token and cost accounting through the runner (mock LLM)", () => {
         cache: { ...ran.report.cache, hits: free.length, misses: 0, costSavedUsd: 0.43 },
         accounting: { ...ran.report.accounting, pipelines: { ...top, rows: free.map((r) => ({ ...r, calls: 0, cacheHits: 1, tokensIn: 0, tokensOut: 0 })) } }
       })
-      assert.include(hitsOnly, `No model call was made: every call was served from the call cache (${free.length} hits; $0.43 saved)`)
+      assert.include(hitsOnly, `No model call was made: the call cache served every cached task (${free.length} hits; $0.43 saved)`)
       assert.notInclude(hitsOnly, "Top pipelines")
       // the sentence gives the scope's hits (the run's attempt rows), not the sum over the ranked
       // rows the report lists (tester18d F1: "10 hits" for a run of 28)
@@ -172,7 +172,7 @@ describe("token and cost accounting through the runner (mock LLM)", () => {
           pipelines: { ...top, rows: free.slice(0, 3).map((r) => ({ ...r, calls: 0, cacheHits: 1, tokensIn: 0, tokensOut: 0 })) }
         }
       })
-      assert.include(manyHits, `No model call was made: every call was served from the call cache (${scopeHits} hits; $0.43 saved)`)
+      assert.include(manyHits, `No model call was made: the call cache served every cached task (${scopeHits} hits; $0.43 saved)`)
       const mixed = withRows([top.rows[0]!, ...free.slice(1)])
       assert.include(mixed, `Top 1 pipeline(s) by cost (${top.rows.length - 1} at $0 left out):\n  ${dearest.pipelineId}: calls 1`)
       // pipelines whose calls were all refused with a 429 cost nothing: left out of the ranking
@@ -275,7 +275,7 @@ describe("token and cost accounting through the runner (mock LLM)", () => {
       assert.isAbove(saved, 0)
       assert.include(
         renderText(again.report),
-        `Tokens and cost (each attempt once): calls 0, cache hits 3; tokens in 0, out 0; cost $0; saved by the call cache: ${saved} tokens, ${
+        `Tokens and cost (each attempt once): calls 0, cache hits 3 (any cached task); tokens in 0, out 0; cost $0; saved by the call cache: ${saved} tokens, ${
           formatUsd(again.report.cache.costSavedUsd!)
         }`
       )

@@ -125,6 +125,59 @@ describe("pool state across a resume (issue 18 §4)", () => {
         )
     )))
 
+  it.effect("a restored throttle window counts as a hold that ends: a pipeline refused by the other key (Retry-After 120 s) retries when the restored window ends, not 120 s later (tester18e F1)", () =>
+    Effect.gen(function*() {
+      const store = yield* Store
+      const calls: Array<Call> = []
+      // phase 1: key-a answers 429 (Retry-After 60 s), key-b never answers; phase 2: key-a
+      // answers, key-b refuses its first request with Retry-After 120 s, then answers
+      const server = { phase: 1, bRefused: false }
+      const ask = Task.make("ask", { resource: "llm", retry: { maxAttempts: 10, base: "10 millis", cap: "10 millis", jitter: "none" } }, (n: number, ctx) =>
+        Effect.gen(function*() {
+          const lease = yield* ctx.acquire()
+          const now = yield* Effect.clockWith((c) => c.currentTimeMillis)
+          calls.push({ key: lease.resource.id, at: now })
+          const key = lease.resource.id
+          if (server.phase === 1 && key === "key-b") return yield* Effect.never
+          const retryAfterMs = server.phase === 1 ? 60_000 : key === "key-b" && !server.bRefused ? 120_000 : undefined
+          if (retryAfterMs !== undefined) {
+            if (key === "key-b") server.bRefused = true
+            const error = new RetryableError({ message: "429", errorClass: "rate_limit", retryAfterMs })
+            yield* lease.report({ ok: false, error })
+            return yield* Effect.fail(error)
+          }
+          yield* lease.report({ ok: true })
+          return n
+        }))
+      const specs = Pipeline.make("restored", ask).map([0, 1])
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.fork(Runner.run(specs))
+        yield* settle
+        yield* TestClock.adjust("1 second")
+        yield* settle
+        yield* Fiber.interrupt(fiber)
+      }).pipe(Effect.provide(proc(store, twoKeys())))
+      assert.deepStrictEqual(calls.map((c) => [c.key, c.at]), [["key-a", 0], ["key-b", 0]])
+      yield* TestClock.adjust("9 seconds")
+      server.phase = 2
+      const before = calls.length
+      const report = yield* Effect.gen(function*() {
+        const fiber = yield* Effect.fork(Runner.run(specs, { resume: true }))
+        for (let i = 0; i < 200 && fiber.unsafePoll() === null; i++) {
+          yield* settle
+          yield* TestClock.adjust("1 second")
+        }
+        return yield* Fiber.join(fiber)
+      }).pipe(Effect.provide(proc(store, twoKeys())))
+      assert.strictEqual(report.stats.byState.succeeded, 2)
+      const after = calls.slice(before)
+      // key-b refused one at t=10 s; nothing reached key-a before its restored window ended
+      // (60 s), and the refused pipeline went there then, not at 130 s
+      assert.deepStrictEqual(after.find((c) => c.key === "key-b"), { key: "key-b", at: 10_000 })
+      assert.isTrue(after.filter((c) => c.key === "key-a").every((c) => c.at >= 60_000))
+      assert.isBelow(Math.max(...after.map((c) => c.at)), 61_000)
+    }).pipe(Effect.provide(MemoryStore.layer())))
+
   it.effect("a throttle window that ended while the process was down is over", () =>
     Effect.gen(function*() {
       const store = yield* Store

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Option, TestClock } from "effect"
+import { Chunk, Effect, Fiber, Layer, Option, Stream, TestClock } from "effect"
 import { RetryableError } from "../../src/domain/Errors.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Resource from "../../src/domain/Resource.js"
@@ -99,4 +99,97 @@ describe("absurd server delays (issue 20 §2, case C9)", () => {
       assert.include(row.errorMessage ?? "", "retry.maxTotal of 60 s")
       assert.include(row.errorMessage ?? "", "key-a throttled until 1970-01-01T00:05:00.000Z")
     }).pipe(Effect.provide(env(keys()))))
+})
+
+describe("a throttle of one key does not hold a retry another key can serve (tester18e F1)", () => {
+  interface Call {
+    readonly key: string
+    readonly at: number
+  }
+  const twoKeys = (algorithm: string) => [
+    Pool.make("llm", [
+      Resource.make("llm", { id: "key-a", capacity: 2 }),
+      Resource.make("llm", { id: "key-b", capacity: 2 })
+    ], { algorithm })
+  ]
+  /** key-a answers 429 with Retry-After `retryAfterMs` while `server.aThrottles`; key-b answers. */
+  const askOf = (calls: Array<Call>, server: { aThrottles: boolean; bRetryAfterMs?: number }) =>
+    Task.make("ask", { resource: "llm", retry: { maxAttempts: 4 } }, (n: number, ctx) =>
+      Effect.gen(function*() {
+        const lease = yield* ctx.acquire()
+        const at = yield* Effect.clockWith((c) => c.currentTimeMillis)
+        calls.push({ key: lease.resource.id, at })
+        const throttle = lease.resource.id === "key-a" && server.aThrottles
+          ? 60_000
+          : lease.resource.id === "key-b" && server.bRetryAfterMs !== undefined
+          ? server.bRetryAfterMs
+          : undefined
+        if (throttle !== undefined) {
+          if (lease.resource.id === "key-b") delete server.bRetryAfterMs
+          const error = new RetryableError({ message: "429", errorClass: "rate_limit", retryAfterMs: throttle })
+          yield* lease.report({ ok: false, error })
+          return yield* Effect.fail(error)
+        }
+        yield* lease.report({ ok: true })
+        return n
+      }))
+
+  it.effect.each(["wait", "leastBusy", "sticky", "failover", "quotaAware", "backoff", "adaptive"] as const)(
+    "%s: key-a answers 429 Retry-After 60 s; the refused pipelines retry on key-b within their backoff (0.5 s), not 60 s",
+    (algorithm) =>
+      Effect.gen(function*() {
+        const calls: Array<Call> = []
+        const template = Pipeline.make("ra", askOf(calls, { aThrottles: true }))
+        const fiber = yield* Effect.fork(Runner.run(template.map(Array.from({ length: 8 }, (_, i) => i))))
+        for (let i = 0; i < 300 && fiber.unsafePoll() === null; i++) {
+          yield* settle
+          yield* TestClock.adjust("100 millis")
+        }
+        yield* settle
+        // done well before key-a's window ends, with key-a refused at least once
+        const exit = fiber.unsafePoll()
+        const now = yield* Effect.clockWith((c) => c.currentTimeMillis)
+        assert.isNotNull(exit, `the run still waits for key-a's 60 s: ${JSON.stringify(calls)}`)
+        assert.isBelow(now, 5_000)
+        const report = yield* Fiber.join(fiber)
+        assert.strictEqual(report.stats.byState.succeeded, 8)
+        const toA = calls.filter((c) => c.key === "key-a")
+        assert.isAbove(toA.length, 0)
+        // the throttled key stays out of rotation inside its window
+        assert.isTrue(toA.every((c) => c.at === toA[0]!.at))
+        const store = yield* Store
+        const retried = Chunk.toReadonlyArray(yield* Stream.runCollect(store.streamAttempts({}))).flatMap((a) => {
+          const d = a.decision as { reason: string; retryAfterMs?: number; delayMs: number } | null
+          return d?.reason === "retryable" ? [d] : []
+        })
+        assert.isAbove(retried.length, 0)
+        for (const d of retried) {
+          assert.strictEqual(d.retryAfterMs, 60_000)
+          assert.isAtMost(d.delayMs, 500)
+        }
+      }).pipe(Effect.provide(env(twoKeys(algorithm))))
+  )
+
+  it.effect("every key throttled: the retry waits for the first window to end (key-b's 10 s), not the refusing key's 60 s", () =>
+    Effect.gen(function*() {
+      const calls: Array<Call> = []
+      const server = { aThrottles: true, bRetryAfterMs: 10_000 }
+      const pools = [Pool.make("llm", [
+        Resource.make("llm", { id: "key-a", capacity: 1 }),
+        Resource.make("llm", { id: "key-b", capacity: 1 })
+      ])]
+      const template = Pipeline.make("ra2", askOf(calls, server))
+      const fiber = yield* Effect.fork(Runner.run(template.map([1, 2])).pipe(Effect.provide(env(pools))))
+      yield* settle
+      // both keys refused at t=0: nothing is sent before key-b's window ends
+      assert.deepStrictEqual(calls.map((c) => c.at), [0, 0])
+      yield* TestClock.adjust("9 seconds")
+      yield* settle
+      assert.strictEqual(calls.length, 2)
+      yield* TestClock.adjust("2 seconds")
+      yield* settle
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.stats.byState.succeeded, 2)
+      assert.isTrue(calls.slice(2).every((c) => c.key === "key-b" && c.at >= 10_000 && c.at < 11_000))
+    }).pipe(Effect.provide(MemoryStore.layer())))
 })

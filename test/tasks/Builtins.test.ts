@@ -2,6 +2,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { ConfigError } from "../../src/domain/Errors.js"
 import { builtins, builtinTaskNames } from "../../src/tasks/Builtins.js"
+import { taskOptionNames } from "../../src/tasks/internal/chat.js"
+import { judgeOptionNames } from "../../src/tasks/internal/judge.js"
 
 const ctx = { baseDir: "/tmp" }
 const chat = builtins.get("chat")!
@@ -47,5 +49,16 @@ describe("Builtins: chat", () => {
       assert.deepStrictEqual(notObject.issues.map((i) => i.path), ["args[0]"])
       const tooMany = refused(() => chat.make([{}, {}], undefined, ctx))
       assert.deepStrictEqual(tooMany.issues.map((i) => i.path), ["args"])
+    }))
+})
+
+describe("Builtins: the signatures `assay plugins` prints (tester18e F5)", () => {
+  it.effect("chat's and judge's signatures name every option the task accepts (cache included)", () =>
+    Effect.sync(() => {
+      for (const [name, options] of [["chat", taskOptionNames], ["judge", judgeOptionNames]] as const) {
+        const signature = builtins.get(name)!.signature
+        for (const option of options) assert.match(signature, new RegExp(`[{,] ${option}\\??:?[ ,}]`), `${name}: ${option}`)
+      }
+      assert.include(chat.signature, "cache?")
     }))
 })

@@ -287,13 +287,15 @@ export const accountingText = (a: Accounting): string =>
 
 /**
  * Figures counted once per attempt in words: the calls and cache hits, then
- * {@link accountingText}: `calls 20, cache hits 3; tokens in 1200, out 340; cost $0.0031`.
+ * {@link accountingText}: `calls 20, cache hits 3 (any cached task); tokens in 1200, out 340; cost $0.0031`.
+ * The hits are of every cached task, model calls or not (a pure `Task.make(…, { cache: true })`
+ * hit is one too), so they are worded as such.
  *
  * @since 0.8.0
  * @category formatting
  */
 export const figuresText = (a: Omit<AccountingFigures, "costUsd"> & { readonly costUsd: number | null }): string =>
-  `calls ${callsText(a)}${a.cacheHits > 0 ? `, cache hits ${a.cacheHits}` : ""}; ${accountingText(a)}`
+  `calls ${callsText(a)}${a.cacheHits > 0 ? `, cache hits ${a.cacheHits} (any cached task)` : ""}; ${accountingText(a)}`
 
 /**
  * One reported metric card, with `text` formatted by its display (number, percent, text).
@@ -1107,7 +1109,7 @@ export const renderText = (r: ReportData): string => {
       const hits = r.cache.hits
       const saved = r.cache?.costSavedUsd ?? null
       out.push(
-        `No model call was made: every call was served from the call cache (${hits} hit${hits === 1 ? "" : "s"}${
+        `No model call was made: the call cache served every cached task (${hits} hit${hits === 1 ? "" : "s"}${
           saved === null ? "" : `; ${formatUsd(saved)} saved`
         })`
       )

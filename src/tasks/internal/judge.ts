@@ -229,6 +229,13 @@ const sharedChatOptions = [
 
 const knownOptions: ReadonlyArray<string> = ["rubric", "candidates", "context", "metric", "jsonMode", ...sharedChatOptions]
 
+/**
+ * The option keys of the `judge` task (what `assay plugins` lists in its signature).
+ *
+ * @internal
+ */
+export const judgeOptionNames: ReadonlyArray<string> = knownOptions
+
 /** `rubric.criteria[0].scale.max` from a parse issue's path. */
 const pathText = (base: string, path: ReadonlyArray<PropertyKey>): string =>
   path.reduce<string>((acc, k) => typeof k === "number" ? `${acc}[${k}]` : `${acc}.${String(k)}`, base)

@@ -44,6 +44,7 @@ import {
   noneUncommitted,
   type NowOutcome as PlainNowOutcome,
   type PipelineEnv,
+  poolsOf,
   runAttempt,
   runAttemptNow,
   type Uncommitted,
@@ -399,7 +400,8 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
         task,
         (result.exit as Exit.Failure<unknown, unknown>).cause,
         attempt,
-        ended - taskStarted
+        ended - taskStarted,
+        poolsOf(env, spec)
       )
       countNote(state.cache, result.cache)
       const attemptRow = Rows.attemptRow(

@@ -9,7 +9,7 @@
  */
 import {
   Cause,
-  type Clock,
+  Clock,
   Context,
   Duration,
   Effect,
@@ -571,7 +571,8 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
         task,
         (result.exit as Exit.Failure<unknown, unknown>).cause,
         attempt,
-        ended - taskStarted
+        ended - taskStarted,
+        poolsOf(env, spec)
       )
       const terminal = !(decision.retry || (state.stopping && error === undefined))
       if (terminal) State.decideFailure(state, spec)
@@ -1032,7 +1033,8 @@ export const judgeFailure = (
   task: Task.Any,
   cause: Cause.Cause<unknown>,
   attempt: number,
-  elapsedMs: number
+  elapsedMs: number,
+  pools?: Context.Tag.Service<Pools>
 ): Effect.Effect<FailureVerdict> =>
   Effect.gen(function*() {
     const raw = Cause.isInterruptedOnly(cause)
@@ -1053,7 +1055,10 @@ export const judgeFailure = (
       ? { retry: false, reason: "total_budget" as const, delayMs: 0, errorClass, attempt }
       : Predicate.isTagged(error, "HandoffRefused") || Predicate.isTagged(error, "BudgetExceeded")
       ? { retry: false, reason: "control_refused" as const, delayMs: 0, errorClass, attempt }
-      : yield* RetryPolicy.decide(task.options.retry, error, attempt, elapsedMs)
+      : yield* Effect.flatMap(
+        errorClass === "rate_limit" && pools !== undefined ? servableIn(pools, task.options.resource) : noFigure,
+        (elsewhereMs) => RetryPolicy.decide(task.options.retry, error, attempt, elapsedMs, elsewhereMs)
+      )
     const outcome: AttemptOutcome = error !== undefined && Predicate.isTagged(error, "TaskTimeout")
       ? "timeout"
       : error === undefined
@@ -1069,6 +1074,53 @@ export const judgeFailure = (
     }
     return { error, decision, outcome, fields }
   })
+
+const noFigure: Effect.Effect<number | undefined> = Effect.succeed(undefined)
+
+/**
+ * The pools a pipeline's tasks lease from: the run's, or a suite member's view of them under
+ * its own names.
+ *
+ * @internal
+ */
+export const poolsOf = (env: PipelineEnv, spec: AnySpec): Context.Tag.Service<Pools> => {
+  const member = memberOf(spec)
+  return member === undefined ? env.shared.pools : env.memberShared(member).pools
+}
+
+/**
+ * After a rate limit on a task of `pool`: the milliseconds until a resource of the pool can
+ * take the retry (0: one can now), read from the pool's state: a resource that is not dead
+ * or revoked rejoins at the end of its throttle window, open breaker or cooldown, whichever
+ * is last. `undefined` when the pool holds no resource in a throttle window now (the pool did
+ * not hear the throttle: the server's Retry-After stands), when every resource is dead or
+ * revoked, or when the task names no pool. Whatever the acquisition algorithm, a lease is only
+ * handed out from a resource outside such holds, so a retry scheduled for then can be served.
+ */
+const servableIn = (
+  pools: Context.Tag.Service<Pools>,
+  pool: string | null | undefined
+): Effect.Effect<number | undefined> =>
+  pool === null || pool === undefined ? noFigure : Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    pools.snapshot(pool).pipe(
+      Effect.map((snap) => {
+        let throttled = false
+        let soonest: number | undefined
+        for (const r of snap) {
+          if (r.state === "dead" || r.state === "revoked") continue
+          if (r.throttledUntil !== undefined && r.throttledUntil > now) throttled = true
+          const at = Math.max(
+            now,
+            r.throttledUntil ?? now,
+            r.breakerUntil ?? now,
+            r.state === "degraded" ? r.cooldownUntil ?? now : now
+          )
+          if (soonest === undefined || at < soonest) soonest = at
+        }
+        return throttled && soonest !== undefined ? soonest - now : undefined
+      }),
+      Effect.orElseSucceed(() => undefined)
+    ))
 
 // ---- one attempt ------------------------------------------------------------------------------
 

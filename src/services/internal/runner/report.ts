@@ -116,7 +116,7 @@ class Report implements RunReport {
     const a = s.accounting
     if (a !== undefined && (a.calls > 0 || a.cacheHits > 0 || a.tokensIn + a.tokensOut > 0 || a.costUsd > 0)) {
       lines.push(
-        `model calls: ${callsText(a)}${a.cacheHits > 0 ? `, cache hits ${a.cacheHits}` : ""}; tokens in ${a.tokensIn}, out ${a.tokensOut}${
+        `model calls: ${callsText(a)}${a.cacheHits > 0 ? `, cache hits ${a.cacheHits} (any cached task)` : ""}; tokens in ${a.tokensIn}, out ${a.tokensOut}${
           a.estimated > 0 ? ` (${a.estimated} attempt(s) estimated)` : ""
         }; cost ${formatCost(a.costUsd, a.unpriced)}`
       )

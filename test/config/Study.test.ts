@@ -538,6 +538,18 @@ describe("StudyConfig.load: issue 16 trial, what plan knows of metrics", () => {
       assert.strictEqual(known.split("\"calls\"").length - 1, 1, known)
     }))
 
+  it.effect("a metric declared direction target with no objective giving it a target is warned about at its path (tester16d F2); with one, nothing is said", () =>
+    Effect.gen(function*() {
+      const share = { name: "spamShare", reducer: "mean", from: { metric: "predictedSpam" }, direction: "target" }
+      const bare = yield* load(write(study({ metrics: [share], objectives: [{ metric: "calls", direction: "minimize" }] })))
+      const said = bare.warnings.filter((w) => w.includes("direction target"))
+      assert.deepStrictEqual(said, [
+        "warning: metrics[0].direction: \"spamShare\" is declared direction target, but no objective gives it a target value: its comparisons and worst/best cases read higher as better (as maximize); give it an objective ({ metric: spamShare, direction: target, target: VALUE }) or declare direction maximize or minimize"
+      ])
+      const aimed = yield* load(write(study({ metrics: [share], objectives: [{ metric: "spamShare", direction: "target", target: 0.5 }] })))
+      assert.deepStrictEqual(aimed.warnings.filter((w) => w.includes("direction target")), [])
+    }))
+
   it.effect("a range variable's out-of-range step is reported; the baseline is not judged against the stand-in, the other checks still run", () =>
     Effect.gen(function*() {
       const problems = yield* failure(write(study({

@@ -1429,6 +1429,17 @@ export const load = (
       if (first !== undefined) issues.push(issue(`${at}.name`, `metric "${m.name}" is declared twice (first at metrics[${first}])`))
       else metricNames.set(m.name, i)
     })
+    // a declared metric's own `direction: target` has no value to aim at: only an objective
+    // gives one, and without it the comparison and its worst/best cases read higher as better
+    // (tester16d F2): said at the metric's path, with the objective that would give the target
+    declaredMetrics.forEach((m, i) => {
+      if (m.direction !== "target" || (doc.objectives ?? []).some((o) => o.metric === m.name)) return
+      warnings.push(
+        `warning: metrics[${i}].direction: "${m.name}" is declared direction target, but no objective gives it a target value: ` +
+          `its comparisons and worst/best cases read higher as better (as maximize); give it an objective ` +
+          `({ metric: ${m.name}, direction: target, target: VALUE }) or declare direction maximize or minimize`
+      )
+    })
     // a metric a judge task reports (its `metric` option) is known too: the problems of a
     // metric not otherwise known wait until the base experiment's judges are read
     const unknownMetrics: Array<{ readonly metric: string; readonly report: (reported: ReadonlyArray<string>) => void }> = []

@@ -44,6 +44,8 @@ interface HandMade {
   readonly noisy?: boolean
   /** Overrides `correct` per trial: whether case `n` of trial `trialId` is answered correctly. */
   readonly correctOf?: (trialId: string, n: number) => boolean | undefined
+  /** With `flaky`: the tokens each call of variant number `arm` reports (default 100). */
+  readonly tokensOf?: (arm: number) => number
 }
 
 /** A pseudo-random number in [0, 1) from a string (FNV-1a then fmix32; deterministic test noise). */
@@ -85,7 +87,8 @@ const handMade = (o: HandMade) => {
           if (o.flaky === true) {
             yield* Effect.scoped(Effect.gen(function*() {
               const lease = yield* Effect.orDie(ctx.acquire())
-              yield* lease.report({ ok: true, usage: { tokens: 100, promptTokens: 60, completionTokens: 40 } })
+              const tokens = o.tokensOf?.(arm) ?? 100
+              yield* lease.report({ ok: true, usage: { tokens, promptTokens: tokens * 0.6, completionTokens: tokens * 0.4 } })
             }))
           }
           return {
@@ -1299,4 +1302,40 @@ describe("StudyCompare: repeats a variant never had are not listed (tester16c F8
       const md = StudyCompare.renderMarkdown(c)
       assert.notMatch(md, /repeats [^\n]*, —, —/)
     }).pipe(Effect.provide(studyEnv("ownrepeats"))))
+})
+
+describe("StudyCompare: Student's t over equal repeats (tester16d F3)", () => {
+  it.effect("a zero-width t interval is marked, claims no difference, and drops no variant from the uncertainty-aware front", () =>
+    Effect.gen(function*() {
+      // the same answers; every call of v02 reports 120 tokens, v01's 100: each repeat's tokens
+      // are the same figure, so Student's t over them (and over the paired differences) is [x, x]
+      const { input, study } = handMade({
+        id: "flat-t",
+        correct: [BASE, BASE],
+        cases: 40,
+        repeats: 3,
+        flaky: true,
+        tokensOf: (arm) => arm === 0 ? 100 : 120,
+        objectives: [{ metric: "accuracy", direction: "maximize" }, { metric: "tokens", direction: "minimize" }]
+      })
+      const fiber = yield* Effect.fork(Study.run(study))
+      for (let i = 0; i < 50; i++) yield* Effect.yieldNow().pipe(Effect.zipRight(Effect.sleep("0 millis")))
+      yield* TestClock.adjust("1 second")
+      yield* fiber.await.pipe(Effect.flatten)
+      const c = yield* StudyCompare.compare(input, { seed: 7 })
+      const [v01, v02] = c.variants
+      assert.deepStrictEqual(v02!.values.tokens!.perRepeat, [4800, 4800, 4800])
+      assert.include(v02!.values.tokens!.interval!.method, "every repeat equal: Student's t cannot show uncertainty; n = 3")
+      const vs = v02!.vsBaseline.tokens!
+      assert.include(vs.paired!.difference.method, "every paired difference equal: Student's t cannot show uncertainty; n = 3")
+      const text = StudyCompare.renderText(c)
+      assert.include(text, "tokens: 4800 [4800, 4800] (every repeat equal: Student's t cannot show uncertainty; n = 3)")
+      const line = text.split("\n").find((l) => l.includes("v02 tokens: Δ")) ?? ""
+      assert.include(line, "the 95% interval has no width: no difference shown", text)
+      assert.notInclude(line, "excludes 0")
+      // on the point estimates v01 beats v02 (same accuracy, fewer tokens); not beyond noise
+      assert.deepStrictEqual([v01!.pareto.strict, v02!.pareto.strict], [true, false])
+      assert.deepStrictEqual([v01!.pareto.uncertain, v02!.pareto.uncertain], [true, true])
+      assert.deepStrictEqual(v02!.pareto.dominatedBy.uncertain, [])
+    }).pipe(Effect.provide(studyEnv("flat-t"))))
 })

@@ -537,7 +537,9 @@ const caseMatrix = (byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>, me
 /**
  * A variant's worst and best cases of a metric (`keep` of each), the cases sorted best first by
  * `order` (ties by case key), each with its mean over its repeats and its pipelines; `tie` when
- * every case has the same value (none is worst or best, and a list would pick at random).
+ * every case has the same value (none is worst or best, and a list would pick at random). A
+ * worst case is worse than the best value, a best case better than the worst value: with one
+ * wrong case of 12, the worst list holds that one only (tester16d F7), never a right one.
  */
 const rankedCases = (
   m: CaseMatrix,
@@ -562,9 +564,11 @@ const rankedCases = (
   // a tie on goodness: for a target, every case at the same distance (their values may differ)
   const tied = list.length > 1 && Statistics.nearlyEqual(list[0]!.good, list[list.length - 1]!.good)
   const sameValue = list.length > 0 && list.every((x) => Statistics.nearlyEqual(x.value, list[0]!.value))
+  const below = tied ? [] : list.filter((x) => !Statistics.nearlyEqual(x.good, list[0]!.good))
+  const above = tied ? [] : list.filter((x) => !Statistics.nearlyEqual(x.good, list[list.length - 1]!.good))
   return {
-    bestCases: tied ? [] : list.slice(0, keep).map(evidenceCase),
-    worstCases: tied ? [] : list.slice(Math.max(0, list.length - keep)).reverse().map(evidenceCase),
+    bestCases: above.slice(0, keep).map(evidenceCase),
+    worstCases: below.slice(Math.max(0, below.length - keep)).reverse().map(evidenceCase),
     ...(tied
       ? {
         tie: goal.direction === "target"

@@ -1339,3 +1339,20 @@ describe("StudyCompare: Student's t over equal repeats (tester16d F3)", () => {
       assert.deepStrictEqual(v02!.pareto.dominatedBy.uncertain, [])
     }).pipe(Effect.provide(studyEnv("flat-t"))))
 })
+
+describe("StudyCompare: worst cases are worse than the best value (tester16d F7)", () => {
+  it.effect("two wrong cases of 40: the worst list holds those two, never a right case; the best list never a wrong one", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({ id: "few-wrong", correct: [BASE, CAND], cases: 40 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input, { seed: 7 })
+      const ev = c.variants[1]!.evidence.accuracy!
+      // CAND is wrong on 26 and 27 only
+      assert.deepStrictEqual(ev.worstCases.map((w) => w.value), [0, 0])
+      assert.deepStrictEqual(ev.bestCases.map((w) => w.value), [1, 1, 1, 1, 1])
+      const text = StudyCompare.renderText(c)
+      assert.match(text, /\n    accuracy worst: \S+ 0; \S+ 0\n/, text)
+      const e = yield* StudyCompare.evidence(input, "accuracy", "v02", { seed: 7, worst: 5, best: 5 })
+      assert.deepStrictEqual(e.worstCases.map((w) => w.value), [0, 0])
+    }).pipe(Effect.provide(studyEnv("few-wrong"))))
+})

@@ -1934,9 +1934,9 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
       const f = StudyControl.FIGURES.find((x) => x === k)
       if (f === undefined) return `${k} ${v}`
       const u = used?.[f]
-      return `${StudyControl.figureWord(f)} ${StudyControl.figureValue(f, v)}${
-        u === undefined ? "" : ` (${whose} ${StudyControl.figureValue(f, u)}${v > 0 ? `, ${Math.round((u / v) * 100)}%` : ""})`
-      }`
+      // the limit and the use with the digits it takes for them to differ (tester16d F4)
+      const [us, ls] = u === undefined ? [undefined, StudyControl.figureValue(f, v)] : StudyControl.distinctFigures(f, u, v)
+      return `${StudyControl.figureWord(f)} ${ls}${us === undefined ? "" : ` (${whose} ${us}${v > 0 ? `, ${Math.round((u! / v) * 100)}%` : ""})`}`
     }).join(", ")
   lines.push(`${bullet}budget: per trial ${budgetText(budget.perTrial, c.run.highestTrial, "highest trial")}; total ${budgetText(budget.total, c.run.usage, "used")}`)
   if (c.run.overTotal.length > 0) lines.push(`${bullet}over the total budget: ${c.run.overTotal.join("; ")}`)

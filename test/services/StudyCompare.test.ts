@@ -872,6 +872,9 @@ describe("StudyCompare: the paired test's unit is the case; ties; survivorship (
       const c = yield* StudyCompare.compare({ ...input, budget: { perTrial: { timeMs: 20, costUsd: 0.5 }, total: { calls: 100, timeMs: 90_000 } } })
       // with what was used against each (tester16c F12): the highest trial's, the study's
       assert.include(StudyCompare.renderText(c), "\n  budget: per trial time 20 ms (highest trial 0 ms, 0%), cost $0.5000 (highest trial $0.0000, 0%); total calls 100 (used 0, 0%), time 90.0 s (used 0 ms, 0%)\n")
+      // a limit and a use that round to the same 4 decimals get the digits to differ (tester16d F4)
+      const tiny = { ...c, run: { ...c.run, budget: { perTrial: { costUsd: 0.00022 }, total: { costUsd: 0.0025 } }, highestTrial: { ...c.run.highestTrial!, costUsd: 0.000238 }, usage: { ...c.run.usage, costUsd: 0.0008 } } }
+      assert.include(StudyCompare.renderText(tiny), "\n  budget: per trial cost $0.00022 (highest trial $0.00024, 108%); total cost $0.0025 (used $0.0008, 32%)\n")
       assert.strictEqual(StudyControl.figureValue("timeMs", 34), "34 ms")
       assert.strictEqual(StudyControl.figureValue("timeMs", 1500), "1.5 s")
     }).pipe(Effect.provide(studyEnv("hand"))))

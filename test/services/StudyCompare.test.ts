@@ -875,6 +875,10 @@ describe("StudyCompare: the paired test's unit is the case; ties; survivorship (
       // a limit and a use that round to the same 4 decimals get the digits to differ (tester16d F4)
       const tiny = { ...c, run: { ...c.run, budget: { perTrial: { costUsd: 0.00022 }, total: { costUsd: 0.0025 } }, highestTrial: { ...c.run.highestTrial!, costUsd: 0.000238 }, usage: { ...c.run.usage, costUsd: 0.0008 } } }
       assert.include(StudyCompare.renderText(tiny), "\n  budget: per trial cost $0.00022 (highest trial $0.00024, 108%); total cost $0.0025 (used $0.0008, 32%)\n")
+      // the Study page's Run tab says the same per-trial use; its empty "not compared" table says none (tester16d F5)
+      const page = renderStudyPage(tiny)
+      assert.include(page, "<td>$0.00022 (highest trial $0.00024, 108%)</td>")
+      assert.include(page, "<tbody id=\"run-excluded\"><tr><td colspan=\"4\">none</td></tr></tbody>")
       assert.strictEqual(StudyControl.figureValue("timeMs", 34), "34 ms")
       assert.strictEqual(StudyControl.figureValue("timeMs", 1500), "1.5 s")
     }).pipe(Effect.provide(studyEnv("hand"))))

@@ -537,7 +537,9 @@ const caseMatrix = (byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>, me
 /**
  * A variant's worst and best cases of a metric (`keep` of each), the cases sorted best first by
  * `order` (ties by case key), each with its mean over its repeats and its pipelines; `tie` when
- * every case has the same value (none is worst or best, and a list would pick at random).
+ * every case has the same value (none is worst or best, and a list would pick at random). A
+ * worst case is worse than the best value, a best case better than the worst value: with one
+ * wrong case of 12, the worst list holds that one only (tester16d F7), never a right one.
  */
 const rankedCases = (
   m: CaseMatrix,
@@ -562,9 +564,11 @@ const rankedCases = (
   // a tie on goodness: for a target, every case at the same distance (their values may differ)
   const tied = list.length > 1 && Statistics.nearlyEqual(list[0]!.good, list[list.length - 1]!.good)
   const sameValue = list.length > 0 && list.every((x) => Statistics.nearlyEqual(x.value, list[0]!.value))
+  const below = tied ? [] : list.filter((x) => !Statistics.nearlyEqual(x.good, list[0]!.good))
+  const above = tied ? [] : list.filter((x) => !Statistics.nearlyEqual(x.good, list[list.length - 1]!.good))
   return {
-    bestCases: tied ? [] : list.slice(0, keep).map(evidenceCase),
-    worstCases: tied ? [] : list.slice(Math.max(0, list.length - keep)).reverse().map(evidenceCase),
+    bestCases: above.slice(0, keep).map(evidenceCase),
+    worstCases: below.slice(Math.max(0, below.length - keep)).reverse().map(evidenceCase),
     ...(tied
       ? {
         tie: goal.direction === "target"
@@ -930,7 +934,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
             const y = tb[r]?.values[d.name]
             if (x !== undefined && y !== undefined) ds.push(y - x)
           }
-          return Statistics.studentInterval(ds, level)
+          return studentOf(ds, level, "paired difference")
         })
       }
 
@@ -961,7 +965,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           interval = reduced.intervals[reducedNo.get(v.variantId)!] ?? null
           aggregation = `per repeat: ${d.source}; across ${Words.count(xs.length, "repeat")}: mean and median; interval: ${interval?.method ?? "none"} (${Words.count(m.present, "case")})`
         } else {
-          interval = Statistics.studentInterval(xs, level)
+          interval = studentOf(xs, level, "repeat")
           aggregation = `per repeat: ${d.source}; across ${Words.count(xs.length, "repeat")}: mean and median; interval: ${interval?.method ?? "none (fewer than 2 repeats: insufficient repeats)"}`
         }
         // no compared repeat at all: say why instead of "across 0 repeats"
@@ -1104,7 +1108,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
             if (b !== undefined && c !== undefined) pairs.push([b, c])
           }
           const sufficiency = Statistics.sufficiency({ pairedCases: pairs.length, repeats: pairs.length }, { cases: minPairedCases, repeats: minRepeats }, "repeat")
-          const diff = Statistics.studentInterval(pairs.map(([b, c]) => c - b), level)
+          const diff = studentOf(pairs.map(([b, c]) => c - b), level, "paired difference")
           const paired = pairs.length === 0 ? null : {
             difference: diff === null
               ? { estimate: pairs[0]![1] - pairs[0]![0], lower: null, upper: null, level, method: "one paired repeat: no interval", resamples: null, seed: null }
@@ -1200,7 +1204,12 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         diff = base === null || a === baselineId ? base : { ...base, estimate: -base.estimate, lower: -base.upper, upper: -base.lower }
       }
       let out: boolean | undefined
-      if (diff === undefined || diff === null) out = undefined
+      // a zero-width interval over equal repeats is no certainty: never "beyond noise" on it
+      // (tester16d F3), nor on the marginal intervals when those are such
+      const flat = (id: string) => degenerateNote(valueOf.get(id)?.[o.metric]?.interval ?? null) !== ""
+      if (diff !== undefined && diff !== null && degenerateNote(diff) !== "") out = false
+      else if ((diff === undefined || diff === null) && (flat(a) || flat(b))) out = false
+      else if (diff === undefined || diff === null) out = undefined
       else {
         const d = Statistics.bonferroniWiden(diff, pairwise)
         // d = b − a (the vsBaseline difference is candidate − baseline); "good" is + for maximize: a is better when b − a is below 0 beyond noise
@@ -1730,6 +1739,21 @@ const intervalText = (i: Statistics.Interval | null) => i === null ? "" : ` [${f
 /** What marks a zero-width bootstrap interval of a case-level metric (every case equal) in its `method`. */
 const DEGENERATE = "every case equal: the bootstrap cannot show uncertainty"
 
+/** What marks a zero-width Student's t interval (every repeat, or paired difference, equal) in its `method`. */
+const DEGENERATE_T = "Student's t cannot show uncertainty"
+
+/**
+ * Student's t interval over `xs` (see `Statistics.studentInterval`); when every value is equal
+ * (up to `Statistics.nearlyEqual`) it is [x, x] and its method says so (`every repeat equal:
+ * Student's t cannot show uncertainty; n = 3`): the sample's spread is 0, which says nothing of
+ * the next repeat's (tester16d F3).
+ */
+const studentOf = (xs: ReadonlyArray<number>, level: number, unit: "repeat" | "paired difference"): Statistics.Interval | null => {
+  const i = Statistics.studentInterval(xs, level)
+  if (i === null || !xs.every((x) => Statistics.nearlyEqual(x, xs[0]!))) return i
+  return { ...i, lower: i.estimate, upper: i.estimate, method: `${i.method}; every ${unit} equal: ${DEGENERATE_T}; n = ${xs.length}` }
+}
+
 /**
  * Why a variant with a compared trial is neither on a Pareto front nor dominated, in words, as
  * the text report and the Study page say it (tester18c F7, never "dominated by" an empty
@@ -1757,7 +1781,9 @@ export const unplacedText = (c: StudyComparison, v: VariantComparison): string |
  * resamples the observed values only, so when every case is equal each resample is too and
  * the interval is [x, x] whatever the number of cases (Efron & Tibshirani, "An Introduction to
  * the Bootstrap", 1993, ch. 13: the percentile interval's range is the observed values'); it
- * is not a certainty. See docs/statistics.md.
+ * is not a certainty. The same for Student's t over repeats (or paired differences) that are
+ * all equal (` (every repeat equal: Student's t cannot show uncertainty; n = 3)`): their spread
+ * is 0, so is the interval's width. See docs/statistics.md.
  *
  * @param i an interval (its `method` carries the mark)
  * @returns the parenthesis, with a leading space, or `""`
@@ -1767,7 +1793,9 @@ export const unplacedText = (c: StudyComparison, v: VariantComparison): string |
 export const degenerateNote = (i: { readonly lower: number | null; readonly upper: number | null; readonly method: string } | null): string => {
   if (i === null || i.lower !== i.upper) return ""
   const at = i.method.indexOf(DEGENERATE)
-  return at < 0 ? "" : ` (${i.method.slice(at)})`
+  if (at >= 0) return ` (${i.method.slice(at)})`
+  const t = /every (?:repeat|paired difference) equal: /.exec(i.method)
+  return t === null || !i.method.includes(DEGENERATE_T) ? "" : ` (${i.method.slice(t.index)})`
 }
 
 /**
@@ -1815,6 +1843,8 @@ export const versusText = (x: VersusBaseline, level: number): string => {
       `per ${x.claim}, not toward the target ${target}: the variants' values and the Pareto front judge the distance to it)`
   if (!x.sufficiency.sufficient) return `${head}; ${x.sufficiency.reason} (no significance statement)`
   if (!hasInterval(d)) return `${head}; no interval: no difference shown`
+  // a zero-width interval over equal repeats claims nothing (tester16d F3)
+  if (degenerateNote(d) !== "" && x.mcnemar === null) return `${head}; the ${pct(level)} interval has no width: no difference shown`
   const excludes = d.lower > 0 || d.upper < 0
   if (x.mcnemar === null) {
     return `${head}; ${excludes ? `the ${pct(level)} interval excludes 0` : `the ${pct(level)} interval includes 0: no difference shown`}`
@@ -1935,9 +1965,9 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
       const f = StudyControl.FIGURES.find((x) => x === k)
       if (f === undefined) return `${k} ${v}`
       const u = used?.[f]
-      return `${StudyControl.figureWord(f)} ${StudyControl.figureValue(f, v)}${
-        u === undefined ? "" : ` (${whose} ${StudyControl.figureValue(f, u)}${v > 0 ? `, ${Math.round((u / v) * 100)}%` : ""})`
-      }`
+      // the limit and the use with the digits it takes for them to differ (tester16d F4)
+      const [us, ls] = u === undefined ? [undefined, StudyControl.figureValue(f, v)] : StudyControl.distinctFigures(f, u, v)
+      return `${StudyControl.figureWord(f)} ${ls}${us === undefined ? "" : ` (${whose} ${us}${v > 0 ? `, ${Math.round((u! / v) * 100)}%` : ""})`}`
     }).join(", ")
   lines.push(`${bullet}budget: per trial ${budgetText(budget.perTrial, c.run.highestTrial, "highest trial")}; total ${budgetText(budget.total, c.run.usage, "used")}`)
   if (c.run.overTotal.length > 0) lines.push(`${bullet}over the total budget: ${c.run.overTotal.join("; ")}`)

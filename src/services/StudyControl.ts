@@ -666,9 +666,17 @@ export const overshoot = (usage: TrialUsage, limits: BudgetFigures): ReadonlyArr
  * Two figures (used, limit) shown with enough digits to differ when they do (tester16c F9):
  * dollars with as many decimals as it takes from 4 up to 9 (`$0.00042 of $0.00040`, never
  * `$0.0004 of $0.0004`), a time in milliseconds when its seconds read the same; otherwise
- * {@link figureValue}.
+ * {@link figureValue}. Also the report's budget line (`cost $0.00022 (highest trial $0.00024,
+ * 108%)`, tester16d F4).
+ *
+ * @param f the figure
+ * @param used the amount used
+ * @param limit the limit
+ * @returns `[used, limit]` as shown
+ * @since 0.12.0
+ * @category formatting
  */
-const distinctFigures = (f: BudgetFigure, used: number, limit: number): readonly [string, string] => {
+export const distinctFigures = (f: BudgetFigure, used: number, limit: number): readonly [string, string] => {
   const plain = [figureValue(f, used), figureValue(f, limit)] as const
   if (plain[0] !== plain[1]) return plain
   if (f === "timeMs") return [`${Math.round(used)} ms`, `${Math.round(limit)} ms`]

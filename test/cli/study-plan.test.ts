@@ -56,6 +56,27 @@ describe("assay study plan", () => {
     }), 60_000)
 })
 
+describe("assay study plan: a file of many mistakes (tester16d F1)", () => {
+  it.live("every problem in one run, at its field path, exit 2: the misspelt objectives section's too", () =>
+    Effect.gen(function*() {
+      const r = yield* assay(["study", "plan", fixture("many-mistakes.yaml")])
+      assert.strictEqual(r.code, 2, r.stderr)
+      assert.include(r.stderr, "many-mistakes.yaml: 20 problems")
+      for (
+        const line of [
+          "objectivs: unknown key \"objectivs\" (did you mean objectives?)",
+          "objectives[0].direction: expected \"maximize\", \"minimize\" or \"target\", got \"maximise\" (did you mean \"maximize\"?)",
+          "objectives[1].target: is missing: direction target needs a target value",
+          "objectives[2].target: only direction target takes a target (direction is minimize)",
+          "variables[2].end: must be >= start (1), got 0",
+          "baseline.model: \"large\" is not a value of variable \"model\"",
+          "metrics[1].name: \"calls\" is a built-in metric",
+          "objectives[0].metric: unknown metric \"acuracy\""
+        ]
+      ) assert.include(r.stderr, `  ${line}`)
+    }), 60_000)
+})
+
 describe("assay study plan: each message once; the paths run uses (issue 16 leftovers)", () => {
   /** The lines of a process's stdout and stderr (blank lines left out) that appear more than once. */
   const repeated = (r: { readonly stdout: string; readonly stderr: string }) => {

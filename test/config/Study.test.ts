@@ -484,6 +484,72 @@ describe("StudyConfig.load: issue 16 trial, what plan knows of metrics", () => {
       assert.strictEqual(paths.length, 6, problems.join("\n"))
     }))
 
+  it.effect("tester16d's file of about twenty mistakes: every one in one pass, a misspelt objectives section checked as objectives (F1), no empty choice list, each known metric once (F8)", () =>
+    Effect.gen(function*() {
+      const problems = yield* failure(path.join(fixtures, "many-mistakes.yaml"))
+      const paths = problems.map((p) => p.split(":")[0])
+      assert.deepStrictEqual([...paths].sort(), [
+        "baseline.model",
+        "baseline.temprature",
+        "budget.perTrial.calls",
+        "budget.perTrial.costUsd",
+        "metrics[0].reducer",
+        "metrics[1].name",
+        "objectives[0].direction",
+        "objectives[0].metric",
+        "objectives[1].metric",
+        "objectives[1].target",
+        "objectives[2].hardConstraint.op",
+        "objectives[2].target",
+        "objectives[3].weight",
+        "objectivs",
+        "repeats",
+        "run.concurency",
+        "study.id",
+        "study.type",
+        "variables[2].end",
+        "variables[2].step"
+      ], problems.join("\n"))
+      assert.include(problems, "objectives[0].direction: expected \"maximize\", \"minimize\" or \"target\", got \"maximise\" | did you mean \"maximize\"?")
+      assert.include(problems, "objectives[2].target: only direction target takes a target (direction is minimize)")
+      assert.include(problems, "variables[2].end: must be >= start (1), got 0")
+      // the baseline's temperature has no value to name: the range's own problem says why
+      assert.notInclude(problems.join("\n"), "one of: )")
+      const known = problems.find((p) => p.startsWith("objectives[1].metric")) ?? ""
+      assert.strictEqual(known.split("\"calls\"").length - 1, 1, known)
+      // the minimal case: only the misspelt key and the one mistake inside it
+      const minimal = yield* failure(write(study({
+        metrics: [{ name: "accuracy", reducer: "mean", from: { output: "correct" } }],
+        objectivs: [{ metric: "accuracy", direction: "maximise" }]
+      })))
+      assert.deepStrictEqual(minimal.map((p) => p.split(":")[0]), ["objectivs", "objectives[0].direction"], minimal.join("\n"))
+    }))
+
+  it.effect("a variable with no value asks the baseline for none (no empty \"one of\"); the known metrics name a declared built-in once (tester16d F8)", () =>
+    Effect.gen(function*() {
+      const problems = yield* failure(write(study({
+        variables: [...study()["variables"] as Array<Record<string, unknown>>].map((v) => v["name"] === "temperature" ? { ...v, start: 1, end: 0 } : v),
+        baseline: { prompt: "terse", model: "small", pause: "1 millis" },
+        metrics: [{ name: "calls", reducer: "mean", from: { output: "correct" } }],
+        objectives: [{ metric: "spamShare", direction: "maximize" }]
+      })))
+      assert.deepStrictEqual(problems.map((p) => p.split(":")[0]), ["variables[2].end", "metrics[0].name", "objectives[0].metric"], problems.join("\n"))
+      const known = problems[2]!
+      assert.strictEqual(known.split("\"calls\"").length - 1, 1, known)
+    }))
+
+  it.effect("a metric declared direction target with no objective giving it a target is warned about at its path (tester16d F2); with one, nothing is said", () =>
+    Effect.gen(function*() {
+      const share = { name: "spamShare", reducer: "mean", from: { metric: "predictedSpam" }, direction: "target" }
+      const bare = yield* load(write(study({ metrics: [share], objectives: [{ metric: "calls", direction: "minimize" }] })))
+      const said = bare.warnings.filter((w) => w.includes("direction target"))
+      assert.deepStrictEqual(said, [
+        "warning: metrics[0].direction: \"spamShare\" is declared direction target, but no objective gives it a target value: its comparisons and worst/best cases read higher as better (as maximize); give it an objective ({ metric: spamShare, direction: target, target: VALUE }) or declare direction maximize or minimize"
+      ])
+      const aimed = yield* load(write(study({ metrics: [share], objectives: [{ metric: "spamShare", direction: "target", target: 0.5 }] })))
+      assert.deepStrictEqual(aimed.warnings.filter((w) => w.includes("direction target")), [])
+    }))
+
   it.effect("a range variable's out-of-range step is reported; the baseline is not judged against the stand-in, the other checks still run", () =>
     Effect.gen(function*() {
       const problems = yield* failure(write(study({

@@ -44,6 +44,8 @@ interface HandMade {
   readonly noisy?: boolean
   /** Overrides `correct` per trial: whether case `n` of trial `trialId` is answered correctly. */
   readonly correctOf?: (trialId: string, n: number) => boolean | undefined
+  /** With `flaky`: the tokens each call of variant number `arm` reports (default 100). */
+  readonly tokensOf?: (arm: number) => number
 }
 
 /** A pseudo-random number in [0, 1) from a string (FNV-1a then fmix32; deterministic test noise). */
@@ -85,7 +87,8 @@ const handMade = (o: HandMade) => {
           if (o.flaky === true) {
             yield* Effect.scoped(Effect.gen(function*() {
               const lease = yield* Effect.orDie(ctx.acquire())
-              yield* lease.report({ ok: true, usage: { tokens: 100, promptTokens: 60, completionTokens: 40 } })
+              const tokens = o.tokensOf?.(arm) ?? 100
+              yield* lease.report({ ok: true, usage: { tokens, promptTokens: tokens * 0.6, completionTokens: tokens * 0.4 } })
             }))
           }
           return {
@@ -873,6 +876,13 @@ describe("StudyCompare: the paired test's unit is the case; ties; survivorship (
       const c = yield* StudyCompare.compare({ ...input, budget: { perTrial: { timeMs: 20, costUsd: 0.5 }, total: { calls: 100, timeMs: 90_000 } } })
       // with what was used against each (tester16c F12): the highest trial's, the study's
       assert.include(StudyCompare.renderText(c), "\n  budget: per trial time 20 ms (highest trial 0 ms, 0%), cost $0.5000 (highest trial $0.0000, 0%); total calls 100 (used 0, 0%), time 90.0 s (used 0 ms, 0%)\n")
+      // a limit and a use that round to the same 4 decimals get the digits to differ (tester16d F4)
+      const tiny = { ...c, run: { ...c.run, budget: { perTrial: { costUsd: 0.00022 }, total: { costUsd: 0.0025 } }, highestTrial: { ...c.run.highestTrial!, costUsd: 0.000238 }, usage: { ...c.run.usage, costUsd: 0.0008 } } }
+      assert.include(StudyCompare.renderText(tiny), "\n  budget: per trial cost $0.00022 (highest trial $0.00024, 108%); total cost $0.0025 (used $0.0008, 32%)\n")
+      // the Study page's Run tab says the same per-trial use; its empty "not compared" table says none (tester16d F5)
+      const page = renderStudyPage(tiny)
+      assert.include(page, "<td>$0.00022 (highest trial $0.00024, 108%)</td>")
+      assert.include(page, "<tbody id=\"run-excluded\"><tr><td colspan=\"4\">none</td></tr></tbody>")
       assert.strictEqual(StudyControl.figureValue("timeMs", 34), "34 ms")
       assert.strictEqual(StudyControl.figureValue("timeMs", 1500), "1.5 s")
     }).pipe(Effect.provide(studyEnv("hand"))))
@@ -1353,4 +1363,57 @@ describe("StudyCompare: repeats a variant never had are not listed (tester16c F8
       const md = StudyCompare.renderMarkdown(c)
       assert.notMatch(md, /repeats [^\n]*, —, —/)
     }).pipe(Effect.provide(studyEnv("ownrepeats"))))
+})
+
+describe("StudyCompare: Student's t over equal repeats (tester16d F3)", () => {
+  it.effect("a zero-width t interval is marked, claims no difference, and drops no variant from the uncertainty-aware front", () =>
+    Effect.gen(function*() {
+      // the same answers; every call of v02 reports 120 tokens, v01's 100: each repeat's tokens
+      // are the same figure, so Student's t over them (and over the paired differences) is [x, x]
+      const { input, study } = handMade({
+        id: "flat-t",
+        correct: [BASE, BASE],
+        cases: 40,
+        repeats: 3,
+        flaky: true,
+        tokensOf: (arm) => arm === 0 ? 100 : 120,
+        objectives: [{ metric: "accuracy", direction: "maximize" }, { metric: "tokens", direction: "minimize" }]
+      })
+      const fiber = yield* Effect.fork(Study.run(study))
+      for (let i = 0; i < 50; i++) yield* Effect.yieldNow().pipe(Effect.zipRight(Effect.sleep("0 millis")))
+      yield* TestClock.adjust("1 second")
+      yield* fiber.await.pipe(Effect.flatten)
+      const c = yield* StudyCompare.compare(input, { seed: 7 })
+      const [v01, v02] = c.variants
+      assert.deepStrictEqual(v02!.values.tokens!.perRepeat, [4800, 4800, 4800])
+      assert.include(v02!.values.tokens!.interval!.method, "every repeat equal: Student's t cannot show uncertainty; n = 3")
+      const vs = v02!.vsBaseline.tokens!
+      assert.include(vs.paired!.difference.method, "every paired difference equal: Student's t cannot show uncertainty; n = 3")
+      const text = StudyCompare.renderText(c)
+      assert.include(text, "tokens: 4800 [4800, 4800] (every repeat equal: Student's t cannot show uncertainty; n = 3)")
+      const line = text.split("\n").find((l) => l.includes("v02 tokens: Δ")) ?? ""
+      assert.include(line, "the 95% interval has no width: no difference shown", text)
+      assert.notInclude(line, "excludes 0")
+      // on the point estimates v01 beats v02 (same accuracy, fewer tokens); not beyond noise
+      assert.deepStrictEqual([v01!.pareto.strict, v02!.pareto.strict], [true, false])
+      assert.deepStrictEqual([v01!.pareto.uncertain, v02!.pareto.uncertain], [true, true])
+      assert.deepStrictEqual(v02!.pareto.dominatedBy.uncertain, [])
+    }).pipe(Effect.provide(studyEnv("flat-t"))))
+})
+
+describe("StudyCompare: worst cases are worse than the best value (tester16d F7)", () => {
+  it.effect("two wrong cases of 40: the worst list holds those two, never a right case; the best list never a wrong one", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({ id: "few-wrong", correct: [BASE, CAND], cases: 40 })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input, { seed: 7 })
+      const ev = c.variants[1]!.evidence.accuracy!
+      // CAND is wrong on 26 and 27 only
+      assert.deepStrictEqual(ev.worstCases.map((w) => w.value), [0, 0])
+      assert.deepStrictEqual(ev.bestCases.map((w) => w.value), [1, 1, 1, 1, 1])
+      const text = StudyCompare.renderText(c)
+      assert.match(text, /\n    accuracy worst: \S+ 0; \S+ 0\n/, text)
+      const e = yield* StudyCompare.evidence(input, "accuracy", "v02", { seed: 7, worst: 5, best: 5 })
+      assert.deepStrictEqual(e.worstCases.map((w) => w.value), [0, 0])
+    }).pipe(Effect.provide(studyEnv("few-wrong"))))
 })

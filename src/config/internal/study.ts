@@ -302,19 +302,38 @@ export const JUDGE_CODE_DIGEST = "assay.judge/v1"
 interface Guessed {
   readonly paths: ReadonlyArray<string>
   readonly shape: ReadonlySet<ConfigIssue>
+  /**
+   * The variables a stand-in changed (their baseline entry is judged against the stand-in:
+   * not shown); `"all"` when a variable's name or the list itself was stood in for.
+   */
+  readonly variables?: ReadonlySet<string> | "all" | undefined
+}
+
+/** The variables of the decoded `variables` list that `guessed` paths lie in (see {@link Guessed}). */
+const guessedVariables = (paths: ReadonlyArray<string>, variables: ReadonlyArray<{ readonly name: string }>): ReadonlySet<string> | "all" => {
+  const out = new Set<string>()
+  for (const g of paths) {
+    if (!isUnderPath(g, "variables")) continue
+    const m = /^variables\[(\d+)\]\.(.+)$/.exec(g)
+    const v = m === null ? undefined : variables[Number(m[1])]
+    if (m === null || v === undefined || m[2] === "name" || m[2]!.startsWith("name.") || m[2] === "type") return "all"
+    out.add(v.name)
+  }
+  return out
 }
 
 const isUnderPath = (p: string, root: string): boolean => p === root || p.startsWith(`${root}.`) || p.startsWith(`${root}[`)
 
 const invalid = (file: string, all: ReadonlyArray<ConfigIssue>, guessed?: Guessed): ConfigError => {
   const seen = new Set<string>()
-  const variablesGuessed = guessed?.paths.some((g) => isUnderPath(g, "variables")) === true
+  const variablesGuessed = guessed?.variables ?? (guessed?.paths.some((g) => isUnderPath(g, "variables")) === true ? "all" : new Set<string>())
   const issues = all.filter((i) => {
     const k = `${i.path}\u0000${i.message}`
     if (seen.has(k)) return false
     if (guessed !== undefined && !guessed.shape.has(i)) {
       if (guessed.paths.some((g) => isUnderPath(i.path, g))) return false
-      if (variablesGuessed && isUnderPath(i.path, "baseline")) return false
+      if (variablesGuessed === "all" && isUnderPath(i.path, "baseline")) return false
+      if (variablesGuessed !== "all" && [...variablesGuessed].some((name) => isUnderPath(i.path, `baseline.${name}`))) return false
     }
     seen.add(k)
     return true
@@ -1125,6 +1144,9 @@ const repairShape = (doc: unknown, issues: ReadonlyArray<ConfigIssue>): unknown 
   return copy
 }
 
+/** What tells two problems apart: their path and message. */
+const issueKey = (i: ConfigIssue): string => `${i.path}\u0000${i.message}`
+
 /** Stand-ins for a required value removed by `standIn`, tried in order. */
 const STAND_INS: ReadonlyArray<unknown> = [1, "x", true, [], {}]
 
@@ -1133,17 +1155,30 @@ const STAND_INS: ReadonlyArray<unknown> = [1, "x", true, [], {}]
  * default applies) or stood in for (a required one: the first of `STAND_INS` its Schema takes),
  * so that the checks after the shape run on what is left: `repeats: 0` beside a misspelt
  * baseline value reports both. Returns the paths removed or stood in for (problems a later check
- * finds at or under them are the stand-in's, not the file's, and are not shown), or `undefined`
- * when a problem sits in a list's element or has no path (nothing sensible to stand in).
+ * finds at or under them are the stand-in's, not the file's, and are not shown) and `later`: the
+ * problems the Schema finds only once a value is removed or stood in for (an object's own rule,
+ * which runs once its fields decode), except those at or under a removed path or beside a
+ * stand-in; or `undefined` when a problem sits in a list's element or has no path (nothing
+ * sensible to stand in).
  */
 const standIn = (
   doc: unknown,
   decode: (u: unknown) => Either.Either<unknown, ParseResult.ParseError>
-): { readonly doc: unknown; readonly guessed: ReadonlyArray<string> } | undefined => {
+): { readonly doc: unknown; readonly guessed: ReadonlyArray<string>; readonly later: ReadonlyArray<ConfigIssue> } | undefined => {
   const guessed: Array<string> = []
+  // stood in for (a required value): a later problem beside or under one is the stand-in's
+  const stood: Array<string> = []
+  const later: Array<ConfigIssue> = []
   for (let round = 0; round < 8; round++) {
     const r = decode(doc)
-    if (Either.isRight(r)) return { doc, guessed }
+    if (Either.isRight(r)) return { doc, guessed, later }
+    if (round > 0) {
+      for (const i of decodeIssues(r.left, doc, StudyFile).map(literalChoice)) {
+        const parent = formatPath(pathSegments(i.path).slice(0, -1))
+        if (guessed.some((g) => isUnderPath(i.path, g)) || stood.some((g) => isUnderPath(g, parent) && parent !== "")) continue
+        later.push(i)
+      }
+    }
     for (const i of ParseResult.ArrayFormatter.formatErrorSync(r.left)) {
       if (i.path.length === 0) return undefined
       const at = formatPath(i.path)
@@ -1151,9 +1186,10 @@ const standIn = (
       let parent: unknown = doc
       for (const s of i.path.slice(0, -1)) parent = isRecord(parent) || Array.isArray(parent) ? (parent as Record<PropertyKey, unknown>)[s] : undefined
       if (!isRecord(parent) || typeof last !== "string") return undefined
-      if (i._tag === "Missing") {
-        // a required value (missing, or removed by this repair): the first stand-in its Schema
-        // takes at that path (an object's own fields are stood in for in the next round)
+      if (i._tag === "Missing" || !(last in parent)) {
+        // a required value (missing, or removed by this repair; or one an object's own rule
+        // asks for, a target objective's `target`): the first stand-in its Schema takes at
+        // that path (an object's own fields are stood in for in the next round)
         const fits = STAND_INS.find((v) => {
           parent[last] = v
           const again = decode(doc)
@@ -1162,6 +1198,7 @@ const standIn = (
         if (fits === undefined) return undefined
         parent[last] = fits
         if (!guessed.includes(at)) guessed.push(at)
+        if (!stood.includes(at)) stood.push(at)
       } else {
         if (!guessed.includes(at)) guessed.push(at)
         delete parent[last]
@@ -1240,11 +1277,40 @@ export const load = (
     let guessed: Guessed | undefined
     if (Either.isLeft(strict)) {
       const shapeIssues = decodeIssues(strict.left, shaped, StudyFile).map(literalChoice)
+      const said = new Set(shapeIssues.map(issueKey))
+      // repaired round by round: a section read under the key it misspells (`objectivs:`) is
+      // decoded only once renamed, and an object's own rule (a target on a minimize objective)
+      // runs only once its fields decode: what each round newly finds is the file's too (F1)
+      let current: unknown = shaped
+      let round: ReadonlyArray<ConfigIssue> = shapeIssues
+      for (let k = 0; k < 6; k++) {
+        const repaired = repairShape(current, round)
+        if (repaired === undefined) break
+        current = repaired
+        const again = decode(repaired)
+        if (Either.isRight(again)) break
+        round = decodeIssues(again.left, repaired, StudyFile).map(literalChoice)
+        const fresh = round.filter((i) => !said.has(issueKey(i)))
+        if (fresh.length === 0) break
+        for (const i of fresh) said.add(issueKey(i))
+        shapeIssues.push(...fresh)
+      }
+      const stood = standIn(current, decode)
+      // what the Schema finds only once a value is removed or stood in for (an object's rule,
+      // a later field): the file's own, unless it sits beside or under a stand-in
+      if (stood !== undefined) {
+        for (const i of stood.later) {
+          if (said.has(issueKey(i))) continue
+          said.add(issueKey(i))
+          shapeIssues.push(i)
+        }
+      }
       issues.push(...shapeIssues)
-      const repaired = repairShape(shaped, shapeIssues)
-      const stood = repaired === undefined ? undefined : standIn(repaired, decode)
       strict = stood === undefined ? strict : decode(stood.doc)
-      if (stood !== undefined && stood.guessed.length > 0) guessed = { paths: stood.guessed, shape: new Set(shapeIssues) }
+      if (stood !== undefined && stood.guessed.length > 0) {
+        const variables = Either.isRight(strict) ? guessedVariables(stood.guessed, strict.right.variables ?? []) : "all"
+        guessed = { paths: stood.guessed, shape: new Set(shapeIssues), variables }
+      }
     }
     if (Either.isLeft(strict)) return yield* invalid(abs, issues, guessed)
     const doc = strict.right
@@ -1296,6 +1362,12 @@ export const load = (
       }
       for (const v of variables) {
         const value = doc.baseline[v.name]
+        // a variable with no value (a range whose end is below its start) has its own problem:
+        // no baseline value can be checked against it, nor its choices listed (F8)
+        if (Study.valueCount(v) === 0) {
+          ok = false
+          continue
+        }
         if (value === undefined) {
           ok = false
           issues.push(issue(`baseline.${v.name}`, "is missing: the baseline gives every variable a value", `one of: ${choicesText(v)}`))
@@ -1357,6 +1429,17 @@ export const load = (
       if (first !== undefined) issues.push(issue(`${at}.name`, `metric "${m.name}" is declared twice (first at metrics[${first}])`))
       else metricNames.set(m.name, i)
     })
+    // a declared metric's own `direction: target` has no value to aim at: only an objective
+    // gives one, and without it the comparison and its worst/best cases read higher as better
+    // (tester16d F2): said at the metric's path, with the objective that would give the target
+    declaredMetrics.forEach((m, i) => {
+      if (m.direction !== "target" || (doc.objectives ?? []).some((o) => o.metric === m.name)) return
+      warnings.push(
+        `warning: metrics[${i}].direction: "${m.name}" is declared direction target, but no objective gives it a target value: ` +
+          `its comparisons and worst/best cases read higher as better (as maximize); give it an objective ` +
+          `({ metric: ${m.name}, direction: target, target: VALUE }) or declare direction maximize or minimize`
+      )
+    })
     // a metric a judge task reports (its `metric` option) is known too: the problems of a
     // metric not otherwise known wait until the base experiment's judges are read
     const unknownMetrics: Array<{ readonly metric: string; readonly report: (reported: ReadonlyArray<string>) => void }> = []
@@ -1365,7 +1448,8 @@ export const load = (
     }
     if (doc.metrics !== undefined) {
       // with a metrics section, every objective names a declared, built-in or judge's metric
-      const known = [...metricNames.keys(), ...Study.BUILTIN_METRIC_NAMES]
+      // (each name once: a declared metric may take a built-in's name, refused above)
+      const known = [...new Set([...metricNames.keys(), ...Study.BUILTIN_METRIC_NAMES])]
       ;(doc.objectives ?? []).forEach((o, i) => {
         if (known.includes(o.metric)) return
         unknownMetrics.push({
@@ -1380,7 +1464,7 @@ export const load = (
                 ? `the judge reports one score per candidate: name one of ${quoted(perCandidate)}, or declare a metric that reads them (metrics: [{ name: ${o.metric}, reducer: mean, from: { metric: ${perCandidate[0]} } }])`
                 : near !== undefined
                 ? `did you mean "${near}"?`
-                : `declare it under metrics (metrics: [{ name: ${o.metric}, reducer: mean, from: { output: FIELD } }]) or give a judge task metric: ${o.metric}; known: ${quoted([...known, ...reported])}`
+                : `declare it under metrics (metrics: [{ name: ${o.metric}, reducer: mean, from: { output: FIELD } }]) or give a judge task metric: ${o.metric}; known: ${quoted([...new Set([...known, ...reported])])}`
             ))
           }
         })
@@ -1414,7 +1498,7 @@ export const load = (
     {
       const objectiveMetrics = (doc.objectives ?? []).map((o) => o.metric)
       const known = doc.metrics !== undefined
-        ? [...metricNames.keys(), ...Study.BUILTIN_METRIC_NAMES]
+        ? [...new Set([...metricNames.keys(), ...Study.BUILTIN_METRIC_NAMES])]
         : [...new Set([...objectiveMetrics, ...Study.BUILTIN_METRIC_NAMES])]
       stop.forEach((c, i) => {
         if (c.when !== "metricThreshold" || known.includes(c.metric)) return
@@ -1426,7 +1510,7 @@ export const load = (
               issues.push(issue(
                 `stop[${i}].metric`,
                 `unknown metric "${c.metric}": not declared under metrics, not built in and not reported by a judge task (the condition could never fire)`,
-                near !== undefined ? `did you mean "${near}"?` : `metrics: ${quoted([...known, ...reported])}`
+                near !== undefined ? `did you mean "${near}"?` : `metrics: ${quoted([...new Set([...known, ...reported])])}`
               ))
             } else {
               // without a metrics section a task may report any name: a warning, not a refusal

@@ -17,6 +17,7 @@ import { canonicalJsonUnsafe, type Json } from "../../domain/Json.js"
 import { noun } from "../../domain/internal/words.js"
 import { escapeHtml } from "../Dashboard.js"
 import { caseValueText, degenerateNote, deltaText, type Evidence, fmt, judgeShareText, statusWordsOf, type StudyComparison, tieText, unplacedText, type VariantComparison, versusText } from "../StudyCompare.js"
+import { distinctFigures, type BudgetFigure } from "../StudyControl.js"
 import { formatCost } from "./money.js"
 
 /** A value of an assignment as text (strings as they are, others as canonical JSON). */
@@ -114,6 +115,15 @@ ${li("analysis", e(`level ${pct(c.level)}, ${c.resamples} bootstrap resamples, s
   // Run
   const budget = c.run.budget as { perTrial?: Record<string, unknown>; total?: Record<string, unknown> }
   const usage = c.run.usage
+  // the per-trial limit with the highest trial's use, as the CLI report says it (tester16d F5)
+  const perTrialCell = (key: string): string => {
+    const limit = budget.perTrial?.[key]
+    if (limit === undefined) return "none"
+    const high = (c.run.highestTrial as Partial<Record<string, number>> | null | undefined)?.[key]
+    if (typeof limit !== "number" || high === undefined) return e(limit)
+    const [u, l] = distinctFigures(key as BudgetFigure, high, limit)
+    return e(`${l} (highest trial ${u}${limit > 0 ? `, ${Math.round((high / limit) * 100)}%` : ""})`)
+  }
   const usageRow = (name: string, used: number, shownUsed: string, key: string) => {
     const limit = budget.total?.[key]
     // the bar stops at its end; the figure is the real use (past 100 %, said so: issue 16 N1)
@@ -122,7 +132,7 @@ ${li("analysis", e(`level ${pct(c.level)}, ${c.resamples} bootstrap resamples, s
       frac === null ? "" : `<div class="occ"><div class="fill" style="width:${(Math.min(1, frac) * 100).toFixed(1)}%"></div></div> ${
         (frac * 100).toFixed(0)
       }%${frac > 1 + 1e-9 ? ` <span class="over">(over the total budget)</span>` : ""}`
-    }</td><td>${budget.perTrial?.[key] === undefined ? "none" : e(budget.perTrial[key])}</td></tr>`
+    }</td><td>${perTrialCell(key)}</td></tr>`
   }
   const notCompared = c.variants.flatMap((v) => v.trials.filter((t) => !t.compared).map((t) => ({ ...t, variantId: v.variantId })))
   const run = `<ul class="facts">
@@ -143,7 +153,9 @@ ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeM
 <h3>Trials not compared</h3>
 <table><thead><tr><th>trial</th><th>variant</th><th>state</th><th>reason</th></tr></thead><tbody id="run-excluded">${
     notCompared.map((t) => `<tr><td class="mono"><a href="${e(trialHref(t.trialId))}">${e(t.trialId)}</a></td><td class="mono">${e(t.variantId)}</td><td>${e(t.status)}</td><td class="msg">${e(t.reason ?? "")}</td></tr>`).join("")
-  }${c.run.notStarted.map((id) => `<tr><td class="mono">${e(id)}</td><td></td><td>not started</td><td>left out</td></tr>`).join("")}</tbody></table>`
+  }${c.run.notStarted.map((id) => `<tr><td class="mono">${e(id)}</td><td></td><td>not started</td><td>left out</td></tr>`).join("")}${
+    notCompared.length === 0 && c.run.notStarted.length === 0 ? `<tr><td colspan="4">none</td></tr>` : ""
+  }</tbody></table>`
 
   // Compare
   const head = shown.map((m) => `<th>${e(m.name)}${m.unit === "" ? "" : ` (${e(m.unit)})`} ${m.direction === "maximize" ? "↑" : m.direction === "minimize" ? "↓" : "→"}</th>`).join("")

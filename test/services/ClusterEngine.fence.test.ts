@@ -360,8 +360,15 @@ describe("cluster fence: the pool lease", () => {
       yield* sql`UPDATE assay_cluster_inflight SET token = NULL, heartbeat_at = NULL WHERE pipeline_id = ${spec.pipelineId}`
       assert.strictEqual(yield* Fiber.join(next), "done")
       assert.deepStrictEqual(calls, [0, 1])
-      const slots = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM assay_pool_slot WHERE pool = 'llm2' AND holder IS NOT NULL AND expires_at > now()`
-      assert.strictEqual(slots[0]!.n, 0, "no slot left held")
+      // releases are queued and written in one statement per flush (pg17m, `releaseDelay`
+      // 20 ms): the slot comes back within a flush, not at the join
+      const held = sql<{ n: number }>`SELECT count(*)::int AS n FROM assay_pool_slot WHERE pool = 'llm2' AND holder IS NOT NULL AND expires_at > now()`
+      let n = (yield* held)[0]!.n
+      for (let i = 0; i < 40 && n > 0; i++) {
+        yield* Effect.sleep("50 millis")
+        n = (yield* held)[0]!.n
+      }
+      assert.strictEqual(n, 0, "no slot left held")
     }).pipe(
       Effect.scoped,
       Effect.provide(servicesOn(db))

@@ -14,6 +14,8 @@ import * as Cause from "effect/Cause"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
 import { stripVTControlCharacters } from "node:util"
 import { ModuleLoader, type ModuleLoaderService, NeedsFullRuntime } from "../layers/ModuleLoader.js"
@@ -202,6 +204,15 @@ export interface MainOptions {
   readonly onNeedsFullRuntime?: ((url: string) => void) | undefined
 }
 
+/**
+ * The CLI's logger: Effect's default line (`timestamp=… level=… fiber=… message=…`) written to
+ * standard error, never to standard output. Effect's default logger writes with `console.log`
+ * (stdout), so a log line of a command asked for JSON on stdout (`run --summary json`,
+ * `report --json`, `export` to stdout, `study report --json`, `validate --json`) came before
+ * the JSON and broke its reader (issue 18: a readOnly cache read from a snapshot).
+ */
+const stderrLogger = Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.stringLogger))
+
 const needsFullRuntime = (exit: Exit.Exit<unknown, unknown>): Option.Option<string> =>
   Exit.isFailure(exit)
     ? Option.map(
@@ -243,7 +254,8 @@ export const main = (argv: ReadonlyArray<string>, options: MainOptions = {}): vo
     Effect.provideService(ModuleLoader, options.modules ?? ModuleLoader.defaultValue()),
     // one instance of its own: the bundle's and the unbundled runtime's never share listeners
     Effect.provideService(Signals.Signals, Signals.makeProcess()),
-    Effect.provide(NodeContext.layer)
+    // every log line on stderr: stdout carries only what a command prints (its JSON, a table)
+    Effect.provide(Layer.merge(NodeContext.layer, stderrLogger))
   )
   NodeRuntime.runMain(program, {
     disableErrorReporting: true,

@@ -144,7 +144,11 @@ export interface CacheFigures {
  * failedCalls` were answered (before 0.13.0, `calls` counted the answered attempts, each
  * once, and the calls sent were `calls + refused + failedCalls`; a connection that never
  * reached the provider is not a call); `cacheHits` the attempts served by the call cache
- * (outcome `cache_hit`: no call, no tokens, no cost), `tokensIn` / `tokensOut` the sums of
+ * (outcome `cache_hit`: no call, no tokens, no cost), any cached task's (a pure task declared
+ * `cache: true` included); `modelCallHits` those of them whose task declares a pool resource
+ * (`chat`, `judge`, any task with a `resource`: it would have leased one to make its call),
+ * the model calls the cache saved (since 0.14.0; a hit recorded before that version does not
+ * say its task's pool and counts in `cacheHits` only), `tokensIn` / `tokensOut` the sums of
  * their tokens, `costUsd` the sum of their known costs (US dollars), `estimated` the attempts
  * whose tokens were estimated (the server reported none), `unpriced` the attempts with tokens
  * but no known cost. All 0 in a store before schema version 12 but `cacheHits`.
@@ -157,6 +161,7 @@ export interface AccountingFigures {
   readonly refused: number
   readonly failedCalls: number
   readonly cacheHits: number
+  readonly modelCallHits: number
   readonly tokensIn: number
   readonly tokensOut: number
   readonly costUsd: number

@@ -51,7 +51,7 @@ describe("assay run's summary: model calls, tokens and cost", () => {
 
       const again = yield* assay(["run", "-c", exp, "--store", "rerun.db", "--quiet", "--cache-db", "run.db"], { cwd: dir, env, killAfterMs: 60_000 })
       assert.strictEqual(again.code, 0, again.stderr)
-      assert.include(again.stdout, "model calls: 0, cache hits 3 (any cached task); tokens in 0, out 0; cost $0")
+      assert.include(again.stdout, "model calls: 0, cache hits 3 (any cached task; 3 model calls saved); tokens in 0, out 0; cost $0")
       assert.match(again.stdout, /\ncall cache: 3 hits, 0 misses \(\$0\.\d+ not spent\)\n/)
     }))
 

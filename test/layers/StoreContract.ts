@@ -764,9 +764,18 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
             leaseIds
           })
           // v1: an attempt that leased twice (two calls, as a study trial meters them: a judge's
-          // format repair, tester16c F5; its tokens counted once), then a cache hit
+          // format repair, tester16c F5; its tokens counted once), then a cache hit of a task
+          // that leases from pool llm (its note names the pool: a model call saved), and one
+          // of a pure cached task (a hit, no model call saved)
+          const hitNote = (pool?: string) =>
+            ({
+              retry: false,
+              reason: "cache hit",
+              cache: { status: "hit", key: "0123456789abcdef", ...(pool === undefined ? {} : { pool }) }
+            }) as unknown as NewAttempt["decision"]
           yield* store.recordAttempt(at("v1", call(100, 10, 0.5, ["llm/a#1", "llm/b#2"])))
-          yield* store.recordAttempt(at("v1", { outcome: "cache_hit", leaseIds: [] }))
+          yield* store.recordAttempt(at("v1", { outcome: "cache_hit", leaseIds: [], decision: hitNote("llm") }))
+          yield* store.recordAttempt(at("v1", { outcome: "cache_hit", leaseIds: [], decision: hitNote() }))
           // v2: two calls, the second estimated and unpriced
           yield* store.recordAttempt(at("v2", call(300, 30, 0.25, ["llm/a#3"])))
           yield* store.recordAttempt(at("v2", { ...call(7, 3, null, ["llm/a#4"]), tokensEstimated: true }))
@@ -783,7 +792,8 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
             calls: 6,
             refused: 1,
             failedCalls: 1,
-            cacheHits: 1,
+            cacheHits: 2,
+            modelCallHits: 1,
             tokensIn: 407,
             tokensOut: 43,
             costUsd: 0.75,
@@ -794,10 +804,13 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           // the resources count v1's call on each of a and b: more than the total
           const usage = yield* store.resourceUsage(rid("run-1"))
           assert.strictEqual(usage.reduce((n, u) => n + u.tokensIn, 0), 507)
+          // read again after resourceUsage (SQLite: its one scan's totals serve this stats)
+          const s2 = yield* store.stats(rid("run-1"))
+          assert.deepStrictEqual([s2.accounting?.cacheHits, s2.accounting?.modelCallHits], [2, 1])
 
-          const v1 = { pipelineId: P("v1"), calls: 2, refused: 0, failedCalls: 0, cacheHits: 1, tokensIn: 100, tokensOut: 10, costUsd: 0.5, estimated: 0, unpriced: 0 }
-          const v2 = { pipelineId: P("v2"), calls: 4, refused: 1, failedCalls: 1, cacheHits: 0, tokensIn: 307, tokensOut: 33, costUsd: 0.25, estimated: 1, unpriced: 1 }
-          const v4 = { pipelineId: P("v4"), calls: 1, refused: 0, failedCalls: 0, cacheHits: 0, tokensIn: 5, tokensOut: 5, costUsd: 1, estimated: 0, unpriced: 0 }
+          const v1 = { pipelineId: P("v1"), calls: 2, refused: 0, failedCalls: 0, cacheHits: 2, modelCallHits: 1, tokensIn: 100, tokensOut: 10, costUsd: 0.5, estimated: 0, unpriced: 0 }
+          const v2 = { pipelineId: P("v2"), calls: 4, refused: 1, failedCalls: 1, cacheHits: 0, modelCallHits: 0, tokensIn: 307, tokensOut: 33, costUsd: 0.25, estimated: 1, unpriced: 1 }
+          const v4 = { pipelineId: P("v4"), calls: 1, refused: 0, failedCalls: 0, cacheHits: 0, modelCallHits: 0, tokensIn: 5, tokensOut: 5, costUsd: 1, estimated: 0, unpriced: 0 }
           // without an order: by pipeline id (a suite member's ids are prefixed: sorted here too)
           const byId = <A extends { readonly pipelineId: string }>(xs: ReadonlyArray<A>) =>
             [...xs].sort((a, b) => (a.pipelineId < b.pipelineId ? -1 : 1))

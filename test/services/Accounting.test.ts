@@ -15,6 +15,7 @@ import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Pricing from "../../src/domain/Pricing.js"
 import type { AttemptRecord } from "../../src/domain/Records.js"
 import * as Resource from "../../src/domain/Resource.js"
+import * as Task from "../../src/domain/Task.js"
 import * as RunConfig from "../../src/domain/RunConfig.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as SqliteCallCache from "../../src/layers/SqliteCallCache.js"
@@ -59,6 +60,8 @@ const runOn = (
     readonly pricing?: Pricing.PriceTable
     readonly resourcePricing?: unknown
     readonly cacheFile?: string
+    /** A pure task declared `cache: true` before the chat (a cached task that calls no model). */
+    readonly pure?: boolean
   } = {}
 ) =>
   Effect.gen(function*() {
@@ -70,7 +73,9 @@ const runOn = (
       factory: chatClientFactory(),
       ...(options.resourcePricing !== undefined ? { pricing: options.resourcePricing } : {})
     })
-    const template = Pipeline.make("ask", chat({ retry: { maxAttempts: 1 }, ...(options.model !== undefined ? { model: options.model } : {}) }))
+    const ask = chat({ retry: { maxAttempts: 1 }, ...(options.model !== undefined ? { model: options.model } : {}) })
+    const prepare = Task.make("prepare", { cache: true }, (row: { readonly prompt: string }) => Effect.succeed({ prompt: row.prompt }))
+    const runAll = options.pure === true ? Runner.run(Pipeline.make("ask", prepare, ask).map(rows)) : Runner.run(Pipeline.make("ask", ask).map(rows))
     const env = Layer.provideMerge(
       Runner.layer({
         handleSignals: false,
@@ -85,7 +90,7 @@ const runOn = (
       )
     )
     return yield* Effect.gen(function*() {
-      const report = yield* Runner.run(template.map(rows))
+      const report = yield* runAll
       assert.strictEqual(report.stats.byState.succeeded, rows.length)
       const store = yield* Store
       const attempts = Chunk.toReadonlyArray(yield* Stream.runCollect(store.streamAttempts({ runId: report.runId })))
@@ -275,10 +280,33 @@ describe("token and cost accounting through the runner (mock LLM)", () => {
       assert.isAbove(saved, 0)
       assert.include(
         renderText(again.report),
-        `Tokens and cost (each attempt once): calls 0, cache hits 3 (any cached task); tokens in 0, out 0; cost $0; saved by the call cache: ${saved} tokens, ${
+        `Tokens and cost (each attempt once): calls 0, cache hits 3 (any cached task; 3 model calls saved); tokens in 0, out 0; cost $0; saved by the call cache: ${saved} tokens, ${
           formatUsd(again.report.cache.costSavedUsd!)
         }`
       )
+    }))
+
+  it.scopedLive("the hits of a pure cached task are cache hits, not model calls saved: cacheHits counts both, modelCallHits the chat's", () =>
+    Effect.gen(function*() {
+      const server = yield* mock
+      const dir = fs.mkdtempSync(NodePath.join(os.tmpdir(), "assay-acct-"))
+      const cacheFile = NodePath.join(dir, "cache.db")
+      const first = yield* runOn(server, "with", { cacheFile, pure: true })
+      assert.deepStrictEqual([first.report.accounting.total.cacheHits, first.report.accounting.total.modelCallHits], [0, 0])
+      const again = yield* runOn(server, "with", { cacheFile, pure: true })
+      const total = again.report.accounting.total
+      // 3 rows: 3 hits of the pure task, 3 of chat (whose task leases from pool llm)
+      assert.deepStrictEqual([total.calls, total.cacheHits, total.modelCallHits], [0, 6, 3])
+      assert.deepStrictEqual(again.report.accounting.runs.map((r) => [r.cacheHits, r.modelCallHits]), [[6, 3]])
+      assert.include(renderText(again.report), "calls 0, cache hits 6 (any cached task; 3 model calls saved); ")
+      const json = JSON.parse(JSON.stringify(again.report)) as { accounting: { total: Record<string, unknown> } }
+      assert.strictEqual(json.accounting.total["modelCallHits"], 3)
+      // per pipeline: one hit of each task, one model call saved
+      assert.deepStrictEqual(
+        again.report.accounting.pipelines.rows.map((p) => [p.cacheHits, p.modelCallHits]),
+        rows.map(() => [2, 1])
+      )
+      fs.rmSync(dir, { recursive: true, force: true })
     }))
 })
 

@@ -117,6 +117,7 @@ describe("Monitor", () => {
         refused: 1,
         failed_calls: 0,
         cache_hits: 1,
+        model_call_hits: 0,
         tokens_in: 108,
         tokens_out: 22,
         cost_usd: 0.0004,
@@ -145,9 +146,9 @@ describe("Monitor", () => {
       // the pipelines view: each row's own figures (one aggregate per page); none without calls
       const rows = (yield* Monitor.storeReads(store).pipelinesPage({ runId: rid("new"), after: undefined, limit: 3 })).rows
       assert.deepStrictEqual(rows.map((r) => [r.pipeline_id, r.accounting]), [
-        ["new-p000", { calls: 3, refused: 1, failed_calls: 0, cache_hits: 0, tokens_in: 100, tokens_out: 20, cost_usd: 0.0004, estimated: 0, unpriced: 0 }],
+        ["new-p000", { calls: 3, refused: 1, failed_calls: 0, cache_hits: 0, model_call_hits: 0, tokens_in: 100, tokens_out: 20, cost_usd: 0.0004, estimated: 0, unpriced: 0 }],
         // its only call had no price: its cost is unknown (null), not $0
-        ["new-p001", { calls: 1, refused: 0, failed_calls: 0, cache_hits: 1, tokens_in: 8, tokens_out: 2, cost_usd: null, estimated: 1, unpriced: 1 }],
+        ["new-p001", { calls: 1, refused: 0, failed_calls: 0, cache_hits: 1, model_call_hits: 0, tokens_in: 8, tokens_out: 2, cost_usd: null, estimated: 1, unpriced: 1 }],
         ["new-p002", undefined]
       ])
       const all = yield* Monitor.readSnapshot(store, { runId: "all" })

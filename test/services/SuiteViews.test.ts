@@ -268,7 +268,7 @@ describe("SuiteViews", () => {
     Effect.gen(function*() {
       const f = yield* makeFake
       const cumulative = yield* SuiteViews.buildSuiteReport(f.suite)
-      const spend = { calls: 4, refused: 0, failedCalls: 0, cacheHits: 0, tokensIn: 1200, tokensOut: 300, costUsd: 0.5, estimated: 0, unpriced: 0 }
+      const spend = { calls: 4, refused: 0, failedCalls: 0, cacheHits: 0, modelCallHits: 0, tokensIn: 1200, tokensOut: 300, costUsd: 0.5, estimated: 0, unpriced: 0 }
       const withSpend = (superseded: number, runId: string | null) => ({
         ...cumulative,
         superseded,

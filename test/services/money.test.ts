@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { cacheLineText, callsServedText, callsText, formatCost, formatUsd, knownCost } from "../../src/services/internal/money.js"
+import { cacheHitsText, cacheLineText, callsServedText, callsText, formatCost, formatUsd, knownCost } from "../../src/services/internal/money.js"
 import { figuresText } from "../../src/services/internal/report.js"
 
 describe("formatUsd", () => {
@@ -32,13 +32,18 @@ describe("formatCost: a total with unpriced calls never reads as a plain dollar 
     assert.deepStrictEqual([knownCost(0, 2), knownCost(0.5, 2), knownCost(0, 0)], [null, 0.5, 0])
   })
   it("the report's figures in words say a partly priced total is a lower bound", () => {
-    const text = figuresText({ calls: 4, refused: 0, failedCalls: 0, cacheHits: 0, tokensIn: 10, tokensOut: 5, costUsd: 0.011, estimated: 0, unpriced: 1 })
+    const text = figuresText({ calls: 4, refused: 0, failedCalls: 0, cacheHits: 0, modelCallHits: 0, tokensIn: 10, tokensOut: 5, costUsd: 0.011, estimated: 0, unpriced: 1 })
     assert.include(text, "cost >= $0.011 (1 call unpriced)")
     // every call sent, and how many were answered when not all were (tester18c F4)
     assert.include(text, "calls 4; ")
-    const refused = figuresText({ calls: 312, refused: 12, failedCalls: 0, cacheHits: 0, tokensIn: 10, tokensOut: 5, costUsd: 0.011, estimated: 0, unpriced: 0 })
+    const refused = figuresText({ calls: 312, refused: 12, failedCalls: 0, cacheHits: 0, modelCallHits: 0, tokensIn: 10, tokensOut: 5, costUsd: 0.011, estimated: 0, unpriced: 0 })
     assert.include(refused, "calls 312 (300 answered, 12 refused with 429); ")
     assert.strictEqual(callsText({ calls: 8, refused: 1, failedCalls: 2 }), "8 (5 answered, 1 refused with 429, 2 failed at the endpoint)")
+    // the hits of any cached task, and of them the model calls saved (hits of tasks on a pool)
+    const hits = figuresText({ calls: 0, refused: 0, failedCalls: 0, cacheHits: 28, modelCallHits: 20, tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 })
+    assert.include(hits, "calls 0, cache hits 28 (any cached task; 20 model calls saved); ")
+    assert.strictEqual(cacheHitsText({ cacheHits: 1, modelCallHits: 1 }), ", cache hits 1 (any cached task; 1 model call saved)")
+    assert.strictEqual(cacheHitsText({ cacheHits: 0, modelCallHits: 0 }), "")
   })
 })
 

@@ -102,7 +102,7 @@ export const referenceReport = (
     }
     const usage = new Map<string, Figures>()
     type Once = { -readonly [K in keyof AccountingFigures]: number }
-    const zeroOnce = (): Once => ({ calls: 0, refused: 0, failedCalls: 0, cacheHits: 0, tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 })
+    const zeroOnce = (): Once => ({ calls: 0, refused: 0, failedCalls: 0, cacheHits: 0, modelCallHits: 0, tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 })
     /** A call sent and not answered: on a resource, no tokens, failed with a 429 or at the endpoint. */
     const unanswered = (a: { outcome: string; errorClass: string | null; leaseIds: ReadonlyArray<string>; tokensIn: number | null; tokensOut: number | null }) =>
       a.outcome !== "cache_hit" && a.leaseIds.length > 0 && a.tokensIn === null && a.tokensOut === null
@@ -119,9 +119,13 @@ export const referenceReport = (
         tokensOut: number | null
         tokensEstimated: boolean
         costUsd: number | null
+        decision?: unknown
       }
     ) => {
       if (a.outcome === "cache_hit") u.cacheHits++
+      // a hit whose note names its task's pool: a model call saved
+      const note = (a.decision as { cache?: { pool?: unknown } } | null | undefined)?.cache
+      if (a.outcome === "cache_hit" && typeof note?.pool === "string") u.modelCallHits++
       const un = unanswered(a)
       if (a.tokensIn !== null || a.tokensOut !== null || un !== undefined) u.calls += Math.max(1, a.leaseIds.length)
       if (un === "refused") u.refused++

@@ -148,6 +148,12 @@ export interface AimdState {
   /** The request rate the last answer's rate-limit headers allow, and when it was read. */
   headerCeiling: number | undefined
   headerAt: number
+  /**
+   * The refill rate the last answer's headers imply (requests per second: `(limit −
+   * remaining) / reset`, the smaller of the requests' and the tokens'), read with
+   * `headerCeiling` (`headerAt`); `undefined` when they imply none.
+   */
+  headerRefill: number | undefined
   /** Moving average of the tokens one request used (for the token limits' headers). */
   tokensPerRequest: number | undefined
   /** When the last report was heard (the state's age on a resume). */
@@ -234,6 +240,7 @@ export const initial = (p: AimdParams, capacity: number, now: number): AimdState
   latencySamples: 0,
   headerCeiling: undefined,
   headerAt: Number.NEGATIVE_INFINITY,
+  headerRefill: undefined,
   tokensPerRequest: undefined,
   lastReportAt: now,
   ownDelayTotalMs: 0,
@@ -377,6 +384,29 @@ export const headerCeiling = (
 }
 
 /**
+ * The refill rate a response's rate-limit headers imply (requests per second): per limit
+ * `(limit − remaining) / reset` (what was used of it, refilled by the time it reads full: a
+ * token bucket's rate, whatever its size), the smaller of the requests' and the tokens'
+ * (converted by `tokensPerRequest`); `undefined` when no limit names all three, or each reads
+ * full now (a reset of 0 or past, `remaining ≥ limit`).
+ *
+ * @internal
+ */
+export const headerRefill = (status: RateLimitStatus, tokensPerRequest: number | undefined): number | undefined => {
+  const one = (l: LimitStatus | undefined): number | undefined =>
+    l === undefined || l.limit === undefined || l.remaining === undefined || l.resetMs === undefined ||
+      l.resetMs <= 0 || l.remaining >= l.limit
+      ? undefined
+      : ((l.limit - l.remaining) * 1000) / l.resetMs
+  const req = one(status.requests)
+  const tpr = tokensPerRequest !== undefined && tokensPerRequest > 0 ? tokensPerRequest : undefined
+  const tok = tpr === undefined ? undefined : one(status.tokens)
+  const tokReq = tok === undefined || tpr === undefined ? undefined : tok / tpr
+  if (req === undefined) return tokReq
+  return tokReq === undefined ? req : Math.min(req, tokReq)
+}
+
+/**
  * A multiplicative decrease at `now` (at most one per `holdMs`: later signals within it are
  * the same congestion event, except a 429 of a request leased after the last cut, `leasedAt`,
  * which was refused at the lowered allowance): the window is cut by `decrease`; on a rate limit the rate is cut
@@ -392,7 +422,8 @@ export const decrease = (
   p: AimdParams,
   now: number,
   reason: DecreaseReason,
-  leasedAt?: number | undefined
+  leasedAt?: number | undefined,
+  pauseMs?: number | undefined
 ): boolean => {
   // the same congestion event: within a hold of the last cut, unless the refused request was
   // sent after that cut (it saw the lowered allowance and was still refused: NewReno's rule,
@@ -439,9 +470,15 @@ export const decrease = (
     // there): the next plateau lasts twice as long (up to 2^MAX_PROBE_DOUBLINGS × `convexMs`);
     // refused at or below the band, or a knee that fell (the limit fell): reset. (Resetting on
     // a knee that rose as well held 0.89–0.91 of a 10 requests/s limit, against 0.93–0.94.)
+    // Only a probe that cost a pause doubles it: a 429 asking for a wait of at least a hold (a
+    // Retry-After of whole seconds) silences the key that long, which is what the long
+    // plateau saves; a bare 429 or a wait of milliseconds costs one request, and a plateau of
+    // 24 s after it only delays finding a limit that rose (bench/adaptive-raise.ts, signals
+    // none: 25 s instead of 12 s when the raise fell early in a long plateau)
     const probed = previous !== undefined && current > (1 + band) * previous
     const held = probed && s.knee >= (1 - 2 * band) * previous
-    s.probeDoublings = held ? Math.min(MAX_PROBE_DOUBLINGS, s.probeDoublings + 1) : 0
+    const paused = pauseMs !== undefined && pauseMs >= p.holdMs
+    s.probeDoublings = held && paused ? Math.min(MAX_PROBE_DOUBLINGS, s.probeDoublings + 1) : 0
     const restart = Math.min(current, Math.max(current * p.decrease, floor))
     // past slow start, never restart above the knee (CUBIC's plateau is the last loss point,
     // RFC 9438 §4.2; here measured as BBR measures it): restarting above it, the next refusal
@@ -465,6 +502,34 @@ const recordCut = (s: AimdState, now: number, reason: DecreaseReason): true => {
   s.decreases++
   s.epochAt = now
   s.okInEpoch = 0
+  return true
+}
+
+/**
+ * How fast the rate grows toward a refill the headers announce well above it: ×2 per this
+ * many ms of answers (slow start's doubling at the pace of its limited form past
+ * {@link LIMITED_SLOW_START}, see {@link liftedByHeaders}).
+ */
+const LIFT_DOUBLING_MS = 1000
+
+/**
+ * The headers' lift, for one successful answer at `now` past slow start: when the last
+ * answer's headers are fresh and the refill they imply (`headerRefill`) is more than
+ * `1 + 2 × (1 − goodputFloor)` times the rate `r`, the rate doubles per
+ * {@link LIFT_DOUBLING_MS} of answers up to `goodputFloor` of that refill (never past it), and
+ * the plateau is over (its clock starts again at the new rate). Returns whether it lifted.
+ * A server that says how much room it has is not probed for it (OpenAI's cookbook: pace by
+ * the headers): a limit raised mid-run was found only by the convex climb, 16–18 s
+ * (bench/adaptive-raise.ts, signals headers), and a refill that does not exceed the rate by
+ * two bands (a bucket in use at its limit reads its own rate) lifts nothing.
+ */
+const liftedByHeaders = (s: AimdState, p: AimdParams, now: number, r: number): boolean => {
+  const band = 1 - p.goodputFloor
+  const refill = headerFresh(s, p, now) ? s.headerRefill : undefined
+  if (refill === undefined || !(refill > (1 + 2 * band) * r)) return false
+  s.rate = Math.min(p.goodputFloor * refill, r * Math.pow(2, 1000 / (LIFT_DOUBLING_MS * r)))
+  s.aboveSince = undefined
+  s.probeDoublings = 0
   return true
 }
 
@@ -493,6 +558,8 @@ export const increase = (s: AimdState, p: AimdParams, now: number, capacity: num
       // then, the further past the limit it is at the first 429 (issue 18)
       const doublingMs = r < LIMITED_SLOW_START * p.initialRate ? p.slowStartMs : CSS_GROWTH_DIVISOR * p.slowStartMs
       s.rate = r * Math.pow(2, 1000 / (doublingMs * r))
+    } else if (liftedByHeaders(s, p, now, r)) {
+      // done: the headers announce room well above the rate
     } else {
       // gentle within ±(1 − goodputFloor) of the knee; past it the knee is stale: fast again
       const knee = s.knee ?? r
@@ -553,6 +620,8 @@ export const onReport = (
     readonly usage: Readonly<Record<string, number>> | undefined
     readonly rateLimit: RateLimitStatus | undefined
     readonly errorClass: string | undefined
+    /** The wait the error asked for (ms: a Retry-After), when it named one. */
+    readonly retryAfterMs?: number | undefined
     /** When the reported lease was granted (epoch ms), when known. */
     readonly leasedAt?: number | undefined
     /**
@@ -573,7 +642,8 @@ export const onReport = (
     // `undefined`: the headers name no budget, or only limits that read full now (no cap
     // then, not the last answer's)
     s.headerCeiling = c
-    s.headerAt = c === undefined ? Number.NEGATIVE_INFINITY : r.now
+    s.headerRefill = headerRefill(r.rateLimit, s.tokensPerRequest)
+    s.headerAt = c === undefined && s.headerRefill === undefined ? Number.NEGATIVE_INFINITY : r.now
     // a server that announces its budget paces the rate by it: the long plateau of a knee that
     // held is for servers that say nothing (bench/adaptive-raise.ts, signals headers: a raised
     // limit found in 18–21 s instead of 9 s with it; the headers of a bucket reading full set
@@ -585,7 +655,7 @@ export const onReport = (
   }
   if (r.errorClass === "rate_limit") {
     s.rateLimitedTotal++
-    decrease(s, p, r.now, "rate_limit", r.leasedAt)
+    decrease(s, p, r.now, "rate_limit", r.leasedAt, r.retryAfterMs)
     return
   }
   if (r.ok === false || r.errorClass !== undefined) return

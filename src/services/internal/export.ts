@@ -415,7 +415,7 @@ export const controlRecord = (state: VisitState, artifacts: ReadonlyArray<Artifa
 
 /**
  * A nested `pipelines` row: every field of the pipeline record, `repeat`, the pipeline's token
- * and cost figures over all its attempts (`calls`, `cacheHits`, `tokensIn`, `tokensOut`,
+ * and cost figures over all its attempts (`calls`, `cacheHits`, `modelCallHits`, `tokensIn`, `tokensOut`,
  * `costUsd`, `estimated`, `unpriced`; see `AccountingFigures`; 0 when it made no model call;
  * `costUsd` a lower bound when `unpriced` > 0 and `null` when none of its calls had a price),
  * then `tasks` (task rows) and `artifacts` (artifact metadata with decoded `payload`); with
@@ -436,7 +436,7 @@ export const pipelineRow = (
   artifacts: artifacts.map(artifactRow)
 })
 
-const noFigures: AccountingFigures = { calls: 0, refused: 0, failedCalls: 0, cacheHits: 0, tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 }
+const noFigures: AccountingFigures = { calls: 0, refused: 0, failedCalls: 0, cacheHits: 0, modelCallHits: 0, tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 }
 
 /** A `pipelines` row without its `artifacts` (the head of a {@link LargeRow}). */
 const pipelineHead = (
@@ -452,6 +452,7 @@ const pipelineHead = (
   refused: (accounting ?? noFigures).refused,
   failedCalls: (accounting ?? noFigures).failedCalls,
   cacheHits: (accounting ?? noFigures).cacheHits,
+  modelCallHits: (accounting ?? noFigures).modelCallHits,
   tokensIn: (accounting ?? noFigures).tokensIn,
   tokensOut: (accounting ?? noFigures).tokensOut,
   // unknown (null), not 0, when every call of the pipeline was unpriced

@@ -121,3 +121,15 @@ export const callsText = (f: { readonly calls: number; readonly refused?: number
     failed > 0 ? `, ${failed} failed at the endpoint` : ""
   })`
 }
+
+/**
+ * The cache hits of `AccountingFigures` in words, with a leading comma, or `""` when
+ * there were none: `, cache hits 28 (any cached task; 20 model calls saved)`.
+ *
+ * @since 0.14.0
+ * @category formatting
+ */
+export const cacheHitsText = (a: { readonly cacheHits: number; readonly modelCallHits: number }): string =>
+  a.cacheHits > 0
+    ? `, cache hits ${a.cacheHits} (any cached task; ${a.modelCallHits} model call${a.modelCallHits === 1 ? "" : "s"} saved)`
+    : ""

@@ -324,6 +324,7 @@ export const accountingWire = (f: AccountingFigures): AccountingWire => ({
   refused: f.refused,
   failed_calls: f.failedCalls,
   cache_hits: f.cacheHits,
+  model_call_hits: f.modelCallHits,
   tokens_in: f.tokensIn,
   tokens_out: f.tokensOut,
   cost_usd: knownCost(f.costUsd, f.unpriced),
@@ -336,7 +337,7 @@ const resourceFigures = (store: TaskStore, runId: RunId | undefined): Effect.Eff
   Effect.map(
     typeof (store as Partial<TaskStore>).resourceUsage === "function" ? store.resourceUsage(runId) : Effect.succeed([]),
     (usage) => {
-      const f = { calls: 0, refused: 0, failedCalls: 0, cacheHits: 0, tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 }
+      const f = { calls: 0, refused: 0, failedCalls: 0, cacheHits: 0, modelCallHits: 0, tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 }
       for (const u of usage) {
         f.tokensIn += u.tokensIn ?? 0
         f.tokensOut += u.tokensOut ?? 0
@@ -986,7 +987,8 @@ export const cachedResourceUsage = (
 /**
  * The dashboard's token and cost figures (see {@link Snapshot}; `AccountingFigures`): `calls`
  * the model calls sent (each lease of an attempt that sent one), `cache_hits` the attempts the
- * call cache served.
+ * call cache served (any cached task's), `model_call_hits` those of them whose task declares a
+ * pool resource (the model calls the cache saved).
  *
  * @since 0.8.0
  * @category models
@@ -999,6 +1001,8 @@ export interface AccountingWire {
   /** The calls that failed at the endpoint without an answer (5xx, timeout; since 0.12.0; among `calls`). */
   readonly failed_calls: number
   readonly cache_hits: number
+  /** Of `cache_hits`, those of tasks that declare a pool resource: model calls saved (since 0.14.0). */
+  readonly model_call_hits: number
   readonly tokens_in: number
   readonly tokens_out: number
   /**

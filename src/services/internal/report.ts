@@ -37,7 +37,7 @@ import {
   zeroFigures,
   zeroUsage
 } from "./store/shared.js"
-import { callsText, formatCost, formatUsd, knownCost } from "./money.js"
+import { cacheHitsText, callsText, formatCost, formatUsd, knownCost } from "./money.js"
 import { errorRowOf } from "../../domain/TaskStore.js"
 import { algorithmText, restoredText } from "./algorithmState.js"
 import { type LeasesLost, leaseLostEvents, leasesLostText, tallyLeasesLost } from "./leasesLost.js"
@@ -287,15 +287,16 @@ export const accountingText = (a: Accounting): string =>
 
 /**
  * Figures counted once per attempt in words: the calls and cache hits, then
- * {@link accountingText}: `calls 20, cache hits 3 (any cached task); tokens in 1200, out 340; cost $0.0031`.
- * The hits are of every cached task, model calls or not (a pure `Task.make(…, { cache: true })`
- * hit is one too), so they are worded as such.
+ * {@link accountingText}: `calls 20, cache hits 28 (any cached task; 20 model calls saved);
+ * tokens in 1200, out 340; cost $0.0031`. The hits are of every cached task, model calls or not
+ * (a pure `Task.make(…, { cache: true })` hit is one too), so they are worded as such; the
+ * model calls saved are the hits of tasks that declare a pool resource (`modelCallHits`).
  *
  * @since 0.8.0
  * @category formatting
  */
 export const figuresText = (a: Omit<AccountingFigures, "costUsd"> & { readonly costUsd: number | null }): string =>
-  `calls ${callsText(a)}${a.cacheHits > 0 ? `, cache hits ${a.cacheHits} (any cached task)` : ""}; ${accountingText(a)}`
+  `calls ${callsText(a)}${cacheHitsText(a)}; ${accountingText(a)}`
 
 /**
  * One reported metric card, with `text` formatted by its display (number, percent, text).

@@ -36,6 +36,7 @@ import {
   cacheFiguresOfRow,
   sqliteCacheFigures,
   ACCOUNTING_COLUMNS_V11,
+  SQLITE_POOLED_HIT,
   accountingOrderSql,
   figuresOfRow
 } from "../../../services/internal/store/shared.js"
@@ -135,6 +136,7 @@ type AttemptFigures = {
   readonly refused: number
   readonly failed_calls: number
   readonly cache_hits: number
+  readonly model_call_hits: number
   readonly tokens_in: number
   readonly tokens_out: number
   readonly cost_usd: number
@@ -507,7 +509,8 @@ export const makeReads = (
         CASE WHEN ${kept} THEN NULL WHEN a.decision IS NOT NULL AND json_type(a.decision, '$.retry') = 'true' THEN a.attempt_id END AS rid,
         a.error_class = 'rate_limit' AS rl, a.outcome = 'cache_hit' AS hit, ${sql.literal(accounting ? carries : "0")} AS acc,
         ${sql.literal(accounting ? unanswered : "0")} AS un, a.error_class IN ('upstream', 'timeout') AS ef,
-        ${sql.literal(accounting ? `CASE WHEN ${unanswered} AND NOT ${carries} THEN json_array_length(a.lease_ids) END` : "NULL")} AS ul
+        ${sql.literal(accounting ? `CASE WHEN ${unanswered} AND NOT ${carries} THEN json_array_length(a.lease_ids) END` : "NULL")} AS ul,
+        CASE WHEN a.outcome = 'cache_hit' THEN ${sql.literal(SQLITE_POOLED_HIT.replace("decision", "a.decision"))} ELSE 0 END AS mch
         FROM attempts a WHERE ${scope} LIMIT -1 OFFSET 0`
       const perGroup = known.map((_, i) => `, count(*) FILTER (WHERE m & ${2 ** i}), count(*) FILTER (WHERE m & ${2 ** i} AND rl)`).join("")
       const [row] = yield* q(
@@ -516,7 +519,7 @@ export const makeReads = (
           '[' || coalesce(group_concat(rid), '') || ']', count(*) FILTER (WHERE un AND rl), count(*) FILTER (WHERE un AND ef),
           coalesce(sum(ul) FILTER (WHERE rl OR ef), 0)${
           sql.literal(perGroup)
-        } FROM (${scan})`.values
+        }, count(*) FILTER (WHERE mch) FROM (${scan})`.values
       )
       if (row === undefined || Number(row[4]) > 0) return undefined
       const out = usageByTarget()
@@ -561,6 +564,7 @@ export const makeReads = (
         refused: Number(row[6]),
         failed_calls: Number(row[7]),
         cache_hits: Number(row[3]),
+        model_call_hits: Number(row[9 + 2 * known.length]),
         tokens_in: Number(totals.tokens_in ?? 0),
         tokens_out: Number(totals.tokens_out ?? 0),
         cost_usd: Number(totals.cost_usd ?? 0),

@@ -38,7 +38,9 @@ export interface CacheEnv {
  * cache failed to store (the task ran and its result stands; counted as a miss and as a
  * failed write, `writeFailures`); `lookupFailed: true` when the cache failed to answer the
  * lookup before the task ran (a damaged or unreadable cache: counted as a miss and as a failed
- * lookup, `lookupFailures`).
+ * lookup, `lookupFailures`); `pool` on a `hit` of a task that declares a pool resource (it
+ * would have leased one to make its call): the pool, what the accounting counts as a model
+ * call saved (`AccountingFigures.modelCallHits`).
  *
  * @internal
  */
@@ -49,6 +51,7 @@ export interface CacheNote {
   readonly lookupFailed?: true | undefined
   readonly storedAt?: number | undefined
   readonly usage?: CacheUsageTokens | null | undefined
+  readonly pool?: string | undefined
 }
 
 /**
@@ -63,6 +66,8 @@ export interface Plan {
   readonly ttlMs: number | null
   readonly key: string
   readonly namespace: CallCache.CacheNamespace
+  /** The pool the task leases from (`resource`), `null`: none. */
+  readonly pool: string | null
   lookupFailed?: boolean
 }
 
@@ -147,7 +152,8 @@ export const planOf = (
     })
   return Effect.map(
     material,
-    (m) => m === undefined ? undefined : { mode, ttlMs, key: CallCache.keyOf(m, namespace), namespace }
+    (m) =>
+      m === undefined ? undefined : { mode, ttlMs, key: CallCache.keyOf(m, namespace), namespace, pool: task.options.resource }
   )
 }
 
@@ -190,7 +196,13 @@ export const lookup = (
       const reusable = entry.codec === JsonCodec.name && entry.typeName === "json" && registry.codecFor(value) === JsonCodec
       return Option.some({
         value,
-        note: { status: "hit" as const, key: plan.key.slice(0, 16), storedAt: entry.createdAt, usage: entry.usage },
+        note: {
+          status: "hit" as const,
+          key: plan.key.slice(0, 16),
+          storedAt: entry.createdAt,
+          usage: entry.usage,
+          ...(plan.pool === null ? {} : { pool: plan.pool })
+        },
         encoded: reusable ? stored : undefined
       })
     })),

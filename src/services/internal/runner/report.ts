@@ -11,7 +11,7 @@ import * as Export from "../export.js"
 import type { RunCacheTrouble, RunReport } from "../../Runner.js"
 import { Store, type StoreStats } from "../../Store.js"
 import type { RunId } from "../../../domain/Ids.js"
-import { cacheLineText, callsText, formatCost } from "../money.js"
+import { cacheHitsText, cacheLineText, callsText, formatCost } from "../money.js"
 
 /**
  * The facts a report is made of.
@@ -116,7 +116,7 @@ class Report implements RunReport {
     const a = s.accounting
     if (a !== undefined && (a.calls > 0 || a.cacheHits > 0 || a.tokensIn + a.tokensOut > 0 || a.costUsd > 0)) {
       lines.push(
-        `model calls: ${callsText(a)}${a.cacheHits > 0 ? `, cache hits ${a.cacheHits} (any cached task)` : ""}; tokens in ${a.tokensIn}, out ${a.tokensOut}${
+        `model calls: ${callsText(a)}${cacheHitsText(a)}; tokens in ${a.tokensIn}, out ${a.tokensOut}${
           a.estimated > 0 ? ` (${a.estimated} attempt(s) estimated)` : ""
         }; cost ${formatCost(a.costUsd, a.unpriced)}`
       )

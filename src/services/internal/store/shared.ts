@@ -152,6 +152,7 @@ export const zeroFigures = (): Mutable<AccountingFigures> => ({
   refused: 0,
   failedCalls: 0,
   cacheHits: 0,
+  modelCallHits: 0,
   tokensIn: 0,
   tokensOut: 0,
   costUsd: 0,
@@ -171,6 +172,7 @@ export const sumFigures = <A extends AccountingFigures>(a: A, b: AccountingFigur
   refused: a.refused + b.refused,
   failedCalls: a.failedCalls + b.failedCalls,
   cacheHits: a.cacheHits + b.cacheHits,
+  modelCallHits: a.modelCallHits + b.modelCallHits,
   tokensIn: a.tokensIn + b.tokensIn,
   tokensOut: a.tokensOut + b.tokensOut,
   costUsd: a.costUsd + b.costUsd,
@@ -188,6 +190,15 @@ interface AccountedAttempt {
   readonly tokensOut?: number | null | undefined
   readonly tokensEstimated?: boolean | undefined
   readonly costUsd?: number | null | undefined
+  /** The attempt's decision (a cache hit's note, `decision.cache`, names its task's pool). */
+  readonly decision?: unknown
+}
+
+/** Whether a cache hit's note names the pool its task leases from (a model call saved, see `AccountingFigures`). */
+const savedModelCall = (decision: unknown): boolean => {
+  if (typeof decision !== "object" || decision === null) return false
+  const cache = (decision as { readonly cache?: unknown }).cache
+  return typeof cache === "object" && cache !== null && typeof (cache as { readonly pool?: unknown }).pool === "string"
 }
 
 /**
@@ -207,7 +218,10 @@ const accounted = (a: AccountedAttempt): boolean =>
 
 const addAttempt = (f: Mutable<AccountingFigures>, a: AccountedAttempt): void => {
   const tokens = (a.tokensIn ?? null) !== null || (a.tokensOut ?? null) !== null
-  if (a.outcome === "cache_hit") f.cacheHits++
+  if (a.outcome === "cache_hit") {
+    f.cacheHits++
+    if (savedModelCall(a.decision)) f.modelCallHits++
+  }
   const unanswered = unansweredCall(a)
   // each lease of an attempt that sent a model call is a call (a judge's format repair is a second one)
   if (tokens || unanswered !== undefined) f.calls += Math.max(1, a.leaseIds?.length ?? 0)
@@ -279,6 +293,15 @@ export const accountingFold = () => {
   }
 }
 
+/**
+ * Whether a cache hit's note (`decision.cache.pool`) names the pool its task leases from, in
+ * SQLite (a model call saved, see `AccountingFigures.modelCallHits`).
+ *
+ * @since 0.14.0
+ * @category statistics
+ */
+export const SQLITE_POOLED_HIT = `json_type(decision, '$.cache.pool') = 'text'`
+
 /** An attempt on a pool resource without tokens, not a cache hit: a call that got no answer when it failed (see `AccountingFigures`). */
 const UNANSWERED = `tokens_in IS NULL AND tokens_out IS NULL AND outcome <> 'cache_hit' AND lease_ids <> '[]'`
 
@@ -287,13 +310,15 @@ const SENT = `(tokens_in IS NOT NULL OR tokens_out IS NOT NULL OR (${UNANSWERED}
 
 /**
  * The select list of the accounting figures, given how the dialect counts an attempt's calls
- * (`leases`: the length of its `lease_ids` JSON array, at least 1).
+ * (`leases`: the length of its `lease_ids` JSON array, at least 1) and whether a cache hit's
+ * note names its task's pool (`pooled`, over the `decision` column: a model call saved).
  */
-const accountingColumns = (leases: string): string =>
+const accountingColumns = (leases: string, pooled: string): string =>
   `coalesce(sum(CASE WHEN ${SENT} THEN ${leases} END), 0) AS calls,
   count(*) FILTER (WHERE ${UNANSWERED} AND error_class = 'rate_limit') AS refused,
   count(*) FILTER (WHERE ${UNANSWERED} AND error_class IN ('upstream', 'timeout')) AS failed_calls,
   count(*) FILTER (WHERE outcome = 'cache_hit') AS cache_hits,
+  count(*) FILTER (WHERE outcome = 'cache_hit' AND ${pooled}) AS model_call_hits,
   coalesce(sum(tokens_in), 0) AS tokens_in, coalesce(sum(tokens_out), 0) AS tokens_out,
   coalesce(sum(cost_usd), 0) AS cost_usd, count(*) FILTER (WHERE tokens_estimated = 1) AS estimated,
   count(*) FILTER (WHERE cost_usd IS NULL AND coalesce(tokens_in, 0) + coalesce(tokens_out, 0) > 0) AS unpriced`
@@ -302,13 +327,13 @@ const accountingColumns = (leases: string): string =>
  * The SQL select list of the accounting figures over SQLite's table `attempts` (schema version
  * 12; column names as the attempts tables have them): `calls` (the calls sent: each lease of an
  * attempt that sent a model call, so a judge's format repair is a second call; see
- * `AccountingFigures`), `refused`, `failed_calls`, `cache_hits`, `tokens_in`, `tokens_out`,
+ * `AccountingFigures`), `refused`, `failed_calls`, `cache_hits`, `model_call_hits`, `tokens_in`, `tokens_out`,
  * `cost_usd`, `estimated`, `unpriced`. {@link PG_ACCOUNTING_COLUMNS} is the same for Postgres.
  *
  * @since 0.8.0
  * @category statistics
  */
-export const ACCOUNTING_COLUMNS = accountingColumns("max(1, json_array_length(lease_ids))")
+export const ACCOUNTING_COLUMNS = accountingColumns("max(1, json_array_length(lease_ids))", SQLITE_POOLED_HIT)
 
 /**
  * {@link ACCOUNTING_COLUMNS} for Postgres (`lease_ids` is JSON text there too).
@@ -316,7 +341,10 @@ export const ACCOUNTING_COLUMNS = accountingColumns("max(1, json_array_length(le
  * @since 0.13.0
  * @category statistics
  */
-export const PG_ACCOUNTING_COLUMNS = accountingColumns("greatest(1, jsonb_array_length(lease_ids::jsonb))")
+export const PG_ACCOUNTING_COLUMNS = accountingColumns(
+  "greatest(1, jsonb_array_length(lease_ids::jsonb))",
+  `jsonb_typeof(decision::jsonb -> 'cache' -> 'pool') = 'string'`
+)
 
 /**
  * {@link ACCOUNTING_COLUMNS} of a SQLite store before schema version 12 (no token columns):
@@ -326,7 +354,7 @@ export const PG_ACCOUNTING_COLUMNS = accountingColumns("greatest(1, jsonb_array_
  * @category statistics
  */
 export const ACCOUNTING_COLUMNS_V11 =
-  `0 AS calls, 0 AS refused, 0 AS failed_calls, count(*) FILTER (WHERE outcome = 'cache_hit') AS cache_hits, 0 AS tokens_in, 0 AS tokens_out, 0 AS cost_usd, 0 AS estimated, 0 AS unpriced`
+  `0 AS calls, 0 AS refused, 0 AS failed_calls, count(*) FILTER (WHERE outcome = 'cache_hit') AS cache_hits, count(*) FILTER (WHERE outcome = 'cache_hit' AND ${SQLITE_POOLED_HIT}) AS model_call_hits, 0 AS tokens_in, 0 AS tokens_out, 0 AS cost_usd, 0 AS estimated, 0 AS unpriced`
 
 /**
  * The condition keeping the attempts that count in per-pipeline figures (a model call or a
@@ -371,6 +399,7 @@ export const figuresOfRow = (r: Readonly<Record<string, unknown>> | undefined): 
   refused: Number(r?.refused ?? 0),
   failedCalls: Number(r?.failed_calls ?? 0),
   cacheHits: Number(r?.cache_hits ?? 0),
+  modelCallHits: Number(r?.model_call_hits ?? 0),
   tokensIn: Number(r?.tokens_in ?? 0),
   tokensOut: Number(r?.tokens_out ?? 0),
   costUsd: Number(r?.cost_usd ?? 0),

@@ -156,6 +156,36 @@ describe("adaptive in the provider simulator", () => {
       assertHeld(sim, run, 30_000)
     }), 180_000)
 
+  /**
+   * Issue 18 F2's side effect (fix18b): the plateau that doubles while a knee holds made a limit
+   * raised ×2.5 mid-run slow to find (bench/adaptive-raise.ts: headers 18.3 s at seed 1, a bare
+   * 429 25.0 s at seed 2, against 8.8 and 12.0 s before). The seconds from the raise until the
+   * answers of a 3 s window reach 90 % of the new limit (as the bench measures them).
+   */
+  const findRaised = (run: Sim.ChatRun, raiseMs: number, newRps: number): number | undefined => {
+    const served = run.log.filter((r) => r.status === 200).map((r) => r.atMs)
+    const last = served[served.length - 1] ?? 0
+    for (let t = raiseMs; t + 3000 <= last; t += 100) {
+      if (served.filter((x) => x >= t && x < t + 3000).length / 3 >= 0.9 * newRps) return (t + 3000 - raiseMs) / 1000
+    }
+    return undefined
+  }
+  it.effect.each([["headers", 1, 6], ["none", 2, 18]] as const)(
+    "a limit raised ×2.5 at 30 s (10 → 25 requests/s, signals %s, seed %i): found within %i simulated seconds, ≤ 1 %% of requests after the raise answered 429",
+    ([signals, seed, boundS]) =>
+      Effect.gen(function*() {
+        const sim = Sim.makeProviders([
+          { name: "a", requests: { perMinute: 600 }, changes: [{ atMs: 30_000, factor: 2.5 }], signals, latency: { medianMs: 200 } }
+        ], { seed })
+        const run = yield* Sim.runChat(sim, { algorithm: "adaptive", pipelines: 1200, concurrency: 64, capacity: 32 })
+        assert.strictEqual(run.report.stats.byState.failed, 0)
+        const found = findRaised(run, 30_000, 25)
+        assert.isDefined(found, "the raised limit was never reached")
+        assert.isAtMost(found!, boundS)
+        const after = run.log.filter((r) => r.atMs >= 30_000)
+        assert.isAtMost(after.filter((r) => r.status === 429).length / after.length, 0.01)
+      }), 180_000)
+
   it.effect("the same provider under wait (capacity 48, the limit unknown): far more than 2 % of requests answered 429", () =>
     Effect.gen(function*() {
       const sim = Sim.makeProviders([{ name: "p", requests: { perMinute: 1200 }, signals: "none", latency: { medianMs: 300 } }], { seed: 7 })

@@ -526,7 +526,9 @@ const LIFT_DOUBLING_MS = 1000
 const liftedByHeaders = (s: AimdState, p: AimdParams, now: number, r: number): boolean => {
   const band = 1 - p.goodputFloor
   const refill = headerFresh(s, p, now) ? s.headerRefill : undefined
-  if (refill === undefined || !(refill > (1 + 2 * band) * r)) return false
+  // started by a refill two bands above the rate (or the knee, once the lift is under way),
+  // carried on up to `goodputFloor` of it
+  if (refill === undefined || !(refill > (1 + 2 * band) * Math.min(r, s.knee ?? r)) || !(p.goodputFloor * refill > r)) return false
   s.rate = Math.min(p.goodputFloor * refill, r * Math.pow(2, 1000 / (LIFT_DOUBLING_MS * r)))
   s.aboveSince = undefined
   s.probeDoublings = 0

@@ -17,7 +17,14 @@ const ok = (now: number, latencyMs = 100, extra: Partial<Parameters<typeof Aimd.
   errorClass: undefined,
   ...extra
 })
-const limited = (now: number) => ({ ...ok(now), ok: false, latencyMs: 5, errorClass: "rate_limit" })
+/** A 429 at `now`, asking for a wait of `retryAfterMs` when given. */
+const limited = (now: number, retryAfterMs?: number) => ({
+  ...ok(now),
+  ok: false,
+  latencyMs: 5,
+  errorClass: "rate_limit",
+  ...(retryAfterMs === undefined ? {} : { retryAfterMs })
+})
 
 /**
  * Successes arriving at the allowed rate (the way a saturated resource sees them) for `ms` from
@@ -193,12 +200,13 @@ describe("adaptive: the AIMD rules", () => {
     s.phase = "avoidance"
     s.knee = 10
     let t = 0
-    // four probes refused at 11 requests/s, each after 10 s delivering the limit
+    // four probes refused at 11 requests/s with a Retry-After of 1 s, each after 10 s
+    // delivering the limit
     for (const expected of [1, 2, 3, 3]) {
       s.rate = 11
       saturate(s, t, 10_000, 100)
       t += 10_000
-      Aimd.onReport(s, p, limited(t))
+      Aimd.onReport(s, p, limited(t, 1000))
       assert.strictEqual(s.probeDoublings, expected)
       assert.approximately(s.knee!, 10, 1e-9)
     }
@@ -213,8 +221,25 @@ describe("adaptive: the AIMD rules", () => {
     // refused within the band (the limit fell): back to the short plateau
     saturate(s, t + 29_000, 5_000, 40)
     s.rate = knee
-    Aimd.onReport(s, p, limited(t + 34_000))
+    Aimd.onReport(s, p, limited(t + 34_000, 1000))
     assert.strictEqual(s.probeDoublings, 0)
+  })
+
+  it("only a probe that cost a pause lengthens the plateau: a bare 429, or one asking for milliseconds, leaves it short (a raised limit is found sooner)", () => {
+    for (const retryAfterMs of [undefined, 40]) {
+      const s = Aimd.initial(p, 64, 0)
+      s.phase = "avoidance"
+      s.knee = 10
+      let t = 0
+      for (let i = 0; i < 3; i++) {
+        s.rate = 11
+        saturate(s, t, 10_000, 100)
+        t += 10_000
+        Aimd.onReport(s, p, limited(t, retryAfterMs))
+        assert.strictEqual(s.probeDoublings, 0, `after probe ${i + 1}, retryAfterMs ${retryAfterMs}`)
+        assert.approximately(s.knee!, 10, 1e-9)
+      }
+    }
   })
 
   it("a server that announces its budget in headers is paced by them: no long plateau (a raised limit is found as fast as before)", () => {
@@ -223,11 +248,45 @@ describe("adaptive: the AIMD rules", () => {
     s.knee = 10
     s.rate = 11
     saturate(s, 0, 10_000, 100)
-    Aimd.onReport(s, p, limited(10_000))
+    Aimd.onReport(s, p, limited(10_000, 1000))
     assert.strictEqual(s.probeDoublings, 1)
     // an answer naming what is left of the bucket (here full: it sets no cap)
     Aimd.onReport(s, p, ok(10_100, 100, { rateLimit: { requests: { limit: 25, remaining: 25, resetMs: 0 }, tokens: undefined } }))
     assert.strictEqual(s.probeDoublings, 0)
+  })
+
+  it("headers announcing a refill well above the rate lift it at once: ×2 per second of answers up to 95 % of the refill; a refill at the rate lifts nothing", () => {
+    const s = Aimd.initial(p, 64, 0)
+    s.phase = "avoidance"
+    s.knee = 10
+    s.rate = 10
+    // a bucket of 25 refilling at 25/s, 5 used: (25 − 20) / 0.2 s = 25 requests/s
+    const raised = { rateLimit: { requests: { limit: 25, remaining: 20, resetMs: 200 }, tokens: undefined } }
+    let now = 0
+    let lifted: number | undefined
+    for (let i = 0; i < 40; i++) {
+      now += 1000 / s.rate
+      s.ratePressedAt = now
+      Aimd.onReport(s, p, ok(now, 100, raised))
+      assert.isAtMost(s.rate, 0.95 * 25 + 1e-9)
+      if (s.rate >= 0.95 * 25 - 1e-9) {
+        lifted = now
+        break
+      }
+    }
+    // from 10 to 23.75 requests/s at ×2 per second: under 1.5 s of answers
+    assert.isDefined(lifted)
+    assert.isAtMost(lifted!, 1500)
+    // a bucket in use at its limit reads its own rate: (10 − 1) / 0.9 s = 10 requests/s
+    const held = Aimd.initial(p, 64, 0)
+    held.phase = "avoidance"
+    held.knee = 10
+    held.rate = 10
+    held.ratePressedAt = 100
+    Aimd.onReport(held, p, ok(100, 100, { rateLimit: { requests: { limit: 10, remaining: 1, resetMs: 900 }, tokens: undefined } }))
+    assert.isAtMost(held.rate, 10.2)
+    assert.strictEqual(Aimd.headerRefill({ requests: { limit: 25, remaining: 20, resetMs: 200 }, tokens: undefined }, undefined), 25)
+    assert.isUndefined(Aimd.headerRefill({ requests: { limit: 25, remaining: 25, resetMs: 0 }, tokens: undefined }, undefined))
   })
 
   it("past the knee's band the step starts at the probe step and grows with the square of the time there (CUBIC's convex region)", () => {

@@ -38,9 +38,11 @@
  * - **The knee** (CUBIC's W_max, RFC 8312 §4.1 / RFC 9438 §4.2, measured rather than taken
  *   as the refused rate, which a server's burst inflates): the larger of the epoch's delivery
  *   rate and the sustained rate just before the cut less the knee's band. **A knee that held
- *   is probed less often**: each 429 met only past its band doubles the plateau before the
- *   next probe (up to 8 × `convexMs`), reset by a 429 at or below the band or a knee that fell
- *   (issue 18 F2: each probe of a small bucket costs a whole-second Retry-After).
+ *   is probed less often**: each 429 met only past its band that asked for a wait of at least
+ *   `holdMs` doubles the plateau before the next probe (up to 8 × `convexMs`), reset by a 429
+ *   at or below the band, a knee that fell, a probe refused without such a wait, or headers
+ *   (issue 18 F2: each probe of a small bucket costs a whole-second Retry-After; a bare 429
+ *   costs one request, and a long plateau after it delays finding a limit that rose).
  * - **A restored state ages** (`recover`): a depressed rate regains the knee in proportion to
  *   the time nobody probed, or starts afresh in slow start (RFC 9040's temporal sharing of a
  *   cached ssthresh).
@@ -52,7 +54,8 @@
  *   tracks each deployment's requests and tokens per minute and routes away from those near
  *   their limits. When the server sends the headers, the rate is capped by what they allow:
  *   the refill `(limit − remaining) / reset` plus the remaining budget spread over the time to
- *   reset.
+ *   reset; and a refill well above the rate lifts it at once (doubling per second of answers
+ *   up to `goodputFloor` of the refill) rather than waiting for the probes to find it.
  *
  * @internal
  */

@@ -170,7 +170,7 @@ describe("adaptive in the provider simulator", () => {
     }
     return undefined
   }
-  it.effect.each([["headers", 1, 6], ["none", 2, 18]] as const)(
+  it.effect.each([["headers", 1, 6], ["none", 2, 20]] as const)(
     "a limit raised ×2.5 at 30 s (10 → 25 requests/s, signals %s, seed %i): found within %i simulated seconds, ≤ 1 %% of requests after the raise answered 429",
     ([signals, seed, boundS]) =>
       Effect.gen(function*() {

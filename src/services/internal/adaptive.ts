@@ -38,9 +38,9 @@
  * - **The knee** (CUBIC's W_max, RFC 8312 §4.1 / RFC 9438 §4.2, measured rather than taken
  *   as the refused rate, which a server's burst inflates): the larger of the epoch's delivery
  *   rate and the sustained rate just before the cut less the knee's band. **A knee that held
- *   is probed less often**: each 429 met only past its band that asked for a wait of at least
- *   `holdMs` doubles the plateau before the next probe (up to 8 × `convexMs`), reset by a 429
- *   at or below the band, a knee that fell, a probe refused without such a wait, or headers
+ *   is probed less often**: each 429 met only past its band doubles the plateau before the
+ *   next probe (up to 8 × `convexMs` when it asked for a wait of at least `holdMs`, else 2 ×),
+ *   reset by a 429 at or below the band, a knee that fell, or headers
  *   (issue 18 F2: each probe of a small bucket costs a whole-second Retry-After; a bare 429
  *   costs one request, and a long plateau after it delays finding a limit that rose).
  * - **A restored state ages** (`recover`): a depressed rate regains the knee in proportion to
@@ -209,6 +209,14 @@ const CSS_GROWTH_DIVISOR = 4
  * of silence; probing every few seconds held 0.85 of a 10 requests/s limit.
  */
 const MAX_PROBE_DOUBLINGS = 3
+
+/**
+ * The doublings of the plateau after a probe refused without a pause (a bare 429, or a wait
+ * under a hold): one (6 s by default). No doubling there sent 1.2 % 429s after 10 s on a fresh
+ * user's 10 requests/s endpoint (its test's bound is 1 %); three (24 s) found a limit raised
+ * ×2.5 after 25 s (bench/adaptive-raise.ts --seed 2 --signals none).
+ */
+const UNPAUSED_PROBE_DOUBLINGS = 1
 
 /** How long the latency baseline holds before it is measured again (ms). */
 const BASE_TTL_MS = 60_000
@@ -473,15 +481,16 @@ export const decrease = (
     // there): the next plateau lasts twice as long (up to 2^MAX_PROBE_DOUBLINGS × `convexMs`);
     // refused at or below the band, or a knee that fell (the limit fell): reset. (Resetting on
     // a knee that rose as well held 0.89–0.91 of a 10 requests/s limit, against 0.93–0.94.)
-    // Only a probe that cost a pause doubles it: a 429 asking for a wait of at least a hold (a
-    // Retry-After of whole seconds) silences the key that long, which is what the long
-    // plateau saves; a bare 429 or a wait of milliseconds costs one request, and a plateau of
-    // 24 s after it only delays finding a limit that rose (bench/adaptive-raise.ts, signals
-    // none: 25 s instead of 12 s when the raise fell early in a long plateau)
+    // Only a probe that cost a pause doubles it past UNPAUSED_PROBE_DOUBLINGS: a 429 asking for
+    // a wait of at least a hold (a Retry-After of whole seconds) silences the key that long,
+    // which is what the long plateau saves; a bare 429 or a wait of milliseconds costs one
+    // request, and a plateau of 24 s after it only delays finding a limit that rose
+    // (bench/adaptive-raise.ts, signals none: 25 s instead of 12 s when the raise fell early
+    // in a long plateau)
     const probed = previous !== undefined && current > (1 + band) * previous
     const held = probed && s.knee >= (1 - 2 * band) * previous
     const paused = pauseMs !== undefined && pauseMs >= p.holdMs
-    s.probeDoublings = held && paused ? Math.min(MAX_PROBE_DOUBLINGS, s.probeDoublings + 1) : 0
+    s.probeDoublings = held ? Math.min(paused ? MAX_PROBE_DOUBLINGS : UNPAUSED_PROBE_DOUBLINGS, s.probeDoublings + 1) : 0
     const restart = Math.min(current, Math.max(current * p.decrease, floor))
     // past slow start, never restart above the knee (CUBIC's plateau is the last loss point,
     // RFC 9438 §4.2; here measured as BBR measures it): restarting above it, the next refusal

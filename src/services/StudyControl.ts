@@ -6,8 +6,10 @@
  * (`SuiteRunOptions.window`), and nothing in the tasks changes.
  *
  * **Meters** (per trial, summed across runs through the {@link TrialLedger}):
- * - `calls`: leases acquired by the trial's tasks (scoped or raw). The start gate counts a call
- *   at acquire; the ledger at the lease's first report (written through with its tokens and
+ * - `calls`: leases acquired by the trial's tasks (scoped or raw), less those whose connection
+ *   never reached the provider ({@link neverReachedProvider}: not a call, as the store's
+ *   accounting and `assay export` count). The start gate counts a call at acquire (and gives it
+ *   back when the lease reports a connection failure); the ledger at the lease's first report (written through with its tokens and
  *   cost before the report returns, so before the task's checkpoint), or, for a lease that
  *   never reports, when its trial is done in this run. After `kill -9`, the ledger holds
  *   exactly the calls that reported (a lease acquired by an attempt whose call never
@@ -88,7 +90,7 @@
  */
 import { Deferred, Duration, Effect, Exit, Queue, Schedule, Scope } from "effect"
 import { roundUsd } from "../domain/Pricing.js"
-import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
+import { classify, ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { Lease, LeaseReport } from "../domain/Lease.js"
 import * as Pools from "./Pools.js"
 import * as Signals from "./Signals.js"
@@ -473,6 +475,22 @@ export const usageOfReport = (
     : (tokens * Math.max(price.promptPer1k, price.completionPer1k)) / 1000
   return { tokens, costUsd, unpriced: 0 }
 }
+
+/**
+ * Whether a lease report says its call never reached the provider: it failed with an error of
+ * class `connection` (a refused or reset connection, a name that does not resolve) and carries
+ * no tokens. Such a lease is not a call (docs/llm.md: "A connection that never reached the
+ * provider is not a call"), as the store's accounting and the export count it (fix16x: a trial
+ * counted it, so its `calls` exceeded the sum of its pipelines' in `assay export`).
+ *
+ * @param report the lease's report
+ * @returns `true` when the report is of a call that was never sent
+ * @since 0.13.0
+ * @category helpers
+ */
+export const neverReachedProvider = (report: LeaseReport): boolean =>
+  report.error !== undefined && report.error !== null && usageOfReport(report, null).tokens === 0 &&
+  classify(report.error) === "connection"
 
 /**
  * The price of a trial from its variant's resolved values: the `price` of the first value
@@ -1295,7 +1313,12 @@ export const control = (
           }),
         reported: (leaseId, report) =>
           Effect.suspend(() => {
-            const calls = t.openLeases.delete(leaseId) ? 1 : 0
+            // a lease whose connection never reached the provider is no call: the start gate
+            // counted it at acquire and gives it back; the ledger never counts it
+            const open = t.openLeases.delete(leaseId)
+            const unsent = open && neverReachedProvider(report)
+            if (unsent) t.live.calls = Math.max(0, t.live.calls - 1)
+            const calls = open && !unsent ? 1 : 0
             const { costUsd, tokens, unpriced } = usageOfReport(report, t.price)
             if (calls === 0 && tokens === 0 && costUsd === 0) return Effect.void
             t.live.tokens += tokens

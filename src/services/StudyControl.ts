@@ -92,6 +92,7 @@ import { Deferred, Duration, Effect, Exit, Queue, Schedule, Scope } from "effect
 import { roundUsd } from "../domain/Pricing.js"
 import { classify, ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { Lease, LeaseReport } from "../domain/Lease.js"
+import { formatStudyUsd } from "./internal/money.js"
 import * as Pools from "./Pools.js"
 import * as Signals from "./Signals.js"
 import type * as Suite from "./Suite.js"
@@ -147,7 +148,7 @@ export const figureWord = (figure: BudgetFigure): string =>
  */
 export const figureValue = (figure: BudgetFigure, value: number): string =>
   figure === "costUsd"
-    ? `$${value.toFixed(4)}`
+    ? formatStudyUsd(value)
     : figure === "timeMs"
     ? value < 1000 ? `${Math.round(value)} ms` : `${(value / 1000).toFixed(1)} s`
     : String(value)
@@ -650,10 +651,10 @@ const refuse = (path: string, message: string): ConfigError =>
 const wholeOrZero = (n: number | undefined): number => n !== undefined && Number.isInteger(n) && n > 0 ? n : 0
 
 /**
- * Dollars in words for a budget's reason: 4 decimals from $0.10 on, else 3 significant digits
- * (`$0.00102 used of $0.00100`: 4 decimals would read `$0.0010 of $0.0010`).
+ * Dollars in words for a budget's reason, as every study view says them (money.ts
+ * `formatStudyUsd`: 3 significant digits, `$0.00102 used of $0.00100`).
  */
-const usd = (v: number): string => v === 0 ? "$0" : v >= 0.1 ? `$${v.toFixed(4)}` : `$${v.toPrecision(3)}`
+const usd = (v: number): string => formatStudyUsd(v)
 
 const zero = (): Mutable<TrialUsage> => ({ calls: 0, tokens: 0, costUsd: 0, timeMs: 0 })
 
@@ -682,10 +683,10 @@ export const overshoot = (usage: TrialUsage, limits: BudgetFigures): ReadonlyArr
 
 /**
  * Two figures (used, limit) shown with enough digits to differ when they do (tester16c F9):
- * dollars with as many decimals as it takes from 4 up to 9 (`$0.00042 of $0.00040`, never
- * `$0.0004 of $0.0004`), a time in milliseconds when its seconds read the same; otherwise
- * {@link figureValue}. Also the report's budget line (`cost $0.00022 (highest trial $0.00024,
- * 108%)`, tester16d F4).
+ * dollars with as many significant digits as it takes from 3 up to 12 (money.ts
+ * `formatStudyUsd`: `$0.0004200 of $0.0004000` only when `$0.000420 of $0.000400` would not
+ * differ), a time in milliseconds when its seconds read the same; otherwise {@link figureValue}.
+ * Also the report's budget line (`cost $0.000220 (highest trial $0.000238, 108%)`, tester16d F4).
  *
  * @param f the figure
  * @param used the amount used
@@ -699,9 +700,9 @@ export const distinctFigures = (f: BudgetFigure, used: number, limit: number): r
   if (plain[0] !== plain[1]) return plain
   if (f === "timeMs") return [`${Math.round(used)} ms`, `${Math.round(limit)} ms`]
   if (f !== "costUsd") return plain
-  for (let d = 5; d <= 9; d++) {
-    const [a, b] = [used.toFixed(d), limit.toFixed(d)]
-    if (a !== b) return [`$${a}`, `$${b}`]
+  for (let d = 4; d <= 12; d++) {
+    const [a, b] = [formatStudyUsd(used, d), formatStudyUsd(limit, d)]
+    if (a !== b) return [a, b]
   }
   return plain
 }

@@ -18,7 +18,7 @@ import { noun } from "../../domain/internal/words.js"
 import { escapeHtml } from "../Dashboard.js"
 import { caseValueText, degenerateNote, deltaText, type Evidence, fmt, judgeShareText, statusWordsOf, type StudyComparison, tieText, unplacedText, type VariantComparison, versusText } from "../StudyCompare.js"
 import { distinctFigures, type BudgetFigure } from "../StudyControl.js"
-import { formatCost } from "./money.js"
+import { formatCost, STUDY_COST } from "./money.js"
 
 /** A value of an assignment as text (strings as they are, others as canonical JSON). */
 const valueText = (v: Json): string => (typeof v === "string" ? v : canonicalJsonUnsafe(v))
@@ -147,7 +147,7 @@ ${li("stop reason", `<span id="study-stop">${e(c.run.stopReason ?? "none fired")
 <table><thead><tr><th>resource</th><th>used</th><th>total budget</th><th>use</th><th>per trial</th></tr></thead><tbody id="run-budget">
 ${usageRow("model calls", usage.calls, String(usage.calls), "calls")}
 ${usageRow("tokens", usage.tokens, String(usage.tokens), "tokens")}
-${usageRow("cost (USD)", usage.costUsd, `${formatCost(usage.costUsd, usage.unpriced ?? 0)}${judgeShareText(usage.judgeCostUsd)}`, "costUsd")}
+${usageRow("cost (USD)", usage.costUsd, `${formatCost(usage.costUsd, usage.unpriced ?? 0, STUDY_COST)}${judgeShareText(usage.judgeCostUsd)}`, "costUsd")}
 ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeMs")}
 </tbody></table>
 <h3>Trials not compared</h3>

@@ -137,7 +137,7 @@ export const figureWord = (figure: BudgetFigure): string =>
   figure === "costUsd" ? "cost" : figure === "timeMs" ? "time" : figure
 
 /**
- * A budget figure's value in words: dollars for `costUsd` (`$0.0123`), seconds for `timeMs`
+ * A budget figure's value in words: dollars for `costUsd` as every study view prints them (`$0.0123`, `$0.500`: 3 significant digits), seconds for `timeMs`
  * (`12.3 s`; under a second in milliseconds, `20 ms`, never `0.0 s`), the count otherwise.
  *
  * @param figure the figure

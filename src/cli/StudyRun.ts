@@ -59,7 +59,7 @@ import { Store } from "../services/Store.js"
 import * as Study from "../services/Study.js"
 import { changedParts, inWords, StudyCatalog, type StudyRecordStatus } from "../services/StudyCatalog.js"
 import { SuiteCatalog } from "../services/SuiteCatalog.js"
-import { callsServedText } from "../services/internal/money.js"
+import { callsServedText, formatCost, formatStudyUsd, STUDY_COST } from "../services/internal/money.js"
 import { shellQuote } from "../services/internal/processRunner.js"
 import { ExitCode, ExitWith } from "./Exit.js"
 import * as Flags from "./Flags.js"
@@ -571,7 +571,7 @@ export const metricsCell = (
 const judgeCell = (t: { readonly state: string; readonly settled?: { readonly judgeCostUsd?: number | undefined } | undefined }): string =>
   t.settled?.judgeCostUsd === undefined
     ? ""
-    : ` (judge $${t.settled.judgeCostUsd.toFixed(4)}${UNSETTLED_STATES.has(t.state) ? ", as last settled" : ""})`
+    : ` (judge ${formatStudyUsd(t.settled.judgeCostUsd)}${UNSETTLED_STATES.has(t.state) ? ", as last settled" : ""})`
 
 /**
  * `assay study status FILE` (see the module docs).
@@ -659,7 +659,7 @@ export const status = (
       const cache = cached ? `${pad(t.cache === undefined ? "—" : `${t.cache.hits}/${t.cache.misses}`, 15)} ` : ""
       yield* Console.log(
         `${pad(t.trialId, 16)} ${pad(Words.statusWords(t.state), 17)} ${pad(progress, 30)} ${pad(callsCells[i]!, callsWidth)} ${cache}${pad(String(t.usage.tokens), 9)} ${
-          pad(`$${t.usage.costUsd.toFixed(4)}${judgeCell(t)}`, 9)
+          pad(`${formatCost(t.usage.costUsd, t.usage.unpriced ?? 0, STUDY_COST)}${judgeCell(t)}`, 9)
         } ${metrics}`
       )
     }

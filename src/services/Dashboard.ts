@@ -406,7 +406,8 @@ const SCRIPT = `
     return Math.floor(h / 24) + "d" + String(h % 24).padStart(2, "0") + "h";
   }
   // US dollars and costs as the report prints them (src/services/internal/money.ts formatUsd,
-  // formatCost: a total with unpriced calls never reads as a plain dollar figure)
+  // formatCost: a total with unpriced attempts never reads as a plain dollar figure; the count
+  // is of attempts, as the store's accounting counts them)
   function usd(v) { var r = Number(v.toPrecision(2)); return v === 0 ? "$0" : r < 1 ? "$" + v.toFixed(Math.min(20, 1 - Math.floor(Math.log10(r)))).replace(/(\\.\\d\\d\\d*?)0+$/, "$1") : "$" + v.toFixed(2); }
   // the calls sent as money.ts callsText says them: "12 (10 answered, 2 refused with 429)"
   function callsOf(a) {
@@ -414,9 +415,9 @@ const SCRIPT = `
     return "calls " + (un === 0 ? a.calls : a.calls + " (" + Math.max(0, a.calls - un) + " answered" + (a.refused > 0 ? ", " + a.refused + " refused with 429" : "") + (a.failed_calls > 0 ? ", " + a.failed_calls + " failed at the endpoint" : "") + ")");
   }
   function cost(c, unpriced) {
-    var calls = function (n) { return n + (n === 1 ? " call" : " calls"); };
-    if (c === null || (unpriced > 0 && c === 0)) return "unpriced (" + calls(unpriced) + ")";
-    return unpriced > 0 ? ">= " + usd(c) + " (" + calls(unpriced) + " unpriced)" : usd(c);
+    var attempts = function (n) { return n + (n === 1 ? " attempt" : " attempts"); };
+    if (c === null || (unpriced > 0 && c === 0)) return "unpriced (" + attempts(unpriced) + ")";
+    return unpriced > 0 ? ">= " + usd(c) + " (" + attempts(unpriced) + " unpriced)" : usd(c);
   }
   function rate(r) { return r === null || r === undefined ? "\\u2013" : r >= 1000 ? (r / 1000).toFixed(1) + "k/s" : r >= 10 ? r.toFixed(1) + "/s" : r.toFixed(2) + "/s"; }
   function when(ms) { return ms === null || ms === undefined ? "" : new Date(ms).toISOString().replace("T", " ").replace(/\\.\\d+Z$/, "Z"); }

@@ -49,7 +49,7 @@
  *
  * @since 0.6.0
  */
-import { callsServedText, formatCost } from "./internal/money.js"
+import { callsServedText, formatCost, STUDY_COST } from "./internal/money.js"
 import { Clock, Deferred, Effect, Option, type Scope, Stream } from "effect"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { PipelineId } from "../domain/Ids.js"
@@ -782,7 +782,7 @@ export interface StudyReport {
 const formatUsage = (u: TrialUsage, cache?: TrialReport["cache"]): string =>
   // what was spent this time, and what the cache served instead (money.ts callsServedText: the
   // one wording; the Compare counts the hits at their recorded usage, tester18d F3)
-  `${callsServedText(u.calls, cache?.hits ?? 0, cache?.costSavedUsd ?? null)}${cache === undefined ? "" : ` · cache misses ${cache.misses}`} · tokens ${u.tokens} · ${formatCost(u.costUsd, u.unpriced ?? 0)} · ${(u.timeMs / 1000).toFixed(1)} s`
+  `${callsServedText(u.calls, cache?.hits ?? 0, cache?.costSavedUsd ?? null)}${cache === undefined ? "" : ` · cache misses ${cache.misses}`} · tokens ${u.tokens} · ${formatCost(u.costUsd, u.unpriced ?? 0, STUDY_COST)} · ${(u.timeMs / 1000).toFixed(1)} s`
 
 const formatMetrics = (m: Readonly<Record<string, number>>): string => Object.entries(m).map(([k, v]) => `${k} ${Words.figure(v)}`).join(" · ")
 

@@ -58,7 +58,7 @@ import { closest } from "../domain/internal/suggest.js"
 import * as Words from "../domain/internal/words.js"
 import { canonicalJsonUnsafe, type Json } from "../domain/Json.js"
 import * as DomainStudy from "../domain/Study.js"
-import { formatCost, formatUsd } from "./internal/money.js"
+import { formatCost, formatStudyUsd, STUDY_COST } from "./internal/money.js"
 import * as Statistics from "../domain/Statistics.js"
 import { StudyCatalog, type StudyRecordStatus, type TrialRecord } from "./StudyCatalog.js"
 import * as StudyControl from "./StudyControl.js"
@@ -957,9 +957,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
             interval = rows.length >= 2 || (rows[0]?.length ?? 0) >= 2 ? Statistics.bootstrapMean(rows, { seed: seed + salt, level, resamples }) : null
           }
           // every case equal: a zero-width bootstrap interval is no certainty (tester16c F10)
-          if (interval !== null && interval.lower === interval.upper && m.present >= 2) {
-            interval = { ...interval, method: `${interval.method}; ${DEGENERATE}; n = ${m.present.toLocaleString("en-US")}` }
-          }
+          interval = markEqualCases(interval, m.present)
           aggregation = `per repeat: ${d.source}; across ${Words.count(xs.length, "repeat")}: mean and median; interval: ${interval?.method ?? "none (one value)"} (${Words.count(m.present, "case")})`
         } else if (kind === "reduced" && reduced !== null && m.present > 0) {
           interval = reduced.intervals[reducedNo.get(v.variantId)!] ?? null
@@ -1356,16 +1354,20 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
           if (perTrial.length === 0) return []
           const mean = Statistics.mean(perTrial)
           if (OPS[c.op as DomainStudy.Op](mean, c.value)) return []
+          // the intervals the Compare section gives, marked alike when they have no width
+          // (fix16x: a zero-width t interval here was unmarked and read as beyond noise)
           let interval: Statistics.Interval | null
           if (kindOf(d) === "case") {
             const m = caseMatrix(judged.map((t) => values.get(t.trialId) ?? null), o.metric, caseKeys.length)
             const rows = caseOrder.map((k) => m.rows[k]!).filter((r) => r.length > 0)
-            interval = rows.length >= 2 ? Statistics.bootstrapMean(rows, { seed, level, resamples }) : null
-          } else interval = Statistics.studentInterval(perTrial, level)
-          if (interval === null || !(interval.lower <= c.value && c.value <= interval.upper)) return []
-          return [
-            `${v.variantId} excluded: ${o.metric} ${fmt(mean)} ${BROKEN_OP[c.op] ?? `not ${c.op}`} ${fmt(c.value)}, but its ${pct(level)} interval${intervalText(interval)} includes ${fmt(c.value)}`
-          ]
+            interval = markEqualCases(rows.length >= 2 ? Statistics.bootstrapMean(rows, { seed, level, resamples }) : null, m.present)
+          } else interval = studentOf(perTrial, level, "repeat")
+          if (interval === null) return []
+          const head = `${v.variantId} excluded: ${o.metric} ${fmt(mean)} ${BROKEN_OP[c.op] ?? `not ${c.op}`} ${fmt(c.value)}, but its ${pct(level)} interval${intervalText(interval)}`
+          // no width: it cannot show the breach is beyond noise, whatever its bounds
+          if (degenerateNote(interval) !== "") return [`${head} has no width`]
+          if (!(interval.lower <= c.value && c.value <= interval.upper)) return []
+          return [`${head} includes ${fmt(c.value)}`]
         })
       })
     const misses = nearMisses()
@@ -1743,6 +1745,15 @@ const DEGENERATE = "every case equal: the bootstrap cannot show uncertainty"
 const DEGENERATE_T = "Student's t cannot show uncertainty"
 
 /**
+ * A bootstrap interval over `present` cases, its method marked when it has no width (every case
+ * equal: no certainty; tester16c F10), as {@link degenerateNote} reads it.
+ */
+const markEqualCases = (interval: Statistics.Interval | null, present: number): Statistics.Interval | null =>
+  interval !== null && interval.lower === interval.upper && present >= 2
+    ? { ...interval, method: `${interval.method}; ${DEGENERATE}; n = ${present.toLocaleString("en-US")}` }
+    : interval
+
+/**
  * Student's t interval over `xs` (see `Statistics.studentInterval`); when every value is equal
  * (up to `Statistics.nearlyEqual`) it is [x, x] and its method says so (`every repeat equal:
  * Student's t cannot show uncertainty; n = 3`): the sample's spread is 0, which says nothing of
@@ -1921,7 +1932,7 @@ const intervalMethodsText = (methods: ReadonlyArray<{ readonly variantId: string
  * @category rendering
  */
 export const judgeShareText = (judgeCostUsd: number | undefined): string =>
-  judgeCostUsd === undefined ? "" : ` (judge ${formatUsd(judgeCostUsd)})`
+  judgeCostUsd === undefined ? "" : ` (judge ${formatStudyUsd(judgeCostUsd)})`
 
 /**
  * The study's status in words; for a comparison of a protocol version that is not the current
@@ -1955,7 +1966,7 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   lines.push("", h("Run"))
   lines.push(`${bullet}status: ${statusWordsOf(c, c.run.status)}${c.run.stopReason === null ? "" : ` — stop: ${c.run.stopReason}`}`)
   lines.push(`${bullet}trials: ${Object.entries(c.run.trialsByStatus).map(([s, n]) => `${Words.statusWords(s)} ${n}`).join(" · ")}`)
-  lines.push(`${bullet}usage: ${c.run.usage.calls} calls · ${c.run.usage.tokens} tokens · ${formatCost(c.run.usage.costUsd, c.run.usage.unpriced ?? 0)}${judgeShareText(c.run.usage.judgeCostUsd)} · ${(c.run.usage.timeMs / 1000).toFixed(1)} s`)
+  lines.push(`${bullet}usage: ${c.run.usage.calls} calls · ${c.run.usage.tokens} tokens · ${formatCost(c.run.usage.costUsd, c.run.usage.unpriced ?? 0, STUDY_COST)}${judgeShareText(c.run.usage.judgeCostUsd)} · ${(c.run.usage.timeMs / 1000).toFixed(1)} s`)
   const budget = c.run.budget as { perTrial?: Record<string, number>; total?: Record<string, number> }
   // each figure with its unit (`time 20 ms`, `cost $0.5000`), as the run's lines say them, with
   // what was used against it: the study's usage for the total (and its share), the highest

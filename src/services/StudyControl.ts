@@ -6,8 +6,10 @@
  * (`SuiteRunOptions.window`), and nothing in the tasks changes.
  *
  * **Meters** (per trial, summed across runs through the {@link TrialLedger}):
- * - `calls`: leases acquired by the trial's tasks (scoped or raw). The start gate counts a call
- *   at acquire; the ledger at the lease's first report (written through with its tokens and
+ * - `calls`: leases acquired by the trial's tasks (scoped or raw), less those whose connection
+ *   never reached the provider ({@link neverReachedProvider}: not a call, as the store's
+ *   accounting and `assay export` count). The start gate counts a call at acquire (and gives it
+ *   back when the lease reports a connection failure); the ledger at the lease's first report (written through with its tokens and
  *   cost before the report returns, so before the task's checkpoint), or, for a lease that
  *   never reports, when its trial is done in this run. After `kill -9`, the ledger holds
  *   exactly the calls that reported (a lease acquired by an attempt whose call never
@@ -88,8 +90,9 @@
  */
 import { Deferred, Duration, Effect, Exit, Queue, Schedule, Scope } from "effect"
 import { roundUsd } from "../domain/Pricing.js"
-import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
+import { classify, ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { Lease, LeaseReport } from "../domain/Lease.js"
+import { formatStudyUsd } from "./internal/money.js"
 import * as Pools from "./Pools.js"
 import * as Signals from "./Signals.js"
 import type * as Suite from "./Suite.js"
@@ -134,7 +137,7 @@ export const figureWord = (figure: BudgetFigure): string =>
   figure === "costUsd" ? "cost" : figure === "timeMs" ? "time" : figure
 
 /**
- * A budget figure's value in words: dollars for `costUsd` (`$0.0123`), seconds for `timeMs`
+ * A budget figure's value in words: dollars for `costUsd` as every study view prints them (`$0.0123`, `$0.500`: 3 significant digits), seconds for `timeMs`
  * (`12.3 s`; under a second in milliseconds, `20 ms`, never `0.0 s`), the count otherwise.
  *
  * @param figure the figure
@@ -145,7 +148,7 @@ export const figureWord = (figure: BudgetFigure): string =>
  */
 export const figureValue = (figure: BudgetFigure, value: number): string =>
   figure === "costUsd"
-    ? `$${value.toFixed(4)}`
+    ? formatStudyUsd(value)
     : figure === "timeMs"
     ? value < 1000 ? `${Math.round(value)} ms` : `${(value / 1000).toFixed(1)} s`
     : String(value)
@@ -475,6 +478,22 @@ export const usageOfReport = (
 }
 
 /**
+ * Whether a lease report says its call never reached the provider: it failed with an error of
+ * class `connection` (a refused or reset connection, a name that does not resolve) and carries
+ * no tokens. Such a lease is not a call (docs/llm.md: "A connection that never reached the
+ * provider is not a call"), as the store's accounting and the export count it (fix16x: a trial
+ * counted it, so its `calls` exceeded the sum of its pipelines' in `assay export`).
+ *
+ * @param report the lease's report
+ * @returns `true` when the report is of a call that was never sent
+ * @since 0.13.0
+ * @category helpers
+ */
+export const neverReachedProvider = (report: LeaseReport): boolean =>
+  report.error !== undefined && report.error !== null && usageOfReport(report, null).tokens === 0 &&
+  classify(report.error) === "connection"
+
+/**
  * The price of a trial from its variant's resolved values: the `price` of the first value
  * that is a model profile object carrying one (`{ promptPer1k, completionPer1k }`, numbers
  * ≥ 0), `null` when none does.
@@ -632,10 +651,10 @@ const refuse = (path: string, message: string): ConfigError =>
 const wholeOrZero = (n: number | undefined): number => n !== undefined && Number.isInteger(n) && n > 0 ? n : 0
 
 /**
- * Dollars in words for a budget's reason: 4 decimals from $0.10 on, else 3 significant digits
- * (`$0.00102 used of $0.00100`: 4 decimals would read `$0.0010 of $0.0010`).
+ * Dollars in words for a budget's reason, as every study view says them (money.ts
+ * `formatStudyUsd`: 3 significant digits, `$0.00102 used of $0.00100`).
  */
-const usd = (v: number): string => v === 0 ? "$0" : v >= 0.1 ? `$${v.toFixed(4)}` : `$${v.toPrecision(3)}`
+const usd = (v: number): string => formatStudyUsd(v)
 
 const zero = (): Mutable<TrialUsage> => ({ calls: 0, tokens: 0, costUsd: 0, timeMs: 0 })
 
@@ -664,10 +683,10 @@ export const overshoot = (usage: TrialUsage, limits: BudgetFigures): ReadonlyArr
 
 /**
  * Two figures (used, limit) shown with enough digits to differ when they do (tester16c F9):
- * dollars with as many decimals as it takes from 4 up to 9 (`$0.00042 of $0.00040`, never
- * `$0.0004 of $0.0004`), a time in milliseconds when its seconds read the same; otherwise
- * {@link figureValue}. Also the report's budget line (`cost $0.00022 (highest trial $0.00024,
- * 108%)`, tester16d F4).
+ * dollars with as many significant digits as it takes from 3 up to 12 (money.ts
+ * `formatStudyUsd`: `$0.0004200 of $0.0004000` only when `$0.000420 of $0.000400` would not
+ * differ), a time in milliseconds when its seconds read the same; otherwise {@link figureValue}.
+ * Also the report's budget line (`cost $0.000220 (highest trial $0.000238, 108%)`, tester16d F4).
  *
  * @param f the figure
  * @param used the amount used
@@ -681,9 +700,9 @@ export const distinctFigures = (f: BudgetFigure, used: number, limit: number): r
   if (plain[0] !== plain[1]) return plain
   if (f === "timeMs") return [`${Math.round(used)} ms`, `${Math.round(limit)} ms`]
   if (f !== "costUsd") return plain
-  for (let d = 5; d <= 9; d++) {
-    const [a, b] = [used.toFixed(d), limit.toFixed(d)]
-    if (a !== b) return [`$${a}`, `$${b}`]
+  for (let d = 4; d <= 12; d++) {
+    const [a, b] = [formatStudyUsd(used, d), formatStudyUsd(limit, d)]
+    if (a !== b) return [a, b]
   }
   return plain
 }
@@ -1295,7 +1314,12 @@ export const control = (
           }),
         reported: (leaseId, report) =>
           Effect.suspend(() => {
-            const calls = t.openLeases.delete(leaseId) ? 1 : 0
+            // a lease whose connection never reached the provider is no call: the start gate
+            // counted it at acquire and gives it back; the ledger never counts it
+            const open = t.openLeases.delete(leaseId)
+            const unsent = open && neverReachedProvider(report)
+            if (unsent) t.live.calls = Math.max(0, t.live.calls - 1)
+            const calls = open && !unsent ? 1 : 0
             const { costUsd, tokens, unpriced } = usageOfReport(report, t.price)
             if (calls === 0 && tokens === 0 && costUsd === 0) return Effect.void
             t.live.tokens += tokens

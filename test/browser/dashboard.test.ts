@@ -244,10 +244,10 @@ describe.skipIf(!available)("dashboard in Chromium", () => {
       assert.include(pools, "apiKeyEnv: SPAM_EVAL_API_KEY")
       assert.notInclude(yield* Effect.promise(() => page.content()), apiKey)
       // each resource's tokens and cost: the example sets no prices, so a resource that served
-      // calls reads "unpriced (N calls)", never a dollar figure ($0 would claim they were free)
+      // calls reads "unpriced (N attempts)", never a dollar figure ($0 would claim they were free)
       const spent = yield* Effect.promise(() => page.$$eval("#pools td.cost", (tds) => tds.map((td) => td.textContent ?? "")))
       assert.isAbove(spent.length, 0)
-      assert.isTrue(spent.some((t) => /^\d+ in \/ \d+ out · unpriced \(\d+ calls?\)$/.test(t)), JSON.stringify(spent))
+      assert.isTrue(spent.some((t) => /^\d+ in \/ \d+ out · unpriced \(\d+ attempts?\)$/.test(t)), JSON.stringify(spent))
       assert.isTrue(spent.every((t) => !t.includes("$")), JSON.stringify(spent))
 
       // screenshot of the whole-store view (the docs' image)

@@ -3,8 +3,10 @@
  * study run through `bin/assay` whose question and variable values are `<script>` and
  * `"><img onerror>` markup (test/fixtures/study/hostile.ts): the dashboard links the page, the
  * tabs switch, the Compare table shows every variant with its intervals, the Pareto plot has
- * one point per variant and marks the candidates, an Evidence link opens the trial's pipelines
- * in the dashboard, and no markup from the study runs. Skipped, with the reason printed, when
+ * one point per variant and marks the candidates, its labels (a long metric name and unit
+ * included) and points lie inside the plot and a target objective's target is drawn with its
+ * value (tester16d F6), an Evidence link opens the trial's pipelines in the dashboard, and no
+ * markup from the study runs. Skipped, with the reason printed, when
  * Chromium is not installed (`.ci/run` installs it). Screenshot: test-output/study.png.
  */
 import { NodeContext } from "@effect/platform-node"
@@ -18,7 +20,7 @@ import * as SuiteStore from "../../src/layers/SuiteStore.js"
 import * as Monitor from "../../src/services/Monitor.js"
 import * as StatsServer from "../../src/services/StatsServer.js"
 import type * as StudyCompare from "../../src/services/StudyCompare.js"
-import { LABELS, QUESTION, writeHostileStudy } from "../fixtures/study/hostile.js"
+import { LABELS, QUESTION, TARGET_METRIC, writeHostileStudy } from "../fixtures/study/hostile.js"
 import { assay, tempDir } from "../support/cli.js"
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
@@ -44,8 +46,9 @@ describe.skipIf(!available)("Study page in Chromium", () => {
   it.live("tabs, the Compare table with intervals, the Pareto plot, evidence links, inert markup", () =>
     Effect.scoped(Effect.gen(function*() {
       const dir = yield* tempDir("browser-study")
-      // with a noise level whose trials all break the hard constraint (tester16b N6)
-      const file = writeHostileStudy(dir, { breaker: true })
+      // with a noise level whose trials all break the hard constraint (tester16b N6), and a
+      // target objective on a metric with a long name (tester16d F6)
+      const file = writeHostileStudy(dir, { breaker: true, target: true })
       const ran = yield* assay(["study", "run", file, "-q"], { killAfterMs: 120_000 })
       assert.include([0, 1], ran.code, ran.stderr)
       const h = yield* SuiteStore.makeRead(path.join(dir, "out")).pipe(Effect.provide(NodeContext.layer))
@@ -102,16 +105,15 @@ describe.skipIf(!available)("Study page in Chromium", () => {
       // the Pareto plot: one point per compared variant, the candidates marked
       const pareto = yield* Effect.promise(() =>
         page.evaluate(() => {
-          const { document, window } = globalThis as any
+          const { document } = globalThis as any
           const box = document.getElementById("pareto-plot")
-          const u = window.__assayStudy.pareto
-          const count = (i: number) => (u.data[i] as Array<number | null>).filter((x) => x !== null).length
+          const count = (kind: string) => box.querySelectorAll(`svg circle.pt.${kind}`).length
           return {
             points: Number(box.getAttribute("data-points")),
             candidates: String(box.getAttribute("data-candidates")).split(",").filter((x: string) => x !== "").sort(),
-            marked: count(1),
-            others: count(2) + count(3),
-            canvas: box.querySelectorAll("canvas").length,
+            marked: count("candidate"),
+            others: count("uncertain") + count("dominated"),
+            svg: box.querySelectorAll("svg").length,
             axes: [document.getElementById("pareto-x").value, document.getElementById("pareto-y").value],
             // each point labelled with its variant; each axis with its metric, unit and direction
             labels: String(box.getAttribute("data-labels")).split(",").filter((x: string) => x !== "").sort(),
@@ -124,13 +126,58 @@ describe.skipIf(!available)("Study page in Chromium", () => {
       assert.strictEqual(pareto.marked + pareto.others, compared.length)
       assert.deepStrictEqual(pareto.candidates, [...c.conclusion.candidates].sort())
       assert.strictEqual(pareto.marked, c.conclusion.candidates.length)
-      assert.isAbove(pareto.canvas, 0)
+      assert.strictEqual(pareto.svg, 1)
       assert.deepStrictEqual(pareto.axes, ["accuracy", "wallMs"])
       assert.deepStrictEqual(pareto.labels, compared.map((v) => v.variantId).sort())
       assert.deepStrictEqual(pareto.axisLabels, ["accuracy, ↑ higher is better", "wallMs (ms), ↓ lower is better"])
       assert.strictEqual(Number(yield* Effect.promise(() => page.locator("#interval-plot").getAttribute("data-points"))), compared.length)
       fs.mkdirSync(OUT, { recursive: true })
       yield* Effect.promise(() => page.screenshot({ path: path.join(OUT, "study.png"), fullPage: true }))
+
+      // tester16d F6: whatever the metric's name and unit, the axes' labels and every point and
+      // its label lie inside the plot's SVG, and a target objective's target is drawn with its
+      // value; on y (a horizontal line), then on x (a vertical one)
+      const inside = () =>
+        Effect.promise(() =>
+          page.evaluate(() => {
+            const { document } = globalThis as any
+            const svg = document.querySelector("#pareto-plot svg")
+            const box = svg.getBoundingClientRect()
+            const rect = (el: any) => {
+              const r = el.getBoundingClientRect()
+              return { what: `${el.getAttribute("class")} ${el.textContent}`, left: r.left - box.left, top: r.top - box.top, right: r.right - box.left, bottom: r.bottom - box.top }
+            }
+            return {
+              width: box.width,
+              height: box.height,
+              parts: [...svg.querySelectorAll("text.axis-label, text.pt-label, circle.pt, text.target-label")].map(rect),
+              axisY: [...svg.querySelectorAll("text.axis-y tspan")].map((t: any) => t.textContent).join(" "),
+              axisYTitle: svg.querySelector("text.axis-y title").textContent,
+              targets: [...svg.querySelectorAll("text.target-label")].map((t: any) => t.firstChild.textContent),
+              lines: svg.querySelectorAll("line.target-line").length,
+              labels: [...svg.querySelectorAll("text.pt-label")].map((t: any) => t.getAttribute("data-variant")).sort()
+            }
+          })
+        )
+      const check = (got: Effect.Effect.Success<ReturnType<typeof inside>>, where: string) => {
+        assert.deepStrictEqual(got.labels, compared.map((v) => v.variantId).sort(), where)
+        for (const p of got.parts) {
+          assert.isTrue(p.left >= 0 && p.top >= 0 && p.right <= got.width + 0.5 && p.bottom <= got.height + 0.5, `${where}: ${p.what} inside the ${got.width}x${got.height} plot: ${JSON.stringify(p)}`)
+        }
+        assert.deepStrictEqual(got.targets, ["target 0.8"], where)
+        assert.strictEqual(got.lines, 1, where)
+      }
+      const select = (id: string, value: string) => Effect.promise(() => page.locator(`#${id}`).selectOption(value))
+      yield* select("pareto-y", TARGET_METRIC)
+      const onY = yield* inside()
+      check(onY, "target on y")
+      // the long label is wrapped or cut to the plot, its whole text in the title
+      assert.strictEqual(onY.axisYTitle, `${TARGET_METRIC} (share of the numbers tried), → nearer the target 0.8 is better`)
+      assert.notStrictEqual(onY.axisY, onY.axisYTitle)
+      yield* Effect.promise(() => page.locator("#pareto-plot").screenshot({ path: path.join(OUT, "study-pareto-target.png") }))
+      yield* select("pareto-x", TARGET_METRIC)
+      yield* select("pareto-y", "accuracy")
+      check(yield* inside(), "target on x")
 
       // Evidence: a pipeline link opens the dashboard's view of its trial, which lists that pipeline
       yield* Effect.promise(() => page.locator("#tab-evidence").click())

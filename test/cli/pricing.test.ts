@@ -125,7 +125,7 @@ describe("unpriced calls through bin/assay", () => {
       assert.deepStrictEqual([r.accounting.total.costUsd, r.accounting.total.unpriced], [null, 3])
       assert.deepStrictEqual(r.resources.map((x) => x.costUsd), [null])
       const text = (yield* assay(["report", "run.db"], { cwd: dir })).stdout
-      assert.include(text, "cost unpriced (3 calls)")
+      assert.include(text, "cost unpriced (3 attempts)")
       assert.notInclude(text, "$0")
       const jsonl = yield* assay(["export", "run.db", "p.jsonl", "--rows", "pipelines", "--format", "jsonl"], { cwd: dir })
       assert.strictEqual(jsonl.code, 0, jsonl.stderr)

@@ -55,14 +55,14 @@ describe("assay run's summary: model calls, tokens and cost", () => {
       assert.match(again.stdout, /\ncall cache: 3 hits, 0 misses \(\$0\.\d+ not spent\)\n/)
     }))
 
-  it.scopedLive("no price anywhere: the cost is 'unpriced (3 calls)', never $0", () =>
+  it.scopedLive("no price anywhere: the cost is 'unpriced (3 attempts)', never $0", () =>
     Effect.gen(function*() {
       const server = yield* mock
       const dir = yield* tempDir("run-summary-unpriced")
       const exp = experiment(dir, server.endpoints[0]!.baseUrl)
       const ran = yield* assay(["run", "-c", exp, "--store", "run.db", "--quiet"], { cwd: dir, env: { SUMMARY_TEST_KEY: KEY }, killAfterMs: 60_000 })
       assert.strictEqual(ran.code, 0, ran.stderr)
-      assert.match(ran.stdout, /^model calls: 3; tokens in [1-9]\d*, out [1-9]\d*; cost unpriced \(3 calls\)$/m)
+      assert.match(ran.stdout, /^model calls: 3; tokens in [1-9]\d*, out [1-9]\d*; cost unpriced \(3 attempts\)$/m)
       assert.notInclude(ran.stdout, "$0")
       // no --cache: no cache line
       assert.notInclude(ran.stdout, "call cache")

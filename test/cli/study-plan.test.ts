@@ -27,7 +27,7 @@ describe("assay study plan", () => {
       assert.match(text.stdout, /tokens: +1,248 \.\. 9,504/)
       assert.match(text.stdout, /concurrency: +4 pipelines, 2 trials at once/)
       // what it may cost and the rules it runs under, before anything runs
-      assert.match(text.stdout, /\ncost: +\$0\.0069 \.\. \$0\.084\n/)
+      assert.match(text.stdout, /\ncost: +\$0\.00686 \.\. \$0\.0840\n/)
       assert.include(text.stdout, "\nbudget: per trial 100 calls, $0.5, 600 s\n")
       assert.include(text.stdout, "\nstop: allTrialsTerminal (drain); metricThreshold accuracy >= 0.97 (drain)\n")
       assert.include(text.stdout, "\nobjectives: accuracy maximize; costUsd minimize, weight 0.5\n")

@@ -845,7 +845,8 @@ describe("StudyConfig.load: the plan", () => {
       // what a trial's "N of P planned pipeline(s)" counts against
       assert.strictEqual(s.pipelinesPerTrial, 4)
       assert.match(StudyConfig.planText(s.plan), /trials: +48 \(24 variants x 2 repeats\)\n/)
-      assert.match(StudyConfig.planText(s.plan), /\ncost: +\$0\.0069 \.\. \$0\.084\n/)
+      // in the study views' dollars (3 significant digits, fix16x)
+      assert.match(StudyConfig.planText(s.plan), /\ncost: +\$0\.00686 \.\. \$0\.0840\n/)
       // one of a kind is said in the singular (issue 16 leftovers: "1 trials at once")
       assert.match(StudyConfig.planText({ ...s.plan, concurrency: { pipelines: 1, trials: 1 } }), /\nconcurrency: +1 pipeline, 1 trial at once(\n|$)/)
       assert.match(StudyConfig.planText(s.plan), /\nconcurrency: +4 pipelines, 2 trials at once(\n|$)/)

@@ -68,9 +68,9 @@ describe("the judge's share of a trial's cost (tester16b N7)", () => {
       fs.cpSync(example, copy, { recursive: true })
       // the judge's model priced, so that its calls cost something
       fs.appendFileSync(path.join(copy, "experiment.yaml"), "pricing:\n  mock-judge: { inputPer1M: 1, outputPer1M: 2 }\n")
-      const out = yield* runStudy(path.join(copy, "study.yaml"), path.join(dir, "out"), server.url)
-      assert.strictEqual(out.status, "completed")
       const env = { JUDGE_EXAMPLE_URL: `${server.url}/v1`, JUDGE_EXAMPLE_KEY: "test-key" }
+      const ran = yield* assay(["study", "run", path.join(copy, "study.yaml"), "--output-root", path.join(dir, "out"), "-q"], { env })
+      assert.strictEqual(ran.code, 0, ran.stderr)
       const report = yield* assay(["study", "report", path.join(copy, "study.yaml"), "--output-root", path.join(dir, "out"), "--format", "json"], { env })
       assert.strictEqual(report.code, 0, report.stderr)
       const usage = (JSON.parse(report.stdout) as { run: { usage: { costUsd: number; judgeCostUsd?: number } } }).run.usage
@@ -80,6 +80,21 @@ describe("the judge's share of a trial's cost (tester16b N7)", () => {
       assert.match(text.stdout, /usage: .* · \$[0-9.]+ \(judge \$[0-9.]+\) · /)
       const status = yield* assay(["study", "status", path.join(copy, "study.yaml"), "--output-root", path.join(dir, "out")], { env })
       assert.match(status.stdout, /p1-v01-r1 .*\$[0-9.]+ \(judge \$[0-9.]+\)/)
+      // one cost formatter in every study view (fix16x; tester16d F4: run printed $0.01 beside
+      // $0.011 while status printed $0.0103): each trial's cost reads the same in run and
+      // status, at 3 significant digits, and so do the report's usage and judge share
+      const SIG3 = String.raw`\$0\.0*[1-9][0-9]{2}`
+      const costIn = (text: string, line: RegExp) =>
+        Object.fromEntries(text.split("\n").flatMap((l) => {
+          const m = line.exec(l)
+          return m === null ? [] : [[m[1]!, m[2]!]]
+        }))
+      const inRun = costIn(ran.stdout, /^\s+(p1-v\d+-r\d+) .* · tokens \d+ · (\S+) · /)
+      const inStatus = costIn(status.stdout, /^(p1-v\d+-r\d+) .* (\$\S+) \(judge /)
+      assert.strictEqual(Object.keys(inRun).length, 4, ran.stdout)
+      assert.deepStrictEqual(inStatus, inRun, `${ran.stdout}\n${status.stdout}`)
+      for (const c of Object.values(inRun)) assert.match(c, new RegExp(`^${SIG3}$`))
+      assert.match(text.stdout, new RegExp(`usage: .* · ${SIG3} \\(judge ${SIG3}\\) · `))
     }), 120_000)
 })
 

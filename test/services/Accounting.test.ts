@@ -241,7 +241,7 @@ describe("token and cost accounting through the runner (mock LLM)", () => {
       assert.isNull(none.report.resources.find((r) => r.resourceId === "with")!.costUsd)
       assert.isNull(JSON.parse(JSON.stringify(none.report)).accounting.total.costUsd)
       const text = renderText(none.report)
-      assert.include(text, `cost unpriced (${rows.length} calls)`)
+      assert.include(text, `cost unpriced (${rows.length} attempts)`)
       assert.notInclude(text, "$0")
     }))
 

@@ -125,13 +125,13 @@ describe("Monitor", () => {
         unpriced: 1
       })
       const page = Dashboard.renderDashboard(latest)
-      assert.include(page, `<b id="cost">calls 4 (3 answered, 1 refused with 429) · 108 in / 22 out (1 estimated) · &gt;= $0.0004 (1 call unpriced)</b>`)
+      assert.include(page, `<b id="cost">calls 4 (3 answered, 1 refused with 429) · 108 in / 22 out (1 estimated) · &gt;= $0.0004 (1 attempt unpriced)</b>`)
       // the page's script says the calls the same way when it refreshes
       assert.include(page, `" refused with 429"`)
       // watch: the same figures on a line of their own
       assert.include(
         Monitor.renderSnapshot(latest, { width: 200 }),
-        "model calls 4 (3 answered, 1 refused with 429) · tokens in 108, out 22 (1 estimated) · cost >= $0.0004 (1 call unpriced)"
+        "model calls 4 (3 answered, 1 refused with 429) · tokens in 108, out 22 (1 estimated) · cost >= $0.0004 (1 attempt unpriced)"
       )
       // each resource: what the selection's attempts that leased it spent (k: a priced and an
       // unpriced call, a lower bound; j: the priced one; z: none), in the pools table too
@@ -140,7 +140,7 @@ describe("Monitor", () => {
         ["j", { attempts: 1, tokens_in: 100, tokens_out: 20, cost_usd: 0.0004, estimated: 0, unpriced: 0 }],
         ["z", null]
       ])
-      assert.include(page, `<td class="cost">108 in / 22 out · &gt;= $0.0004 (1 call unpriced)</td>`)
+      assert.include(page, `<td class="cost">108 in / 22 out · &gt;= $0.0004 (1 attempt unpriced)</td>`)
       assert.include(page, `<td class="cost">100 in / 20 out · $0.0004</td>`)
       assert.include(page, `<td class="cost">\u2013</td>`)
       // the pipelines view: each row's own figures (one aggregate per page); none without calls

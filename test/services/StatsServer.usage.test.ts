@@ -167,7 +167,7 @@ describe("dashboard: per-resource usage, pool subtotals, scope note", () => {
         assert.include(llm, `<td>pool ${escaped} subtotal <span class="muted">(2 resources, 4 attempts)</span></td>`)
         assert.include(llm, `<td class="cost">2300 in / 230 out · $0.023</td>`)
         assert.include(judge, `<td>pool judge subtotal <span class="muted">(1 resources, 2 attempts)</span></td>`)
-        assert.include(judge, `<td class="cost">550 in / 55 out · unpriced (2 calls)</td>`)
+        assert.include(judge, `<td class="cost">550 in / 55 out · unpriced (2 attempts)</td>`)
         // the pool's name never reaches the page unescaped
         assert.notInclude(page, POOL)
         // and each resource row carries its own share

@@ -875,13 +875,14 @@ describe("StudyCompare: the paired test's unit is the case; ties; survivorship (
       yield* Study.run(study)
       const c = yield* StudyCompare.compare({ ...input, budget: { perTrial: { timeMs: 20, costUsd: 0.5 }, total: { calls: 100, timeMs: 90_000 } } })
       // with what was used against each (tester16c F12): the highest trial's, the study's
-      assert.include(StudyCompare.renderText(c), "\n  budget: per trial time 20 ms (highest trial 0 ms, 0%), cost $0.5000 (highest trial $0.0000, 0%); total calls 100 (used 0, 0%), time 90.0 s (used 0 ms, 0%)\n")
-      // a limit and a use that round to the same 4 decimals get the digits to differ (tester16d F4)
+      assert.include(StudyCompare.renderText(c), "\n  budget: per trial time 20 ms (highest trial 0 ms, 0%), cost $0.500 (highest trial $0, 0%); total calls 100 (used 0, 0%), time 90.0 s (used 0 ms, 0%)\n")
+      // a limit and a use that would read alike get the digits to differ (tester16d F4), at the
+      // precision of every study view (3 significant digits, fix16x)
       const tiny = { ...c, run: { ...c.run, budget: { perTrial: { costUsd: 0.00022 }, total: { costUsd: 0.0025 } }, highestTrial: { ...c.run.highestTrial!, costUsd: 0.000238 }, usage: { ...c.run.usage, costUsd: 0.0008 } } }
-      assert.include(StudyCompare.renderText(tiny), "\n  budget: per trial cost $0.00022 (highest trial $0.00024, 108%); total cost $0.0025 (used $0.0008, 32%)\n")
+      assert.include(StudyCompare.renderText(tiny), "\n  budget: per trial cost $0.000220 (highest trial $0.000238, 108%); total cost $0.00250 (used $0.000800, 32%)\n")
       // the Study page's Run tab says the same per-trial use; its empty "not compared" table says none (tester16d F5)
       const page = renderStudyPage(tiny)
-      assert.include(page, "<td>$0.00022 (highest trial $0.00024, 108%)</td>")
+      assert.include(page, "<td>$0.000220 (highest trial $0.000238, 108%)</td>")
       assert.include(page, "<tbody id=\"run-excluded\"><tr><td colspan=\"4\">none</td></tr></tbody>")
       assert.strictEqual(StudyControl.figureValue("timeMs", 34), "34 ms")
       assert.strictEqual(StudyControl.figureValue("timeMs", 1500), "1.5 s")
@@ -1399,6 +1400,32 @@ describe("StudyCompare: Student's t over equal repeats (tester16d F3)", () => {
       assert.deepStrictEqual([v01!.pareto.uncertain, v02!.pareto.uncertain], [true, true])
       assert.deepStrictEqual(v02!.pareto.dominatedBy.uncertain, [])
     }).pipe(Effect.provide(studyEnv("flat-t"))))
+})
+
+describe("StudyCompare: an exclusion on a zero-width interval is not beyond noise (fix16x)", () => {
+  it.effect("a hard constraint broken by equal repeats: the excluded variant is named, its t interval marked, never read as beyond noise", () =>
+    Effect.gen(function*() {
+      // v02's every call reports 120 tokens (4800 per repeat, 3 repeats), v01's 100: tokens <= 4500
+      // excludes v02 on [4800, 4800], a t interval over equal repeats (no width, no certainty)
+      const { input, study } = handMade({
+        id: "flat-x",
+        correct: [BASE, BASE],
+        cases: 40,
+        repeats: 3,
+        flaky: true,
+        tokensOf: (arm) => arm === 0 ? 100 : 120,
+        objectives: [{ metric: "accuracy", direction: "maximize" }, { metric: "tokens", direction: "minimize", hardConstraint: { op: "<=", value: 4500 } }]
+      })
+      const fiber = yield* Effect.fork(Study.run(study))
+      for (let i = 0; i < 50; i++) yield* Effect.yieldNow().pipe(Effect.zipRight(Effect.sleep("0 millis")))
+      yield* TestClock.adjust("1 second")
+      yield* fiber.await.pipe(Effect.flatten)
+      const c = yield* StudyCompare.compare(input, { seed: 7 })
+      assert.deepStrictEqual(c.conclusion.candidates, ["v01"])
+      const named = "v02 excluded: tokens 4800 > 4500, but its 95% interval [4800, 4800] (every repeat equal: Student's t cannot show uncertainty; n = 3) has no width"
+      assert.include(c.conclusion.summary, named)
+      assert.include(c.conclusion.limitations, `${named}: its exclusion is not beyond noise`)
+    }).pipe(Effect.provide(studyEnv("flat-x"))))
 })
 
 describe("StudyCompare: worst cases are worse than the best value (tester16d F7)", () => {

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { cacheHitsText, cacheLineText, callsServedText, callsText, formatCost, formatUsd, knownCost } from "../../src/services/internal/money.js"
+import { cacheHitsText, cacheLineText, callsServedText, callsText, formatCost, formatStudyUsd, formatUsd, knownCost, STUDY_COST } from "../../src/services/internal/money.js"
 import { figuresText } from "../../src/services/internal/report.js"
 
 describe("formatUsd", () => {
@@ -23,17 +23,35 @@ describe("formatUsd: small amounts keep their value", () => {
   })
 })
 
-describe("formatCost: a total with unpriced calls never reads as a plain dollar figure", () => {
+describe("formatStudyUsd: one precision in every study view (fix16x)", () => {
+  it("three significant digits with their zeros, never rounded to a shorter figure: $0.0103 beside $0.0107 and $0.00970", () => {
+    assert.deepStrictEqual(
+      [0.01035, 0.01074, 0.0097, 0.05, 0.1349, 0.5, 0.000238, 0.09996, 1.234, 12.345, 1.2e-9, 0].map((v) => formatStudyUsd(v)),
+      ["$0.0103", "$0.0107", "$0.00970", "$0.0500", "$0.135", "$0.500", "$0.000238", "$0.100", "$1.23", "$12.35", "$0.00000000120", "$0"]
+    )
+    // more digits only on request (two figures that read the same at 3)
+    assert.deepStrictEqual([formatStudyUsd(0.00042, 4), formatStudyUsd(0.0004, 4)], ["$0.0004200", "$0.0004000"])
+  })
+})
+
+describe("formatCost: a total with unpriced attempts never reads as a plain dollar figure", () => {
   it("all priced: the amount; some priced: a lower bound and the count; none: unpriced", () => {
     assert.deepStrictEqual(
       [formatCost(0.011, 0), formatCost(0, 0), formatCost(0.011, 3), formatCost(0, 1), formatCost(null, 2)],
-      ["$0.011", "$0", ">= $0.011 (3 calls unpriced)", "unpriced (1 call)", "unpriced (2 calls)"]
+      ["$0.011", "$0", ">= $0.011 (3 attempts unpriced)", "unpriced (1 attempt)", "unpriced (2 attempts)"]
     )
+    // a study trial's meter counts calls, in the study views' dollars
+    assert.deepStrictEqual([formatCost(0.01035, 2, STUDY_COST), formatCost(null, 1, STUDY_COST)], [">= $0.0103 (2 calls unpriced)", "unpriced (1 call)"])
     assert.deepStrictEqual([knownCost(0, 2), knownCost(0.5, 2), knownCost(0, 0)], [null, 0.5, 0])
   })
   it("the report's figures in words say a partly priced total is a lower bound", () => {
     const text = figuresText({ calls: 4, refused: 0, failedCalls: 0, cacheHits: 0, modelCallHits: 0, tokensIn: 10, tokensOut: 5, costUsd: 0.011, estimated: 0, unpriced: 1 })
-    assert.include(text, "cost >= $0.011 (1 call unpriced)")
+    assert.include(text, "cost >= $0.011 (1 attempt unpriced)")
+    // the count is of attempts, worded so (fix16x): a judge attempt that repaired its answer
+    // sent 2 calls and is 1 unpriced attempt, never "calls 2 … (1 call unpriced)"
+    const repaired = figuresText({ calls: 2, refused: 0, failedCalls: 0, cacheHits: 0, modelCallHits: 0, tokensIn: 10, tokensOut: 5, costUsd: null, estimated: 0, unpriced: 1 })
+    assert.include(repaired, "calls 2; ")
+    assert.include(repaired, "cost unpriced (1 attempt)")
     // every call sent, and how many were answered when not all were (tester18c F4)
     assert.include(text, "calls 4; ")
     const refused = figuresText({ calls: 312, refused: 12, failedCalls: 0, cacheHits: 0, modelCallHits: 0, tokensIn: 10, tokensOut: 5, costUsd: 0.011, estimated: 0, unpriced: 0 })

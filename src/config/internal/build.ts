@@ -821,7 +821,7 @@ const taskModelsByPool = (def: Definition): Map<string, Set<string>> => {
 /**
  * One `warning:` line per pool resource whose model has no price while the experiment prices
  * model calls (a top-level `pricing` table, or a resource's own table): its calls would be
- * counted as unpriced (`cost unpriced (N calls)`). The model in use is the one the tasks
+ * counted as unpriced (`cost unpriced (N attempts)`). The model in use is the one the tasks
  * leasing from the pool name (`options.model`), else the resource's `options.model`; a
  * resource with a single price of its own prices every model. The line names the resource,
  * the model and the priced models, with a did-you-mean when one is close; a model given by a

@@ -6,7 +6,7 @@
  * document with the variant's values bound, checked by the experiment loader), the protocol
  * digest, the plan and its caps, and the suite of a protocol version.
  */
-import { formatUsd } from "../../services/internal/money.js"
+import { formatStudyUsd } from "../../services/internal/money.js"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as path from "node:path"
 import { Duration, Effect, Either, ParseResult, Schema } from "effect"
@@ -2161,7 +2161,7 @@ export const planText = (plan: Plan): string => {
     ],
     ["max task attempts", plan.maxTaskAttempts === null ? unknown : int(plan.maxTaskAttempts)],
     ["tokens", plan.tokens === null ? unknown : `${int(plan.tokens.min)} .. ${int(plan.tokens.max)}`],
-    ["cost", plan.costUsd === null ? unknown : `${formatUsd(plan.costUsd.min)} .. ${plan.costUsd.max === null ? "unbounded" : formatUsd(plan.costUsd.max)}`],
+    ["cost", plan.costUsd === null ? unknown : `${formatStudyUsd(plan.costUsd.min)} .. ${plan.costUsd.max === null ? "unbounded" : formatStudyUsd(plan.costUsd.max)}`],
     ["time", plan.timeMs === null ? unknown : `${human(plan.timeMs.min)} .. ${plan.timeMs.max === null ? "unbounded" : human(plan.timeMs.max)}`],
     ["concurrency", `${Words.count(plan.concurrency.pipelines, "pipeline")}, ${Words.count(plan.concurrency.trials, "trial")} at once`]
   ]

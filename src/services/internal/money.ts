@@ -23,6 +23,37 @@ export const formatUsd = (usd: number): string => {
 }
 
 /**
+ * US dollars in every study view (`study run`'s trials and usage, `study status`, the report's
+ * Run section and budget line, a budget's reasons, the Study page; fix16x: `study run` printed
+ * `$0.01` for 0.01035 beside `$0.011` and `$0.0097` while `status` printed `$0.0103`): `$0`,
+ * else `digits` significant digits (default 3) with their trailing zeros, so every figure
+ * reads at the same precision (`$0.0104`, `$0.0107`, `$0.00972`, `$0.0500`, `$0.135`,
+ * `$0.000238`), never an exponent; from a dollar up at least the cents (`$1.23`, `$12.35`).
+ *
+ * @param usd an amount in US dollars (>= 0)
+ * @param digits significant digits (1..15, default 3): more to tell two figures apart
+ * @internal
+ */
+export const formatStudyUsd = (usd: number, digits = 3): string => {
+  if (usd === 0 || !Number.isFinite(usd)) return `$${usd}`
+  // the decimals `digits` significant digits take, recomputed once when rounding adds a digit
+  // (0.09996 -> 0.1000)
+  const decimalsOf = (v: number) => Math.min(20, Math.max(2, digits - 1 - Math.floor(Math.log10(Math.abs(v)))))
+  const first = decimalsOf(usd)
+  const rounded = Number(usd.toFixed(first))
+  return `$${usd.toFixed(rounded === 0 ? first : Math.min(first, decimalsOf(rounded)))}`
+}
+
+/**
+ * How every study view words a cost (fix16x), the options of {@link formatCost}: dollars by
+ * {@link formatStudyUsd}, and the trial meter's `unpriced` counted in calls (each lease report
+ * with tokens but no price: `StudyControl.usageOfReport`).
+ *
+ * @internal
+ */
+export const STUDY_COST = { unit: "call", usd: formatStudyUsd } as const
+
+/**
  * Model calls made, with what the call cache served in their place, in the one wording the
  * summaries use (`study run`'s trials and usage, `study status`; tester18d F3: `calls 0 … $0`
  * beside a Compare that counts the hits at their recorded usage): `0 calls (4 served from
@@ -80,26 +111,46 @@ export const cacheLineText = (c: {
  * a sum of many calls shows no floating-point noise wherever it is printed or served.
  *
  * @param costUsd the sum of the known costs (US dollars)
- * @param unpriced how many calls in the total had tokens but no price
+ * @param unpriced how many attempts (or calls) in the total had tokens but no price
  * @internal
  */
 export const knownCost = (costUsd: number | null, unpriced: number): number | null =>
   costUsd === null || (unpriced > 0 && costUsd === 0) ? null : roundUsd(costUsd)
 
 /**
- * A total's cost in words, never a bare dollar figure when a call in it had no price: `$0.011`
- * (all priced), `>= $0.011 (3 calls unpriced)` (some priced: a lower bound), `unpriced (3 calls)`
- * (none priced).
+ * What a total's `unpriced` figure counts: `attempt` for the store's accounting (`assay
+ * report`, the run's summary, `watch`, the dashboard, the exports: the attempts with tokens but
+ * no price, one each however many calls it sent), `call` for a study trial's usage meter (each
+ * lease report with tokens and no price: a judge's format repair is a second one).
  *
- * @param costUsd the sum of the known costs (US dollars), or `null` (none known)
- * @param unpriced how many calls in the total had tokens but no price
  * @internal
  */
-export const formatCost = (costUsd: number | null, unpriced: number): string => {
+export type UnpricedUnit = "attempt" | "call"
+
+/**
+ * A total's cost in words, never a bare dollar figure when part of it had no price: `$0.011`
+ * (all priced), `>= $0.011 (3 attempts unpriced)` (some priced: a lower bound), `unpriced (3
+ * attempts)` (none priced); the count named by what it counts (`unit`, fix16x: the store's
+ * figure counts attempts and was worded as calls, so a judge's repaired attempt read `calls 2 …
+ * unpriced (1 call)`).
+ *
+ * @param costUsd the sum of the known costs (US dollars), or `null` (none known)
+ * @param unpriced how many attempts (or calls: `unit`) in the total had tokens but no price
+ * @param options `unit` (default `attempt`); `usd`, the dollar formatter (default {@link formatUsd};
+ *   the study views pass {@link formatStudyUsd})
+ * @internal
+ */
+export const formatCost = (
+  costUsd: number | null,
+  unpriced: number,
+  options: { readonly unit?: UnpricedUnit; readonly usd?: (usd: number) => string } = {}
+): string => {
   const known = knownCost(costUsd, unpriced)
-  const calls = (n: number) => `${n} call${n === 1 ? "" : "s"}`
-  if (known === null) return `unpriced (${calls(unpriced)})`
-  return unpriced > 0 ? `>= ${formatUsd(known)} (${calls(unpriced)} unpriced)` : formatUsd(known)
+  const unit = options.unit ?? "attempt"
+  const usd = options.usd ?? formatUsd
+  const count = (n: number) => `${n} ${unit}${n === 1 ? "" : "s"}`
+  if (known === null) return `unpriced (${count(unpriced)})`
+  return unpriced > 0 ? `>= ${usd(known)} (${count(unpriced)} unpriced)` : usd(known)
 }
 
 /**

@@ -276,7 +276,7 @@ const topPipelinesOf = (
 
 /**
  * The accounting figures in words: `tokens in 1200, out 340 (2 attempt(s) estimated); cost
- * ≥ $0.0031 (1 call unpriced)` (see `formatCost`: never a bare dollar figure when a call had
+ * ≥ $0.0031 (1 attempt unpriced)` (see `formatCost`: never a bare dollar figure when an attempt had
  * no price).
  *
  * @since 0.8.0

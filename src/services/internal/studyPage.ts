@@ -1,14 +1,15 @@
 /**
  * The Study page of `assay serve` on a study's output root (`/study/page`): the tabs Design,
  * Run, Compare, Evidence and Conclusion of a {@link StudyCompare.StudyComparison}, a Pareto
- * scatter plot of two chosen metrics and per-variant interval plots (uPlot, served by the
- * server from `/assets`).
+ * scatter plot of two chosen metrics (SVG, its margins measured from its labels' text, a target
+ * objective's target drawn as a line with its value) and per-variant interval plots (uPlot,
+ * served by the server from `/assets`).
  *
  * Escaping: the page is rendered on the server with every value from the store or the study
  * (questions, variable values, trial reasons, case keys) passed through `escapeHtml`; the
  * plots' data reach the script as JSON inside a `<script type="application/json">` element with
- * every `<` written `\u003c`, and the script writes text only through `textContent` and uPlot's
- * canvas. The page's own script is pinned by its hash in {@link STUDY_CSP}.
+ * every `<` written `\u003c`, and the script writes text only through `textContent` (SVG
+ * elements made with `createElementNS`) and uPlot's canvas. The page's own script is pinned by its hash in {@link STUDY_CSP}.
  *
  * @since 0.7.0
  */
@@ -18,7 +19,7 @@ import { noun } from "../../domain/internal/words.js"
 import { escapeHtml } from "../Dashboard.js"
 import { caseValueText, degenerateNote, deltaText, type Evidence, fmt, judgeShareText, statusWordsOf, type StudyComparison, tieText, unplacedText, type VariantComparison, versusText } from "../StudyCompare.js"
 import { distinctFigures, type BudgetFigure } from "../StudyControl.js"
-import { formatCost } from "./money.js"
+import { formatCost, STUDY_COST } from "./money.js"
 
 /** A value of an assignment as text (strings as they are, others as canonical JSON). */
 const valueText = (v: Json): string => (typeof v === "string" ? v : canonicalJsonUnsafe(v))
@@ -147,7 +148,7 @@ ${li("stop reason", `<span id="study-stop">${e(c.run.stopReason ?? "none fired")
 <table><thead><tr><th>resource</th><th>used</th><th>total budget</th><th>use</th><th>per trial</th></tr></thead><tbody id="run-budget">
 ${usageRow("model calls", usage.calls, String(usage.calls), "calls")}
 ${usageRow("tokens", usage.tokens, String(usage.tokens), "tokens")}
-${usageRow("cost (USD)", usage.costUsd, `${formatCost(usage.costUsd, usage.unpriced ?? 0)}${judgeShareText(usage.judgeCostUsd)}`, "costUsd")}
+${usageRow("cost (USD)", usage.costUsd, `${formatCost(usage.costUsd, usage.unpriced ?? 0, STUDY_COST)}${judgeShareText(usage.judgeCostUsd)}`, "costUsd")}
 ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeMs")}
 </tbody></table>
 <h3>Trials not compared</h3>
@@ -257,7 +258,11 @@ ${c.weightedRanking.length === 0 ? "" : `<h3>Weighted ranking <span class="muted
   const plotData = {
     candidates: c.conclusion.candidates,
     // each metric's unit and direction, for the axes' labels
-    metrics: Object.fromEntries(c.metrics.map((m) => [m.name, { unit: m.unit, direction: m.direction }])),
+    // (and a target objective's target, drawn on the Pareto plot)
+    metrics: Object.fromEntries(c.metrics.map((m) => {
+      const target = c.objectives.find((o) => o.metric === m.name && o.direction === "target")?.target
+      return [m.name, { unit: m.unit, direction: m.direction, ...(target === undefined ? {} : { target }) }]
+    })),
     variants: c.variants.map((v) => ({
       id: v.variantId,
       strict: v.pareto.strict,
@@ -308,6 +313,8 @@ td.msg, td.assign { white-space:pre-wrap; word-break:break-word; max-width:420px
 .facts { list-style:none; padding:0; } .facts li { margin:4px 0; }
 .two { display:grid; grid-template-columns: 1fr 1fr; gap:16px; }
 .plot { background:#fff; border:1px solid var(--line); border-radius:6px; padding:8px; min-height:300px; }
+.plot svg { display:block; overflow:hidden; } .legend { font-size:12px; margin-top:4px; }
+.swatch { display:inline-block; width:9px; height:9px; border-radius:50%; vertical-align:middle; }
 .occ { display:inline-block; width:80px; height:10px; vertical-align:middle; background:#eaeef2; border-radius:4px; overflow:hidden; }
 .fill { background:var(--run); height:100%; }
 .pid { font-size:11px; word-break:break-all; }
@@ -315,7 +322,8 @@ td.msg, td.assign { white-space:pre-wrap; word-break:break-word; max-width:420px
 `
 
 // The page's script: tabs, and the two plots drawn with uPlot from the JSON in #study-data. It
-// never writes markup: text through textContent, plots on uPlot's canvas.
+// never writes markup: text through textContent, the Pareto plot as SVG elements, the interval
+// plot on uPlot's canvas.
 const SCRIPT = `
 (function () {
   "use strict";
@@ -340,54 +348,155 @@ const SCRIPT = `
   // an axis's label: the metric, its unit and which way is better
   function axisLabel(name) {
     var m = data.metrics[name] || { unit: "", direction: "" };
-    var way = m.direction === "maximize" ? "↑ higher is better" : m.direction === "minimize" ? "↓ lower is better" : m.direction === "target" ? "→ nearer the target is better" : "";
+    var way = m.direction === "maximize" ? "↑ higher is better" : m.direction === "minimize" ? "↓ lower is better" : m.direction === "target" ? (num(m.target) !== null ? "→ nearer the target " + tickText(m.target) + " is better" : "→ nearer the target is better") : "";
     return name + (m.unit ? " (" + m.unit + ")" : "") + (way ? ", " + way : "");
   }
+  // text widths in the SVG's font, measured on a canvas (it measures while the tab is hidden)
+  var FONT = 11, LINE = 14;
+  var measurer = document.createElement("canvas").getContext("2d");
+  function textWidth(str) {
+    if (!measurer) return str.length * FONT * 0.62;
+    measurer.font = FONT + "px system-ui, sans-serif";
+    return Math.ceil(measurer.measureText(str).width) + 2;
+  }
+  // a label in at most two lines of at most \`room\` pixels: split at its ", ", else cut with an
+  // ellipsis (the whole text stays in the element's title)
+  function fitLines(str, room) {
+    function cut(t) {
+      if (textWidth(t) <= room) return t;
+      while (t.length > 1 && textWidth(t + "…") > room) t = t.slice(0, -1);
+      return t + "…";
+    }
+    if (textWidth(str) <= room) return [str];
+    var at = str.indexOf(", ");
+    if (at < 0) return [cut(str)];
+    return [cut(str.slice(0, at + 1)), cut(str.slice(at + 2))];
+  }
+  var SVG = "http://www.w3.org/2000/svg";
+  function node(parent, tag, attrs, text) {
+    var n = document.createElementNS(SVG, tag);
+    Object.keys(attrs).forEach(function (k) { n.setAttribute(k, String(attrs[k])); });
+    if (text !== undefined) n.textContent = text;
+    parent.appendChild(n);
+    return n;
+  }
+  function titled(n, text) { node(n, "title", {}, text); return n; }
+  // about five round steps over [lo, hi]
+  function ticks(lo, hi) {
+    var raw = (hi - lo) / 5, mag = Math.pow(10, Math.floor(Math.log10(raw))), f = raw / mag;
+    var step = (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * mag, out = [];
+    for (var v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Number(v.toPrecision(12)));
+    return out;
+  }
+  function tickText(v) { return String(Number(v.toPrecision(6))); }
+  function rangeOf(values) {
+    var lo = Math.min.apply(null, values), hi = Math.max.apply(null, values);
+    var pad = hi > lo ? (hi - lo) * 0.08 : (Math.abs(lo) * 0.1 || 1);
+    return [lo - pad, hi + pad];
+  }
+  function targetOf(name) { var m = data.metrics[name]; return m && m.direction === "target" && num(m.target) !== null ? m.target : null; }
+  // the Pareto plot, drawn as SVG: margins from the measured text, so no label is cut whatever
+  // the metrics' names; each point labelled inside the plot; a target objective's target drawn
+  // the metric and its unit (the interval plot's axis, drawn by uPlot on one line)
+  function shortLabel(name) { var m = data.metrics[name] || { unit: "" }; return name + (m.unit ? " (" + m.unit + ")" : ""); }
   function drawPareto() {
     var box = $("pareto-plot"), mx = $("pareto-x").value, my = $("pareto-y").value;
     var pts = data.variants.filter(function (v) {
       return v.compared && v.values[mx] && v.values[my] && num(v.values[mx].mean) !== null && num(v.values[my].mean) !== null;
     }).map(function (v) { return { id: v.id, x: v.values[mx].mean, y: v.values[my].mean, candidate: data.candidates.indexOf(v.id) >= 0, uncertain: v.uncertain }; });
     pts.sort(function (a, b) { return a.x - b.x; });
-    var xs = pts.map(function (p) { return p.x; });
-    var cand = pts.map(function (p) { return p.candidate ? p.y : null; });
-    var noise = pts.map(function (p) { return !p.candidate && p.uncertain ? p.y : null; });
-    var other = pts.map(function (p) { return !p.candidate && !p.uncertain ? p.y : null; });
+    var tx = targetOf(mx), ty = targetOf(my);
     box.setAttribute("data-points", String(pts.length));
     box.setAttribute("data-candidates", pts.filter(function (p) { return p.candidate; }).map(function (p) { return p.id; }).join(","));
     box.setAttribute("data-variants", pts.map(function (p) { return p.id; }).join(","));
     box.setAttribute("data-axis-x", axisLabel(mx));
     box.setAttribute("data-axis-y", axisLabel(my));
-    if (state.pareto) { state.pareto.destroy(); state.pareto = null; }
+    box.setAttribute("data-targets", [tx === null ? "" : mx + "=" + tx, ty === null ? "" : my + "=" + ty].filter(function (x) { return x !== ""; }).join(","));
     while (box.firstChild) box.removeChild(box.firstChild);
-    if (typeof uPlot === "undefined" || pts.length === 0) { box.textContent = pts.length === 0 ? "no compared variant has both metrics" : ""; return; }
-    function dots(label, color, size) { return { label: label, stroke: color, fill: color, paths: function () { return null; }, points: { show: true, size: size, fill: color, stroke: color } }; }
-    // each point labelled with its variant, on the canvas beside it
-    var labelled = [];
-    function labels(u) {
-      var ctx = u.ctx, r = window.devicePixelRatio || 1;
-      labelled = [];
-      ctx.save();
-      ctx.font = (11 * r) + "px system-ui, sans-serif";
-      ctx.fillStyle = "#1f2328";
-      pts.forEach(function (p) {
-        var x = u.valToPos(p.x, "x", true), y = u.valToPos(p.y, "y", true);
-        if (!isFinite(x) || !isFinite(y)) return;
-        ctx.fillText(p.id, x + 7 * r, y - 5 * r);
-        labelled.push(p.id);
-      });
-      ctx.restore();
-      box.setAttribute("data-labels", labelled.join(","));
+    state.pareto = null;
+    if (pts.length === 0) { box.textContent = "no compared variant has both metrics"; return; }
+    var W = Math.max(300, box.clientWidth - 16), H = 300;
+    var xr = rangeOf(pts.map(function (p) { return p.x; }).concat(tx === null ? [] : [tx]));
+    var yr = rangeOf(pts.map(function (p) { return p.y; }).concat(ty === null ? [] : [ty]));
+    var xt = ticks(xr[0], xr[1]), yt = ticks(yr[0], yr[1]);
+    // margins: the y axis's label lines and tick texts on the left, the x axis's below
+    var top = 12, right = 14;
+    var yTickW = Math.max.apply(null, yt.map(function (v) { return textWidth(tickText(v)); }));
+    var xLines = fitLines(axisLabel(mx), W - 20);
+    var bottom = 6 + LINE + 4 + xLines.length * LINE + 4;
+    var yLines = fitLines(axisLabel(my), H - top - bottom);
+    var left = 6 + yLines.length * LINE + 6 + yTickW + 6;
+    var pw = W - left - right, ph = H - top - bottom;
+    function X(v) { return left + (v - xr[0]) / (xr[1] - xr[0]) * pw; }
+    function Y(v) { return top + ph - (v - yr[0]) / (yr[1] - yr[0]) * ph; }
+    var svg = node(box, "svg", { id: "pareto-svg", width: W, height: H, viewBox: "0 0 " + W + " " + H, "font-family": "system-ui, sans-serif", "font-size": FONT, role: "img" });
+    titled(svg, "Pareto plot: " + axisLabel(mx) + " against " + axisLabel(my));
+    node(svg, "rect", { x: left, y: top, width: pw, height: ph, fill: "#fff", stroke: "#d0d7de" });
+    xt.forEach(function (v) {
+      node(svg, "line", { x1: X(v), x2: X(v), y1: top + ph, y2: top + ph + 5, stroke: "#57606a" });
+      node(svg, "text", { class: "tick", x: X(v), y: top + ph + 6 + FONT, "text-anchor": "middle", fill: "#57606a" }, tickText(v));
+    });
+    yt.forEach(function (v) {
+      node(svg, "line", { x1: left - 5, x2: left, y1: Y(v), y2: Y(v), stroke: "#57606a" });
+      node(svg, "text", { class: "tick", x: left - 7, y: Y(v) + 4, "text-anchor": "end", fill: "#57606a" }, tickText(v));
+    });
+    // the axes' labels, in full in their titles
+    var xl = titled(node(svg, "text", { class: "axis-label axis-x", x: left + pw / 2, y: top + ph + 6 + LINE + 4 + FONT, "text-anchor": "middle", fill: "#1f2328" }), axisLabel(mx));
+    xLines.forEach(function (l, i) { node(xl, "tspan", { x: left + pw / 2, dy: i === 0 ? 0 : LINE }, l); });
+    var cy = top + ph / 2;
+    var yl = titled(node(svg, "text", { class: "axis-label axis-y", transform: "translate(" + (6 + FONT) + "," + cy + ") rotate(-90)", "text-anchor": "middle", fill: "#1f2328" }), axisLabel(my));
+    yLines.forEach(function (l, i) { node(yl, "tspan", { x: 0, dy: i === 0 ? 0 : LINE }, l); });
+    // a target objective's target: a dashed line with its value, inside the plot
+    if (tx !== null) {
+      node(svg, "line", { class: "target-line", x1: X(tx), x2: X(tx), y1: top, y2: top + ph, stroke: "#9a6700", "stroke-dasharray": "4 3" });
+      var lx = "target " + tickText(tx), toRight = X(tx) + 4 + textWidth(lx) <= left + pw;
+      titled(node(svg, "text", { class: "target-label", x: toRight ? X(tx) + 4 : X(tx) - 4, y: top + FONT + 2, "text-anchor": toRight ? "start" : "end", fill: "#9a6700" }, lx), mx + ": target " + tx);
     }
-    state.pareto = new uPlot({
-      width: Math.max(300, box.clientWidth - 16), height: 280,
-      scales: { x: { time: false } },
-      series: [{ label: mx, value: function (u, v, si, i) { return i === null || i === undefined ? "" : pts[i].id + " " + mx + "=" + v; } },
-               dots("candidate", "#1a7f37", 12), dots("front within noise", "#9a6700", 9), dots("dominated", "#57606a", 7)],
-      axes: [{ label: axisLabel(mx) }, { label: axisLabel(my) }],
-      hooks: { draw: [labels] }
-    }, [xs, cand, noise, other], box);
-    state.pareto.points = pts;
+    if (ty !== null) {
+      node(svg, "line", { class: "target-line", x1: left, x2: left + pw, y1: Y(ty), y2: Y(ty), stroke: "#9a6700", "stroke-dasharray": "4 3" });
+      var ly = "target " + tickText(ty), above = Y(ty) - 4 - FONT >= top;
+      titled(node(svg, "text", { class: "target-label", x: left + pw - 4, y: above ? Y(ty) - 4 : Y(ty) + FONT + 2, "text-anchor": "end", fill: "#9a6700" }, ly), my + ": target " + ty);
+    }
+    // the points: candidates green, the front within noise amber, the dominated grey; each
+    // labelled with its variant beside it, on the side where the label fits inside the plot
+    var labelled = [], placed = [];
+    pts.forEach(function (p) {
+      var kind = p.candidate ? "candidate" : p.uncertain ? "uncertain" : "dominated";
+      var r = p.candidate ? 6 : p.uncertain ? 4.5 : 3.5, color = p.candidate ? "#1a7f37" : p.uncertain ? "#9a6700" : "#57606a";
+      var px = X(p.x), py = Y(p.y);
+      titled(node(svg, "circle", { class: "pt " + kind, cx: px, cy: py, r: r, fill: color, "data-variant": p.id }), p.id + ": " + mx + " " + tickText(p.x) + ", " + my + " " + tickText(p.y));
+      var room = pw - 8, label = textWidth(p.id) <= room ? p.id : fitLines(p.id, room)[0], w = textWidth(label);
+      var lx2 = px + r + 3, anchor = "start";
+      if (lx2 + w > left + pw - 2) { lx2 = px - r - 3; anchor = "end"; }
+      if (anchor === "end" && lx2 - w < left + 2) { lx2 = left + 2; anchor = "start"; }
+      var ly2 = py - r - 2;
+      if (ly2 - FONT < top + 2) ly2 = py + r + FONT + 1;
+      // a label that would overlap one placed before (two variants at one point) goes a line
+      // further down, or up when that leaves the plot
+      var x0 = anchor === "start" ? lx2 : lx2 - w;
+      function clash(y) { return placed.some(function (b) { return x0 < b.x1 && x0 + w > b.x0 && y - FONT < b.y1 && y > b.y1 - FONT; }); }
+      for (var tries = 0; tries < pts.length && clash(ly2); tries++) ly2 += LINE;
+      if (ly2 > top + ph - 3) {
+        ly2 = Math.max(top + FONT + 2, py - r - 2);
+        for (var up = 0; up < pts.length && clash(ly2) && ly2 - LINE >= top + FONT + 2; up++) ly2 -= LINE;
+      }
+      if (ly2 > top + ph - 3) ly2 = top + ph - 3;
+      placed.push({ x0: x0, x1: x0 + w, y1: ly2 });
+      titled(node(svg, "text", { class: "pt-label", x: lx2, y: ly2, "text-anchor": anchor, fill: "#1f2328", "data-variant": p.id }, label), p.id);
+      labelled.push(p.id);
+    });
+    box.setAttribute("data-labels", labelled.join(","));
+    var legend = document.createElement("div");
+    legend.className = "legend muted";
+    [["#1a7f37", "candidate"], ["#9a6700", "front within noise"], ["#57606a", "dominated"]].forEach(function (k) {
+      var sw = document.createElement("span");
+      sw.className = "swatch";
+      sw.style.background = k[0];
+      legend.appendChild(sw);
+      legend.appendChild(document.createTextNode(" " + k[1] + "  "));
+    });
+    box.appendChild(legend);
+    state.pareto = { points: pts, svg: svg };
   }
   function drawIntervals() {
     var box = $("interval-plot"), m = $("interval-metric").value;
@@ -408,8 +517,9 @@ const SCRIPT = `
                { label: "mean", stroke: "#0969da", paths: noLine, points: { show: true, size: 10, fill: "#0969da" } },
                { label: "lower", stroke: "#57606a", paths: noLine, points: { show: true, size: 6, fill: "#fff" } },
                { label: "upper", stroke: "#57606a", paths: noLine, points: { show: true, size: 6, fill: "#fff" } }],
-      axes: [{ label: "variant", incrs: [1], values: function (u, splits) { return splits.map(function (s) { return s >= 1 && s <= vs.length && s === Math.round(s) ? vs[s - 1].id : ""; }); } }, { label: axisLabel(m) }]
+      axes: [{ label: "variant", incrs: [1], values: function (u, splits) { return splits.map(function (s) { return s >= 1 && s <= vs.length && s === Math.round(s) ? vs[s - 1].id : ""; }); } }, { label: fitLines(shortLabel(m), 200)[0] }]
     }, [xs, means, lows, highs], box);
+    box.title = axisLabel(m);
     state.intervals.variants = vs.map(function (v) { return v.id; });
   }
   function draw() { drawPareto(); drawIntervals(); }

@@ -19,14 +19,19 @@
  * and their extrapolation to 10⁶ pipelines. `uptime` before and after: the machine is shared.
  *
  * Environment: `BENCH_CLUSTER_PIPELINES` (default 20000), `BENCH_CLUSTER_ROUNDS` (default 1;
- * rounds alternate sqlite, cluster), `BENCH_CLUSTER_ONLY` (`sqlite` or `cluster`),
+ * rounds alternate sqlite, cluster), `BENCH_CLUSTER_ONLY` (`sqlite`, `cluster` or `embedded-pg`),
  * `BENCH_CLUSTER_STATEMENTS=1` (Postgres with `pg_stat_statements`: the statements per
  * pipeline, in all and the top ones by calls and by execution time, over the submitter's run),
  * `BENCH_CLUSTER_PROFILE=DIR` (the runners and the submitter run with `node --cpu-prof`, their
  * profiles written to DIR/runner0, …, DIR/submitter; the runners are stopped with SIGTERM so that theirs are written;
  * `npx tsx bench/lib/cpuprofile.ts FILE` summarizes one), `BENCH_CLUSTER_IDLE_S` (default 0:
  * seconds of the runners' CPU measured while idle before the submission, reported per second
- * so that the per-pipeline figure can be read without the time-proportional part).
+ * so that the per-pipeline figure can be read without the time-proportional part),
+ * `BENCH_CLUSTER_EMBEDDED_PG=1` (after each cluster round, an `embedded_pg` round: the same
+ * experiment run by the embedded engine writing the Postgres store, no cluster, each process
+ * with a local pool; `BENCH_CLUSTER_EMBEDDED_PROCS` processes at once, default 1, each with
+ * 1/N of the pipelines, the capacity and `run.concurrency`: the floor of what a runner that
+ * runs a whole window on the embedded engine would cost per pipeline, BENCHMARKS.md pg17n).
  */
 import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -41,6 +46,8 @@ const ONLY = process.env.BENCH_CLUSTER_ONLY
 const STATEMENTS = process.env.BENCH_CLUSTER_STATEMENTS === "1"
 const PROFILE = process.env.BENCH_CLUSTER_PROFILE
 const IDLE_S = Number(process.env.BENCH_CLUSTER_IDLE_S ?? 0)
+const EMBEDDED_PG = process.env.BENCH_CLUSTER_EMBEDDED_PG === "1"
+const EMBEDDED_PROCS = Number(process.env.BENCH_CLUSTER_EMBEDDED_PROCS ?? 1)
 /** How to start `bin/assay` (under `node --cpu-prof` when profiling: Node 20 refuses it in NODE_OPTIONS). */
 const assayCommand = (name: string, args: ReadonlyArray<string>): [string, Array<string>] =>
   PROFILE === undefined
@@ -107,17 +114,27 @@ const timed = (args: ReadonlyArray<string>, env: Record<string, string>, cwd: st
     })
   })
 
-const experiment = (dir: string) => {
-  const file = path.join(dir, "exp.json")
+const experiment = (dir: string, part?: { readonly index: number; readonly of: number }) => {
+  const file = path.join(dir, part === undefined ? "exp.json" : `exp-${part.index}.json`)
+  const capacity = part === undefined ? CAPACITY : Math.floor(CAPACITY / part.of)
   fs.writeFileSync(file, JSON.stringify({
-    run: { concurrency: CAPACITY },
-    pools: { cpu: { resources: [{ id: "slots", capacity: CAPACITY }] } },
+    run: { concurrency: capacity },
+    pools: { cpu: { resources: [{ id: "slots", capacity }] } },
     pipeline: {
       name: "bench",
       tasks: ["a", "b", "c"].map((name) => ({ use: "simulateLlm", name, options: { resource: "cpu", latency: `${TASK_MS} millis` } }))
     },
-    source: { range: { n: N } }
+    // a part's seeds are its own (the pipeline ids follow the seeds, not the pipeline's name)
+    source: part === undefined ? { range: { n: N } } : { jsonl: { path: partSeeds(dir, part) } }
   }))
+  return file
+}
+
+/** A JSONL file of part `index`'s seeds: `{ "i": … }` rows no other part has. */
+const partSeeds = (dir: string, part: { readonly index: number; readonly of: number }): string => {
+  const file = path.join(dir, `seeds-${part.index}.jsonl`)
+  const n = Math.floor(N / part.of)
+  fs.writeFileSync(file, Array.from({ length: n }, (_, k) => JSON.stringify({ i: part.index * n + k })).join("\n") + "\n")
   return file
 }
 
@@ -347,8 +364,68 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
   }
 }
 
+/**
+ * The embedded engine on the Postgres store (`assay run --store URL`, no cluster): each of
+ * `EMBEDDED_PROCS` processes runs 1/N of the pipelines with a local pool of 1/N of the
+ * capacity; CPU per pipeline of the processes and of Postgres, statements per pipeline.
+ */
+const embeddedPgRound = async (round: number, sqliteTasksPerS: number | undefined): Promise<void> => {
+  const pg = await startPostgres(
+    STATEMENTS ? { serverOptions: ["-c shared_preload_libraries=pg_stat_statements", "-c pg_stat_statements.track=all"] } : {}
+  )
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-cluster-embedded-"))
+  try {
+    await pg.createDatabase("bench")
+    const url = pg.url("bench")
+    const sql = (q: string) => pg.psql("bench", q).trim()
+    execFileSync(bin, ["migrate", "--database", url], { stdio: "ignore" })
+    if (STATEMENTS) sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    const files = Array.from({ length: EMBEDDED_PROCS }, (_, index) => experiment(dir, { index, of: EMBEDDED_PROCS }))
+    const n = Math.floor(N / EMBEDDED_PROCS) * EMBEDDED_PROCS
+    if (STATEMENTS) sql("SELECT pg_stat_statements_reset()")
+    const postmaster = pg.pid()
+    const pgCpu0 = pgCpu(postmaster)
+    const load = uptime()
+    const t0 = performance.now()
+    const runs = await Promise.all(
+      files.map((file, i) => timed(["run", "-c", file, "--store", url, "--quiet"], {}, dir, `embedded${i}`))
+    )
+    const ms = performance.now() - t0
+    const pgCpuS = pgCpu(postmaster) - pgCpu0
+    const failed = runs.filter((r) => r.code !== 0)
+    if (failed.length > 0) throw new Error(`embedded-pg run failed: ${failed[0]!.stderr}`)
+    const cpu = runs.reduce((a, r) => a + r.cpu, 0)
+    const tasksPerS = (n * TASKS) / (ms / 1000)
+    emit({
+      bench: "cluster.embedded_pg",
+      round,
+      processes: EMBEDDED_PROCS,
+      pipelines: n,
+      succeeded: Number(sql("SELECT count(*) FROM assay_pipelines WHERE state = 'succeeded'")),
+      ms: Math.round(ms),
+      tasks_per_s: Math.round(tasksPerS),
+      ratio_to_bound: +(tasksPerS / BOUND).toFixed(3),
+      ratio_to_sqlite: sqliteTasksPerS === undefined ? null : +(tasksPerS / sqliteTasksPerS).toFixed(3),
+      cpu_ms_per_pipeline: {
+        processes: +(cpu * 1000 / n).toFixed(2),
+        postgres: +(pgCpuS * 1000 / n).toFixed(2),
+        total: +((cpu + pgCpuS) * 1000 / n).toFixed(2)
+      },
+      statements_per_pipeline: STATEMENTS
+        ? +(Number(sql("SELECT sum(calls) FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'")) / n).toFixed(2)
+        : null,
+      load_before: load,
+      load_after: uptime()
+    })
+  } finally {
+    await pg.stop()
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
 emit({ bench: "cluster.setup", pipelines: N, tasks: N * TASKS, capacity: CAPACITY, task_ms: TASK_MS, bound_tasks_per_s: BOUND, cores: os.cpus().length, load: uptime() })
 for (let round = 1; round <= ROUNDS; round++) {
   const sqlite = ONLY === "cluster" ? undefined : await sqliteRound(round)
-  if (ONLY !== "sqlite") await clusterRound(round, sqlite)
+  if (ONLY !== "sqlite" && ONLY !== "embedded-pg") await clusterRound(round, sqlite)
+  if (EMBEDDED_PG || ONLY === "embedded-pg") await embeddedPgRound(round, sqlite)
 }

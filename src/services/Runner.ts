@@ -427,7 +427,21 @@ const idleStats: LiveStats = {
 }
 
 /**
- * Builds a runner with base options (each `start` / `run` may override them). Needs the
+ * A run's options: the runner's base options with the run's overrides laid over them, field
+ * by field. An override that is absent or `undefined` keeps the base's value (a caller that
+ * forwards optional flags as `{ maxAdmitted: flag }` must not reset the layer's value to the
+ * default).
+ */
+const withOverrides = (base: RunOptions, overrides: RunOptions | undefined): RunOptions => {
+  if (overrides === undefined) return base
+  const merged: Record<string, unknown> = { ...base }
+  for (const [key, value] of Object.entries(overrides)) if (value !== undefined) merged[key] = value
+  return merged as RunOptions
+}
+
+/**
+ * Builds a runner with base options (each `start` / `run` may override them, field by field:
+ * an override left `undefined` keeps the base's value). Needs the
  * `Store` and the `Pools` of the run (and uses the `Bus` in context, or a fresh one; the
  * `CallCache` in context, else the store's own, else one in memory: see {@link layer}). Fails
  * with `ConfigError` for invalid base options.
@@ -456,7 +470,7 @@ export const make = (base: RunOptions = {}): Effect.Effect<RunnerService, Config
     let latest: Option.Option<RunHandle<unknown>> = Option.none()
 
     const start = <S extends AnySpec, SE = never, SR = never>(source: SpecSource<S, SE, SR>, overrides?: RunOptions) =>
-      Effect.tap(internal.start(env, source, { ...base, ...overrides }), (handle) =>
+      Effect.tap(internal.start(env, source, withOverrides(base, overrides)), (handle) =>
         Effect.zipRight(
           Effect.sync(() => {
             going.add(handle)

@@ -259,8 +259,17 @@ export interface ProviderSpec {
   readonly latency?: { readonly medianMs: number; readonly sigma?: number | undefined } | undefined
   /** Past this many requests in flight, latency grows by `(inFlight - knee) / knee` of itself. */
   readonly knee?: number | undefined
-  /** Requests in flight beyond this are refused with a 429 (no hint). */
+  /**
+   * Requests in flight beyond this are refused with a 429 (no hint, unless
+   * `concurrencyRetryAfterS`). It bounds the rate on offer to `maxConcurrent` over the mean
+   * latency (see {@link ProviderSim.capacityAt}).
+   */
   readonly maxConcurrent?: number | undefined
+  /**
+   * The `Retry-After` (whole seconds) of a 429 past `maxConcurrent`, as `assay mock-llm`'s
+   * `maxConcurrency` sends it (`Retry-After: 1`); none when absent.
+   */
+  readonly concurrencyRetryAfterS?: number | undefined
   /** Completion tokens per answer (default 20). */
   readonly completionTokens?: number | undefined
 }
@@ -407,7 +416,9 @@ export interface ProviderSim {
   readonly baseUrl: (name: string) => string
   /**
    * Requests per second the provider allows at a simulated offset (ms): the smaller of its
-   * request rate and its token rate over the tokens a request takes (`tokensPerRequest`).
+   * request rate, its token rate over the tokens a request takes (`tokensPerRequest`) and,
+   * with `maxConcurrent`, that many requests in flight over the mean latency (Little's law;
+   * the lognormal's mean, `median × e^(sigma²/2)`, without the `knee`'s slowing).
    */
   readonly capacityAt: (name: string, offsetMs: number, tokensPerRequest: number) => number
   /**
@@ -536,7 +547,8 @@ export const makeProviders = (
         return respond(request, 429, { error: { message, type: "rate_limit_exceeded" } }, headers)
       }
       if (p.spec.maxConcurrent !== undefined && p.inFlight >= p.spec.maxConcurrent) {
-        return refuse({}, "Too many concurrent requests")
+        const after = p.spec.concurrencyRetryAfterS
+        return refuse(after === undefined ? {} : { "retry-after": String(after) }, "Too many concurrent requests")
       }
       const reqOk = p.requests === undefined || p.requests.remaining(now) >= 1
       const tokOk = p.tokens === undefined || p.tokens.remaining(now) >= tokens
@@ -594,7 +606,10 @@ export const makeProviders = (
       const f = p.factorAt(offsetMs)
       const req = p.spec.requests === undefined ? Number.POSITIVE_INFINITY : (p.spec.requests.perMinute * f) / 60
       const tok = p.spec.tokens === undefined ? Number.POSITIVE_INFINITY : (p.spec.tokens.perMinute * f) / 60 / tokensPerRequest
-      return Math.min(req, tok)
+      const sigma = p.spec.latency?.sigma ?? 0.3
+      const meanMs = (p.spec.latency?.medianMs ?? 200) * Math.exp((sigma * sigma) / 2)
+      const conc = p.spec.maxConcurrent === undefined ? Number.POSITIVE_INFINITY : (p.spec.maxConcurrent * 1000) / meanMs
+      return Math.min(req, tok, conc)
     }
   }
 }

@@ -186,6 +186,32 @@ describe("adaptive in the provider simulator", () => {
         assert.isAtMost(after.filter((r) => r.status === 429).length / after.length, 0.01)
       }), 180_000)
 
+  it.effect.each([1, 2])(
+    "a hidden concurrency limit (3 in flight, a 429 with Retry-After 1 s past it, ~300 ms: about 10 requests/s on offer; capacity 8, 16 at once; seed %i): from 30 s ≥ 85 %% of it used, ≤ 2 %% of requests answered 429, the window learned at 3 (tester18f F3)",
+    (seed) =>
+      Effect.gen(function*() {
+        // `assay mock-llm`'s `maxConcurrency: 3` with a latency of median 300 ms, p95 ~400 ms.
+        // Each such 429 used to cut the rate and set a rate knee, while the window (never
+        // binding) was not learned: 0.59–0.62 of the offer, flat (bench/adaptive-concurrency.ts)
+        const sim = Sim.makeProviders([{
+          name: "conc",
+          signals: "none",
+          maxConcurrent: 3,
+          concurrencyRetryAfterS: 1,
+          latency: { medianMs: 300, sigma: 0.175 }
+        }], { seed })
+        const run = yield* Sim.runChat(sim, { algorithm: "adaptive", pipelines: 700, concurrency: 16, capacity: 8 })
+        assert.strictEqual(run.report.stats.byState.failed, 0)
+        // the last second is the run's tail (fewer pipelines left than the limit)
+        const used = Sim.figures(sim, run.log, 30_000, run.simMs - 1_000, TOKENS_PER_REQUEST)
+        assert.approximately(used.offered / ((run.simMs - 31_000) / 1000), 9.85, 0.05, "3 in flight over the mean latency")
+        assert.isAtLeast(used.utilisation, 0.85, `served ${used.served} of ${used.offered} from 30 s`)
+        const after = Sim.figures(sim, run.log, 30_000, run.simMs, TOKENS_PER_REQUEST)
+        assert.isAtMost(after.rate429, 0.02, `${after.rateLimited} of ${after.requests} from 30 s`)
+        const windows = run.samples.filter((x) => x.atMs >= 30_000).map((x) => adaptiveOf(x, "conc")["concurrency"] as number)
+        assert.strictEqual(windows.filter((w) => w === 3).length / windows.length >= 0.9, true, `windows from 30 s: ${windows.join(" ")}`)
+      }), 180_000)
+
   it.effect("the same provider under wait (capacity 48, the limit unknown): far more than 2 % of requests answered 429", () =>
     Effect.gen(function*() {
       const sim = Sim.makeProviders([{ name: "p", requests: { perMinute: 1200 }, signals: "none", latency: { medianMs: 300 } }], { seed: 7 })

@@ -363,6 +363,48 @@ describe("adaptive: our own event loop's delay is not the server's latency (issu
       assert.isAtLeast(end["concurrency"] as number, 30, JSON.stringify(end))
     }), 180_000)
 
+  /**
+   * tester18f F2 (3 endpoints, 2.4–3.6 % 429s at load 13–17): does a starved loop turn a stall
+   * into a burst of sends? Here the client's timers fire late: every timer due within a stall
+   * (400 ms of every second) fires at its end, the answers and the pacer's together. The pacing
+   * bucket holds at most `max(1, rate × burst)` (100 ms) requests, so the missed slots are not
+   * caught up: never two sends within 10 ms. The control: a bucket of a second (`burst: "1
+   * second"`) catches up the stall's slots at its end, and the same check sees it.
+   */
+  const lateRun = (options: Algo.AdaptiveOptions) =>
+    Effect.gen(function*() {
+      const stalls = { everyMs: 1000, stallMs: 400 }
+      const sim = Sim.makeProviders([{ name: "p", requests: { perMinute: 600, burst: 3 }, signals: "retry-after", latency: { medianMs: 60 } }], {
+        seed: 1,
+        loopStalls: stalls
+      })
+      const run = yield* Sim.runChat(sim, {
+        algorithm: Algo.adaptive({ loopDelay: sim.loopDelay, ...options }),
+        pipelines: 400,
+        concurrency: 16,
+        capacity: 8,
+        lateTimers: stalls
+      })
+      const ts = run.log.map((r) => r.atMs).sort((a, b) => a - b)
+      const within10 = Math.max(...ts.map((t, i) => ts.slice(i).filter((x) => x < t + 10).length))
+      const rates = run.samples.map((x) => (adaptiveOf(x, "p")["rate"] as number | undefined) ?? 0)
+      return { sim, run, within10, maxRate: Math.max(...rates) }
+    })
+
+  it.effect("timers fired late by a stalled loop (400 ms of every second): the pacing does not catch up the missed slots, never two sends within 10 ms (tester18f F2)", () =>
+    Effect.gen(function*() {
+      const { maxRate, run, sim, within10 } = yield* lateRun({})
+      assert.strictEqual(run.report.stats.byState.failed, 0)
+      // below 20 requests/s the bucket holds under 2 requests: one at a time
+      assert.isBelow(maxRate, 20)
+      assert.strictEqual(within10, 1)
+      const after = Sim.figures(sim, run.log, 10_000, run.simMs, TOKENS_PER_REQUEST)
+      assert.isAtMost(after.rate429, 0.02, `${after.rateLimited} of ${after.requests} after 10 s`)
+      // the control: a bucket of a second sends the stall's slots at once
+      const control = yield* lateRun({ burst: "1 second" })
+      assert.isAtLeast(control.within10, 3)
+    }), 180_000)
+
   it.effect("the same run with loopDelay: false reads the stalls as congestion and cuts the window for latency", () =>
     Effect.gen(function*() {
       const sim = starved()

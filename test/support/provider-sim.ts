@@ -65,7 +65,12 @@ export class SimClock implements Clock.Clock {
   private seq = 0
   /** Timers fired so far. */
   fired = 0
-  constructor(public now: number = 0) {}
+  /**
+   * @param now the simulated epoch ms to start at
+   * @param late when a timer due at `at` fires instead (`at` itself by default): a starved
+   *   event loop's late timers (see {@link simulate}'s `lateTimers`)
+   */
+  constructor(public now: number = 0, private readonly late: (at: number) => number = (at) => at) {}
   unsafeCurrentTimeMillis(): number {
     return this.now
   }
@@ -82,7 +87,7 @@ export class SimClock implements Clock.Clock {
     const ms = Duration.toMillis(duration)
     if (!Number.isFinite(ms)) return Effect.never
     return Effect.async<void>((resume) => {
-      const t = this.schedule(this.now + Math.max(0, ms), () => resume(Effect.void))
+      const t = this.schedule(this.late(this.now + Math.max(0, ms)), () => resume(Effect.void))
       return Effect.sync(() => {
         t.fire = undefined
         if (++this.cancelled > 1024 && this.cancelled > this.heap.length / 2) this.compact()
@@ -179,18 +184,44 @@ export class SimScheduler implements Scheduler.Scheduler {
 }
 
 /**
+ * A starved event loop's stalls: `stallMs` of every `everyMs` from the start (`[k × everyMs,
+ * k × everyMs + stallMs)`), only those that begin before `untilMs` when given.
+ */
+export interface Stalls {
+  readonly everyMs: number
+  readonly stallMs: number
+  readonly untilMs?: number | undefined
+}
+
+/**
+ * When a moment `t` (simulated epoch ms) held by one of `stalls` (counted from `startMs`) is
+ * over: the stall's end, or `t` itself when no stall holds it.
+ */
+export const stallEndOf = (stalls: Stalls | undefined, startMs: number, t: number): number => {
+  if (stalls === undefined) return t
+  const off = t - startMs
+  const begun = Math.floor(off / stalls.everyMs) * stalls.everyMs
+  if (stalls.untilMs !== undefined && begun >= stalls.untilMs) return t
+  const into = off - begun
+  return into < stalls.stallMs ? t + (stalls.stallMs - into) : t
+}
+
+/**
  * Runs `program` in simulated time starting at `startMs` (see the module header) and returns
  * its result with the simulated time it took (`simMs`) and the timers fired. Fails as the
  * program fails; dies when the program waits on nothing (no runnable fiber, no timer, and
- * nothing arriving from the event loop).
+ * nothing arriving from the event loop). With `lateTimers`, the program's own event loop is
+ * starved: a timer due within a stall fires at its end, with every other one due in it (in
+ * the order they were due), as Node runs the timers a busy loop kept waiting.
  */
 export const simulate = <A, E>(
   program: Effect.Effect<A, E>,
-  options: { readonly startMs?: number } = {}
+  options: { readonly startMs?: number; readonly lateTimers?: Stalls | undefined } = {}
 ): Effect.Effect<{ readonly value: A; readonly simMs: number; readonly timers: number }, E> =>
   Effect.gen(function*() {
     const start = options.startMs ?? 0
-    const clock = new SimClock(start)
+    const late = options.lateTimers
+    const clock = new SimClock(start, late === undefined ? undefined : (at) => stallEndOf(late, start, at))
     const scheduler = new SimScheduler()
     const fiber = yield* Effect.fork(Effect.withClock(program, clock)).pipe(Effect.withScheduler(scheduler))
     let idle = 0
@@ -673,6 +704,8 @@ export const runChat = (
     readonly startMs?: number | undefined
     /** Simulated ms the run may take; past it the run fails with a `TimeoutException`. */
     readonly timeLimitMs?: number | undefined
+    /** The client's timers fire late, at the end of these stalls (see {@link simulate}). */
+    readonly lateTimers?: Stalls | undefined
   }
 ): Effect.Effect<ChatRun, unknown> => {
   const startMs = options.startMs ?? 0
@@ -703,7 +736,7 @@ export const runChat = (
     yield* Fiber.interrupt(fiber)
     return { report, samples }
   }).pipe(Effect.provide(env))
-  return Effect.map(simulate(program, { startMs }), ({ simMs, timers, value }) => ({
+  return Effect.map(simulate(program, { startMs, lateTimers: options.lateTimers }), ({ simMs, timers, value }) => ({
     report: value.report,
     samples: value.samples,
     log: sim.log,

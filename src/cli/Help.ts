@@ -454,6 +454,13 @@ export type Route =
     readonly expected: string
   }
   | {
+    readonly _tag: "MissingValue"
+    /** The option as typed (`--cache-mode`). */
+    readonly option: string
+    /** What it takes: `integer`, `float`, its choices (`readWrite | readOnly`), or a placeholder (`file`). */
+    readonly expected: string
+  }
+  | {
     readonly _tag: "Parse"
     /** The command line's command (`assay study confirm`), when it names one. */
     readonly where?: string | undefined
@@ -536,6 +543,12 @@ export const route = (args: ReadonlyArray<string>, commands: ReadonlyArray<AnyCo
         const eq = token.indexOf("=")
         const value = eq !== -1 && token.startsWith("--") ? token.slice(eq + 1) : option.names.includes(token) ? tokens[i + 1] : undefined
         if (option.names.includes(token)) i++
+        // its value left out: the option ends the line (`@effect/cli` answered `Received
+        // unknown argument: '--cache-mode'`; tester18f F5). A next token that looks like an
+        // option is its value, as `@effect/cli` reads it (`--run-id --log-level`)
+        if (option.names.includes(token) && value === undefined) {
+          return { help, logLevel, unknown: { _tag: "MissingValue", option: name, expected: option.value.value } }
+        }
         if (value !== undefined && !valueOk(option.value.value, value)) {
           return { help, logLevel, unknown: { _tag: "BadValue", option: name, value, expected: option.value.value } }
         }
@@ -620,6 +633,28 @@ export const badValueMessage = (bad: Extract<Route, { readonly _tag: "BadValue" 
     return `${bad.option}: ${JSON.stringify(bad.value)} is not one of ${choices.join(", ")}${near === undefined ? "" : `; did you mean ${near}?`}`
   }
   return `${bad.option} takes ${bad.expected === "integer" ? "a whole number (integer)" : "a number (float)"}, got ${JSON.stringify(bad.value)}`
+}
+
+/**
+ * The message of an option given without its value (at the end of the line), in place of
+ * `@effect/cli`'s `Received unknown argument: '--cache-mode'`: `--cache-mode needs a value
+ * (one of readWrite, readOnly, refresh, off)`, `--concurrency needs a value (a whole
+ * number)`, `--latency-ms needs a value (a number)`, else the placeholder `--help` shows
+ * (`--cache-db needs a value (file)`).
+ *
+ * @since 0.14.0
+ * @category routing
+ */
+export const missingValueMessage = (missing: Extract<Route, { readonly _tag: "MissingValue" }>): string => {
+  const choices = choicesOf(missing.expected)
+  const what = choices !== undefined
+    ? `one of ${choices.join(", ")}`
+    : missing.expected === "integer"
+    ? "a whole number"
+    : missing.expected === "float"
+    ? "a number"
+    : missing.expected
+  return `${missing.option} needs a value (${what})`
 }
 
 /** Negations users type from other tools, and the option (with its value) that does it in assay. */

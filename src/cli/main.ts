@@ -112,7 +112,8 @@ export const rootCommand = (commands: ReadonlyArray<Sub>) =>
  * Runs the command line `argv` (as `process.argv`) over the loaded `commands`: a help screen
  * (`assay`, `--help`, `-h`) is printed by {@link Help} within 80 columns; an unknown option or
  * command is refused on stderr with the closest known name (the config loader's `closest`),
- * and a numeric option given a value that is not a number is refused naming the option, each
+ * a numeric option given a value that is not a number is refused naming the option, and an
+ * option given without its value says what it needs (`--cache-mode needs a value (one of …)`), each
  * failing with a `ValidationError` (exit 2); anything else is parsed and run by `@effect/cli`
  * (a missing argument or option is followed by where to read what the command takes:
  * `see assay study confirm --help ...`).
@@ -137,6 +138,10 @@ export const runCommandLine = (argv: ReadonlyArray<string>, commands: ReadonlyAr
     case "BadValue":
       return Console.error(Help.badValueMessage(routed)).pipe(
         Effect.zipRight(Effect.fail(ValidationError.invalidValue(HelpDoc.p(Help.badValueMessage(routed)))))
+      )
+    case "MissingValue":
+      return Console.error(Help.missingValueMessage(routed)).pipe(
+        Effect.zipRight(Effect.fail(ValidationError.missingValue(HelpDoc.p(Help.missingValueMessage(routed)))))
       )
     case "Parse":
       return Command.run(rootCommand(commands), { name: "assay", version })(

@@ -6,6 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as ExportCommand from "../../src/cli/ExportCommand.js"
 import * as Help from "../../src/cli/Help.js"
+import * as Main from "../../src/cli/main.js"
 import * as MockLlmCommand from "../../src/cli/MockLlmCommand.js"
 import * as ReportCommand from "../../src/cli/ReportCommand.js"
 import * as RunCommand from "../../src/cli/RunCommand.js"
@@ -182,5 +183,40 @@ describe("Help.route: a command group (assay study ...)", () => {
     const command = groupRoute("study", "plna", "s.yaml")
     assert.deepInclude(command, { _tag: "Unknown", kind: "command", word: "plna", where: "assay study" })
     if (command._tag === "Unknown") assert.strictEqual(Help.unknownMessage(command, closest), "unknown command plna: did you mean plan?")
+  })
+})
+
+describe("Help.route: an option given without its value (tester18f F5: `Received unknown argument: '--cache-mode'`)", () => {
+  it("every option of every command that takes a value, at the end of the line: `--X needs a value (…)`, naming what it takes", async () => {
+    const { commands: loaded } = await Main.loadSubcommands(["node", "assay"])
+    const every = loaded as unknown as typeof commands
+    const names = every.map(Help.nameOf)
+    let checked = 0
+    for (const command of every) {
+      const targets = Help.childrenOf(command)?.map((c) => [Help.nameOf(command), c] as const) ?? [[undefined, command] as const]
+      for (const [group, target] of targets) {
+        for (const option of [...Help.specOf(target).options, ...Help.commonOptions]) {
+          if (option.value._tag === "None") continue
+          for (const spelled of option.names) {
+            const args = [...(group === undefined ? [] : [group]), Help.nameOf(target), spelled]
+            const routed = Help.route(args, every, names)
+            assert.strictEqual(routed._tag, "MissingValue", args.join(" "))
+            if (routed._tag === "MissingValue") assert.match(Help.missingValueMessage(routed), new RegExp(`^${spelled} needs a value \\(.+\\)$`))
+            checked++
+          }
+        }
+      }
+    }
+    assert.isAbove(checked, 50)
+    const message = (...args: ReadonlyArray<string>) => {
+      const routed = route(...args)
+      return routed._tag === "MissingValue" ? Help.missingValueMessage(routed) : routed._tag
+    }
+    assert.strictEqual(message("run", "-c", "x.yaml", "--cache-mode"), "--cache-mode needs a value (one of readWrite, readOnly, refresh, off)")
+    assert.strictEqual(message("run", "-c", "x.yaml", "--concurrency"), "--concurrency needs a value (a whole number)")
+    assert.strictEqual(message("run", "-c"), "-c needs a value (file)")
+    // given a value, or its value attached: parsed as before
+    assert.strictEqual(route("run", "-c", "x.yaml", "--cache-mode", "off")._tag, "Parse")
+    assert.strictEqual(route("run", "-c", "x.yaml", "--cache-mode=off")._tag, "Parse")
   })
 })

@@ -22,6 +22,17 @@ describe("call cache flags: config mistakes", () => {
       const bogus = yield* run(["--cache-mode", "bogus"])
       assert.strictEqual(bogus.code, 2)
       assert.include(bogus.stderr, `--cache-mode: "bogus" is not one of readWrite, readOnly, refresh, off`)
+      // a flag at the end of the line without its value: what it needs, not "unknown argument" (tester18f F5)
+      for (const [flag, needs] of [
+        ["--cache-mode", "--cache-mode needs a value (one of readWrite, readOnly, refresh, off)"],
+        ["--cache-ttl", "--cache-ttl needs a value ("],
+        ["--cache-db", "--cache-db needs a value ("]
+      ] as const) {
+        const bare = yield* run([flag])
+        assert.strictEqual(bare.code, 2, bare.stderr)
+        assert.include(bare.stderr, needs)
+        assert.notInclude(bare.stderr, "Received unknown argument")
+      }
       const slip = yield* run(["--cache-mode", "readwrite"])
       assert.strictEqual(slip.code, 2)
       assert.include(slip.stderr, "did you mean readWrite?")

@@ -109,6 +109,31 @@ describe("pricing through bin/assay", () => {
 })
 
 describe("unpriced calls through bin/assay", () => {
+  it.scopedLive("validate: a near miss in the pricing key is warned at the key, suggesting the model's name (tester18f F6); a model with no near price keeps the resource's warning", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("price-near")
+      const price = { inputPer1M: 2, outputPer1M: 8 }
+      const near = experiment(dir, "http://127.0.0.1:9/v1", { pricing: { "mock-spam1": price } })
+      const warned = yield* assay(["validate", "-c", near], { cwd: dir, env: { PRICE_TEST_KEY: KEY } })
+      assert.strictEqual(warned.code, 0, warned.stderr)
+      const out = warned.stdout + warned.stderr
+      assert.include(
+        out,
+        "warning: pricing.mock-spam1: no model in use is called \"mock-spam1\"; did you mean \"mock-spam-1\" (the model of pools.llm.resources[0] (m))? Until then, calls of \"mock-spam-1\" count as unpriced."
+      )
+      assert.notInclude(out, "pools.llm.resources[0] (m): model")
+      const far = write(dir, "far.json", {
+        ...JSON.parse(fs.readFileSync(near, "utf8")) as Record<string, unknown>,
+        pricing: { "other-model": price }
+      })
+      const plain = yield* assay(["validate", "-c", far], { cwd: dir, env: { PRICE_TEST_KEY: KEY } })
+      assert.strictEqual(plain.code, 0, plain.stderr)
+      assert.include(
+        plain.stdout + plain.stderr,
+        "warning: pools.llm.resources[0] (m): model \"mock-spam-1\" has no price, so its calls will count as unpriced (priced: \"other-model\")"
+      )
+    }))
+
   it.scopedLive("no price anywhere: report (text, JSON) and the pipelines export give the cost as unknown, never $0", () =>
     Effect.gen(function*() {
       const server = yield* mock

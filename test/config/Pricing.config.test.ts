@@ -87,9 +87,31 @@ describe("pricing mistakes in an experiment", () => {
       assert.deepStrictEqual(far.warnings, [
         "warning: pools.llm.resources[0] (clean): model \"mock-spam-1\" has no price, so its calls will count as unpriced (priced: \"other-model\")"
       ])
+      // a near miss: the typo is in the pricing key, so the line is at the key and suggests the model's name (tester18f F6)
       const near = yield* Experiment.fromDefinition(def({ model: "mock-spam-1" }, { "mock-spam-l": price, "big": price }) as never)
       assert.deepStrictEqual(near.warnings, [
-        "warning: pools.llm.resources[0] (clean): model \"mock-spam-1\" has no price, so its calls will count as unpriced (priced: \"mock-spam-l\", \"big\"); did you mean \"mock-spam-l\"?"
+        "warning: pricing.mock-spam-l: no model in use is called \"mock-spam-l\"; did you mean \"mock-spam-1\" (the model of pools.llm.resources[0] (clean))? Until then, calls of \"mock-spam-1\" count as unpriced."
+      ])
+      // ... in a resource's own table: the key's path there
+      const nearOwn = yield* Experiment.fromDefinition({
+        pools: { llm: { resources: [{ id: "clean", capacity: 2, options: { model: "mock-spam-1" }, pricing: { "mock-spam1": price } }] } },
+        pipeline: { name: "p", resource: "llm", tasks: [{ use: "chat" }] },
+        source: { range: { n: 2 } }
+      } as never)
+      assert.deepStrictEqual(nearOwn.warnings, [
+        "warning: pools.llm.resources[0].pricing.mock-spam1: no model in use is called \"mock-spam1\"; did you mean \"mock-spam-1\" (the model of pools.llm.resources[0] (clean))? Until then, calls of \"mock-spam-1\" count as unpriced."
+      ])
+      // a near name that another resource uses is no typo: the plain line at the resource, no suggestion
+      const twoModels = yield* Experiment.fromDefinition({
+        pricing: { "gpt-4o": price },
+        pools: {
+          llm: { resources: [{ id: "a", capacity: 2, options: { model: "gpt-4o" } }, { id: "b", capacity: 2, options: { model: "gpt-4o-m" } }] }
+        },
+        pipeline: { name: "p", tasks: [{ use: "chat" }] },
+        source: { range: { n: 2 } }
+      } as never)
+      assert.deepStrictEqual(twoModels.warnings, [
+        "warning: pools.llm.resources[1] (b): model \"gpt-4o-m\" has no price, so its calls will count as unpriced (priced: \"gpt-4o\")"
       ])
       // the task's model is the one in use
       const byTask = yield* Experiment.fromDefinition(def({ model: "other-model" }, { "other-model": price }, "gpt-x") as never)

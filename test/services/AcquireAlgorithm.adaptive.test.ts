@@ -186,6 +186,32 @@ describe("adaptive in the provider simulator", () => {
         assert.isAtMost(after.filter((r) => r.status === 429).length / after.length, 0.01)
       }), 180_000)
 
+  it.effect.each([1, 2])(
+    "a hidden concurrency limit (3 in flight, a 429 with Retry-After 1 s past it, ~300 ms: about 10 requests/s on offer; capacity 8, 16 at once; seed %i): from 30 s ≥ 85 %% of it used, ≤ 2 %% of requests answered 429, the window learned at 3 (tester18f F3)",
+    (seed) =>
+      Effect.gen(function*() {
+        // `assay mock-llm`'s `maxConcurrency: 3` with a latency of median 300 ms, p95 ~400 ms.
+        // Each such 429 used to cut the rate and set a rate knee, while the window (never
+        // binding) was not learned: 0.59–0.62 of the offer, flat (bench/adaptive-concurrency.ts)
+        const sim = Sim.makeProviders([{
+          name: "conc",
+          signals: "none",
+          maxConcurrent: 3,
+          concurrencyRetryAfterS: 1,
+          latency: { medianMs: 300, sigma: 0.175 }
+        }], { seed })
+        const run = yield* Sim.runChat(sim, { algorithm: "adaptive", pipelines: 700, concurrency: 16, capacity: 8 })
+        assert.strictEqual(run.report.stats.byState.failed, 0)
+        // the last second is the run's tail (fewer pipelines left than the limit)
+        const used = Sim.figures(sim, run.log, 30_000, run.simMs - 1_000, TOKENS_PER_REQUEST)
+        assert.approximately(used.offered / ((run.simMs - 31_000) / 1000), 9.85, 0.05, "3 in flight over the mean latency")
+        assert.isAtLeast(used.utilisation, 0.85, `served ${used.served} of ${used.offered} from 30 s`)
+        const after = Sim.figures(sim, run.log, 30_000, run.simMs, TOKENS_PER_REQUEST)
+        assert.isAtMost(after.rate429, 0.02, `${after.rateLimited} of ${after.requests} from 30 s`)
+        const windows = run.samples.filter((x) => x.atMs >= 30_000).map((x) => adaptiveOf(x, "conc")["concurrency"] as number)
+        assert.strictEqual(windows.filter((w) => w === 3).length / windows.length >= 0.9, true, `windows from 30 s: ${windows.join(" ")}`)
+      }), 180_000)
+
   it.effect("the same provider under wait (capacity 48, the limit unknown): far more than 2 % of requests answered 429", () =>
     Effect.gen(function*() {
       const sim = Sim.makeProviders([{ name: "p", requests: { perMinute: 1200 }, signals: "none", latency: { medianMs: 300 } }], { seed: 7 })
@@ -335,6 +361,48 @@ describe("adaptive: our own event loop's delay is not the server's latency (issu
       const cutsAt17 = adaptiveOf(late[0]!, "p")["decreases"] as number
       assert.strictEqual(end["decreases"], cutsAt17, JSON.stringify(end))
       assert.isAtLeast(end["concurrency"] as number, 30, JSON.stringify(end))
+    }), 180_000)
+
+  /**
+   * tester18f F2 (3 endpoints, 2.4–3.6 % 429s at load 13–17): does a starved loop turn a stall
+   * into a burst of sends? Here the client's timers fire late: every timer due within a stall
+   * (400 ms of every second) fires at its end, the answers and the pacer's together. The pacing
+   * bucket holds at most `max(1, rate × burst)` (100 ms) requests, so the missed slots are not
+   * caught up: never two sends within 10 ms. The control: a bucket of a second (`burst: "1
+   * second"`) catches up the stall's slots at its end, and the same check sees it.
+   */
+  const lateRun = (options: Algo.AdaptiveOptions) =>
+    Effect.gen(function*() {
+      const stalls = { everyMs: 1000, stallMs: 400 }
+      const sim = Sim.makeProviders([{ name: "p", requests: { perMinute: 600, burst: 3 }, signals: "retry-after", latency: { medianMs: 60 } }], {
+        seed: 1,
+        loopStalls: stalls
+      })
+      const run = yield* Sim.runChat(sim, {
+        algorithm: Algo.adaptive({ loopDelay: sim.loopDelay, ...options }),
+        pipelines: 400,
+        concurrency: 16,
+        capacity: 8,
+        lateTimers: stalls
+      })
+      const ts = run.log.map((r) => r.atMs).sort((a, b) => a - b)
+      const within10 = Math.max(...ts.map((t, i) => ts.slice(i).filter((x) => x < t + 10).length))
+      const rates = run.samples.map((x) => (adaptiveOf(x, "p")["rate"] as number | undefined) ?? 0)
+      return { sim, run, within10, maxRate: Math.max(...rates) }
+    })
+
+  it.effect("timers fired late by a stalled loop (400 ms of every second): the pacing does not catch up the missed slots, never two sends within 10 ms (tester18f F2)", () =>
+    Effect.gen(function*() {
+      const { maxRate, run, sim, within10 } = yield* lateRun({})
+      assert.strictEqual(run.report.stats.byState.failed, 0)
+      // below 20 requests/s the bucket holds under 2 requests: one at a time
+      assert.isBelow(maxRate, 20)
+      assert.strictEqual(within10, 1)
+      const after = Sim.figures(sim, run.log, 10_000, run.simMs, TOKENS_PER_REQUEST)
+      assert.isAtMost(after.rate429, 0.02, `${after.rateLimited} of ${after.requests} after 10 s`)
+      // the control: a bucket of a second sends the stall's slots at once
+      const control = yield* lateRun({ burst: "1 second" })
+      assert.isAtLeast(control.within10, 3)
     }), 180_000)
 
   it.effect("the same run with loopDelay: false reads the stalls as congestion and cuts the window for latency", () =>

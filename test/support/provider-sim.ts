@@ -65,7 +65,12 @@ export class SimClock implements Clock.Clock {
   private seq = 0
   /** Timers fired so far. */
   fired = 0
-  constructor(public now: number = 0) {}
+  /**
+   * @param now the simulated epoch ms to start at
+   * @param late when a timer due at `at` fires instead (`at` itself by default): a starved
+   *   event loop's late timers (see {@link simulate}'s `lateTimers`)
+   */
+  constructor(public now: number = 0, private readonly late: (at: number) => number = (at) => at) {}
   unsafeCurrentTimeMillis(): number {
     return this.now
   }
@@ -82,7 +87,7 @@ export class SimClock implements Clock.Clock {
     const ms = Duration.toMillis(duration)
     if (!Number.isFinite(ms)) return Effect.never
     return Effect.async<void>((resume) => {
-      const t = this.schedule(this.now + Math.max(0, ms), () => resume(Effect.void))
+      const t = this.schedule(this.late(this.now + Math.max(0, ms)), () => resume(Effect.void))
       return Effect.sync(() => {
         t.fire = undefined
         if (++this.cancelled > 1024 && this.cancelled > this.heap.length / 2) this.compact()
@@ -179,18 +184,44 @@ export class SimScheduler implements Scheduler.Scheduler {
 }
 
 /**
+ * A starved event loop's stalls: `stallMs` of every `everyMs` from the start (`[k × everyMs,
+ * k × everyMs + stallMs)`), only those that begin before `untilMs` when given.
+ */
+export interface Stalls {
+  readonly everyMs: number
+  readonly stallMs: number
+  readonly untilMs?: number | undefined
+}
+
+/**
+ * When a moment `t` (simulated epoch ms) held by one of `stalls` (counted from `startMs`) is
+ * over: the stall's end, or `t` itself when no stall holds it.
+ */
+export const stallEndOf = (stalls: Stalls | undefined, startMs: number, t: number): number => {
+  if (stalls === undefined) return t
+  const off = t - startMs
+  const begun = Math.floor(off / stalls.everyMs) * stalls.everyMs
+  if (stalls.untilMs !== undefined && begun >= stalls.untilMs) return t
+  const into = off - begun
+  return into < stalls.stallMs ? t + (stalls.stallMs - into) : t
+}
+
+/**
  * Runs `program` in simulated time starting at `startMs` (see the module header) and returns
  * its result with the simulated time it took (`simMs`) and the timers fired. Fails as the
  * program fails; dies when the program waits on nothing (no runnable fiber, no timer, and
- * nothing arriving from the event loop).
+ * nothing arriving from the event loop). With `lateTimers`, the program's own event loop is
+ * starved: a timer due within a stall fires at its end, with every other one due in it (in
+ * the order they were due), as Node runs the timers a busy loop kept waiting.
  */
 export const simulate = <A, E>(
   program: Effect.Effect<A, E>,
-  options: { readonly startMs?: number } = {}
+  options: { readonly startMs?: number; readonly lateTimers?: Stalls | undefined } = {}
 ): Effect.Effect<{ readonly value: A; readonly simMs: number; readonly timers: number }, E> =>
   Effect.gen(function*() {
     const start = options.startMs ?? 0
-    const clock = new SimClock(start)
+    const late = options.lateTimers
+    const clock = new SimClock(start, late === undefined ? undefined : (at) => stallEndOf(late, start, at))
     const scheduler = new SimScheduler()
     const fiber = yield* Effect.fork(Effect.withClock(program, clock)).pipe(Effect.withScheduler(scheduler))
     let idle = 0
@@ -259,8 +290,17 @@ export interface ProviderSpec {
   readonly latency?: { readonly medianMs: number; readonly sigma?: number | undefined } | undefined
   /** Past this many requests in flight, latency grows by `(inFlight - knee) / knee` of itself. */
   readonly knee?: number | undefined
-  /** Requests in flight beyond this are refused with a 429 (no hint). */
+  /**
+   * Requests in flight beyond this are refused with a 429 (no hint, unless
+   * `concurrencyRetryAfterS`). It bounds the rate on offer to `maxConcurrent` over the mean
+   * latency (see {@link ProviderSim.capacityAt}).
+   */
   readonly maxConcurrent?: number | undefined
+  /**
+   * The `Retry-After` (whole seconds) of a 429 past `maxConcurrent`, as `assay mock-llm`'s
+   * `maxConcurrency` sends it (`Retry-After: 1`); none when absent.
+   */
+  readonly concurrencyRetryAfterS?: number | undefined
   /** Completion tokens per answer (default 20). */
   readonly completionTokens?: number | undefined
 }
@@ -407,7 +447,9 @@ export interface ProviderSim {
   readonly baseUrl: (name: string) => string
   /**
    * Requests per second the provider allows at a simulated offset (ms): the smaller of its
-   * request rate and its token rate over the tokens a request takes (`tokensPerRequest`).
+   * request rate, its token rate over the tokens a request takes (`tokensPerRequest`) and,
+   * with `maxConcurrent`, that many requests in flight over the mean latency (Little's law;
+   * the lognormal's mean, `median × e^(sigma²/2)`, without the `knee`'s slowing).
    */
   readonly capacityAt: (name: string, offsetMs: number, tokensPerRequest: number) => number
   /**
@@ -536,7 +578,8 @@ export const makeProviders = (
         return respond(request, 429, { error: { message, type: "rate_limit_exceeded" } }, headers)
       }
       if (p.spec.maxConcurrent !== undefined && p.inFlight >= p.spec.maxConcurrent) {
-        return refuse({}, "Too many concurrent requests")
+        const after = p.spec.concurrencyRetryAfterS
+        return refuse(after === undefined ? {} : { "retry-after": String(after) }, "Too many concurrent requests")
       }
       const reqOk = p.requests === undefined || p.requests.remaining(now) >= 1
       const tokOk = p.tokens === undefined || p.tokens.remaining(now) >= tokens
@@ -594,7 +637,10 @@ export const makeProviders = (
       const f = p.factorAt(offsetMs)
       const req = p.spec.requests === undefined ? Number.POSITIVE_INFINITY : (p.spec.requests.perMinute * f) / 60
       const tok = p.spec.tokens === undefined ? Number.POSITIVE_INFINITY : (p.spec.tokens.perMinute * f) / 60 / tokensPerRequest
-      return Math.min(req, tok)
+      const sigma = p.spec.latency?.sigma ?? 0.3
+      const meanMs = (p.spec.latency?.medianMs ?? 200) * Math.exp((sigma * sigma) / 2)
+      const conc = p.spec.maxConcurrent === undefined ? Number.POSITIVE_INFINITY : (p.spec.maxConcurrent * 1000) / meanMs
+      return Math.min(req, tok, conc)
     }
   }
 }
@@ -658,6 +704,8 @@ export const runChat = (
     readonly startMs?: number | undefined
     /** Simulated ms the run may take; past it the run fails with a `TimeoutException`. */
     readonly timeLimitMs?: number | undefined
+    /** The client's timers fire late, at the end of these stalls (see {@link simulate}). */
+    readonly lateTimers?: Stalls | undefined
   }
 ): Effect.Effect<ChatRun, unknown> => {
   const startMs = options.startMs ?? 0
@@ -688,7 +736,7 @@ export const runChat = (
     yield* Fiber.interrupt(fiber)
     return { report, samples }
   }).pipe(Effect.provide(env))
-  return Effect.map(simulate(program, { startMs }), ({ simMs, timers, value }) => ({
+  return Effect.map(simulate(program, { startMs, lateTimers: options.lateTimers }), ({ simMs, timers, value }) => ({
     report: value.report,
     samples: value.samples,
     log: sim.log,

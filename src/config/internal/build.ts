@@ -824,13 +824,19 @@ const taskModelsByPool = (def: Definition): Map<string, Set<string>> => {
  * counted as unpriced (`cost unpriced (N attempts)`). The model in use is the one the tasks
  * leasing from the pool name (`options.model`), else the resource's `options.model`; a
  * resource with a single price of its own prices every model. The line names the resource,
- * the model and the priced models, with a did-you-mean when one is close; a model given by a
- * `${VAR}` (`interpolated`) is shown resolved with its text as written (`"gpt-4o" (written
- * ${MODEL})`). Empty when nothing is priced at all (costs may then come from what the servers
- * report).
+ * the model and the priced models; a model given by a `${VAR}` (`interpolated`) is shown
+ * resolved with its text as written (`"gpt-4o" (written ${MODEL})`).
+ *
+ * When a priced name that no model in use is called is close to the unpriced model (a typo in
+ * the pricing key, tester18f F6), the line is written at that key instead, and suggests fixing
+ * the key, not the model: `pricing.mock-spam1: no model in use is called "mock-spam1"; did you
+ * mean "mock-spam-1" (the model of pools.llm.resources[0] (steady))? Until then, calls of
+ * "mock-spam-1" count as unpriced.` (the key of a resource's own table is
+ * `pools.<pool>.resources[<i>].pricing.<key>`); one line per key and model, naming every
+ * resource that uses the model. Empty when nothing is priced at all (costs may then come from
+ * what the servers report).
  */
 export const unpricedModelWarnings = (def: Definition, interpolated: ReadonlyArray<Interpolation> = []): Array<string> => {
-  // a model name is no secret: shown resolved, with its text when a `${VAR}` gave it
   const written = new Map<string, string>()
   for (const i of interpolated) {
     if (i.path[i.path.length - 1] !== "model") continue
@@ -850,24 +856,50 @@ export const unpricedModelWarnings = (def: Definition, interpolated: ReadonlyArr
   const anyPricing = table.length > 0 || pools.some(([, p]) => p.resources.some((r) => ownTable(r.pricing) !== undefined))
   if (!anyPricing) return []
   const byPool = taskModelsByPool(def)
+  const modelsOf = (name: string, r: { readonly options?: Readonly<Record<string, unknown>> | undefined }): Set<string> => {
+    const resourceModel = r.options?.["model"]
+    return byPool.get(name) ?? new Set(typeof resourceModel === "string" && resourceModel !== "" ? [resourceModel] : [])
+  }
+  // every model in use: a priced name among them is no typo, whatever it is close to
+  const inUse = new Set<string>()
+  for (const [name, pool] of pools) for (const r of pool.resources) for (const m of modelsOf(name, r)) inUse.add(m)
   const out: Array<string> = []
+  // near misses by pricing key and model: the resources that use the model
+  const atKey = new Map<string, { readonly key: string; readonly near: string; readonly model: string; readonly where: Array<string> }>()
   for (const [name, pool] of pools) {
     pool.resources.forEach((r, i) => {
       const own = ownTable(r.pricing)
       if (own === "all") return
-      const resourceModel = r.options?.["model"]
-      const models = byPool.get(name) ?? new Set(typeof resourceModel === "string" && resourceModel !== "" ? [resourceModel] : [])
       const priced = Array.from(new Set([...(own ?? []), ...table]))
-      for (const model of models) {
+      const where = `pools.${name}.resources[${i}] (${r.id})`
+      for (const model of modelsOf(name, r)) {
         if (priced.includes(model)) continue
-        const near = closest(model, priced)
+        const near = closest(model, priced.filter((k) => !inUse.has(k)))
+        if (near !== undefined) {
+          // the key as written: the resource's own table first (it is read first)
+          const key = own !== undefined && own.includes(near)
+            ? `pools.${name}.resources[${i}].pricing.${near}`
+            : `pricing.${near}`
+          const k = `${key}\u0000${model}`
+          const entry = atKey.get(k)
+          if (entry === undefined) atKey.set(k, { key, near, model, where: [where] })
+          else entry.where.push(where)
+          continue
+        }
         out.push(
-          `warning: pools.${name}.resources[${i}] (${r.id}): model ${shown(model)} has no price, so its calls will count as unpriced (priced: ${
+          `warning: ${where}: model ${shown(model)} has no price, so its calls will count as unpriced (priced: ${
             priced.length === 0 ? "none" : priced.map((m) => `"${m}"`).join(", ")
-          })${near !== undefined ? `; did you mean "${near}"?` : ""}`
+          })`
         )
       }
     })
+  }
+  for (const { key, model, near, where } of atKey.values()) {
+    out.push(
+      `warning: ${key}: no model in use is called "${near}"; did you mean "${model}" (the model of ${
+        where.join(", ")
+      })? Until then, calls of ${shown(model)} count as unpriced.`
+    )
   }
   return out
 }

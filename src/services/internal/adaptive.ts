@@ -181,6 +181,22 @@ export interface AimdState {
    * `convexMs × 2^probeDoublings` before the rate probes past it.
    */
   probeDoublings: number
+  /**
+   * The most leases in flight (`active` at the report, the reporter's included) of a
+   * successful answer in the current epoch: what the server was seen to serve at once.
+   */
+  okActiveMax: number
+  /**
+   * The server's concurrency limit as learned from 429s (tester18f F3), or `undefined`: a 429
+   * at more leases in flight than any answer of the epoch was served at is a refusal of the
+   * in-flight count, not of the rate; the window is held at one below that count (growing past
+   * it only after a plateau of `convexMs × 2^concDoublings`), and the rate is kept at least at
+   * what that window admits at the current latency, so that the pacing does not hold back a
+   * key whose bottleneck is the in-flight count. Cleared by a 429 judged a rate limit.
+   */
+  concKnee: number | undefined
+  /** How many concurrency refusals in a row the knee held (at most {@link MAX_PROBE_DOUBLINGS}). */
+  concDoublings: number
 }
 
 /**
@@ -259,7 +275,10 @@ export const initial = (p: AimdParams, capacity: number, now: number): AimdState
   delivered: 0,
   deliveredPrev: undefined,
   pressedSustained: undefined,
-  probeDoublings: 0
+  probeDoublings: 0,
+  okActiveMax: 0,
+  concKnee: undefined,
+  concDoublings: 0
 })
 
 /** Counts one successful answer at `now` in the delivery windows. */
@@ -458,6 +477,9 @@ export const decrease = (
   s.limitThresh = Math.max(1, s.limit * p.decrease)
   s.limit = s.limitThresh
   if (reason === "rate_limit") {
+    // refused at an in-flight count the server served: a rate limit, not a concurrency one
+    s.concKnee = undefined
+    s.concDoublings = 0
     const elapsedMs = now - s.epochAt
     const goodput = elapsedMs >= p.holdMs ? (s.okInEpoch * 1000) / elapsedMs : undefined
     const floor = goodput === undefined ? 0 : p.goodputFloor * goodput
@@ -514,6 +536,7 @@ const recordCut = (s: AimdState, now: number, reason: DecreaseReason): true => {
   s.decreases++
   s.epochAt = now
   s.okInEpoch = 0
+  s.okActiveMax = 0
   return true
 }
 
@@ -606,8 +629,54 @@ export const increase = (s: AimdState, p: AimdParams, now: number, capacity: num
     s.rate = Math.max(p.minRate, Math.min(s.rate, Math.max(cap, p.minRate)))
   }
   if (now - s.limitPressedAt <= press) {
-    s.limit = Math.min(capacity, s.limit < s.limitThresh ? s.limit + 1 : s.limit + 1 / s.limit)
+    const grown = Math.min(capacity, s.limit < s.limitThresh ? s.limit + 1 : s.limit + 1 / s.limit)
+    // a concurrency limit learned from 429s: the window stays at it for a plateau that doubles
+    // each time a probe past it was refused again, then grows (a probe of one more lease)
+    const plateauEnd = s.lastDecreaseAt + p.convexMs * Math.pow(2, s.concDoublings)
+    s.limit = s.concKnee !== undefined && now < plateauEnd ? Math.max(s.limit, Math.min(grown, s.concKnee)) : grown
   }
+}
+
+/**
+ * A 429 judged a refusal of the in-flight count (tester18f F3: a server allowing 3 requests at
+ * once, ~300 ms each, about 10 requests/s, was held at 6 requests/s: each such 429 cut the
+ * rate and set a rate knee, and the window, never binding, was not learned): refused at
+ * `active` leases in flight (the refused one included) when every successful answer of the
+ * epoch (at least `active` of them) was served at fewer, or at more than the concurrency knee
+ * already learned. Then the window is set to `active − 1`, what the server serves at once;
+ * the rate is not cut, and is raised to what that window admits at the current latency
+ * (Little's law: rate = in flight / latency, plus the knee's band twice) so that the pacing
+ * does not hold the key back; the rate's knee and plateau are left as they were. One such
+ * cut per hold, unless the refused request was leased after the last cut (as
+ * {@link decrease}). Returns whether the 429 was so judged (and so handled).
+ *
+ * @internal
+ */
+export const concurrencyRefusal = (
+  s: AimdState,
+  p: AimdParams,
+  now: number,
+  active: number,
+  leasedAt: number | undefined
+): boolean => {
+  const n = active
+  const above = s.okInEpoch >= n && n > s.okActiveMax
+  const pastKnee = s.concKnee !== undefined && n - 1 >= s.concKnee
+  if (n < 2 || !(above || pastKnee)) return false
+  const sentAfter = leasedAt !== undefined && leasedAt > s.lastDecreaseAt
+  if (now - s.lastDecreaseAt < p.holdMs && !sentAfter) return true
+  const knee = n - 1
+  // the knee held: a probe past it refused again (the plateau before the next one doubles)
+  s.concDoublings = s.concKnee !== undefined && knee >= s.concKnee ? Math.min(MAX_PROBE_DOUBLINGS, s.concDoublings + 1) : 0
+  s.concKnee = knee
+  s.limit = Math.max(1, Math.min(s.limit, knee))
+  s.limitThresh = s.limit
+  const band = 1 - p.goodputFloor
+  if (s.latencyEmaMs !== undefined && s.latencyEmaMs > 0) {
+    s.rate = Math.min(p.maxRate, Math.max(s.rate, ((1 + 2 * band) * knee * 1000) / s.latencyEmaMs))
+  }
+  s.phase = "avoidance"
+  return recordCut(s, now, "rate_limit")
 }
 
 /**
@@ -669,12 +738,14 @@ export const onReport = (
   }
   if (r.errorClass === "rate_limit") {
     s.rateLimitedTotal++
+    if (concurrencyRefusal(s, p, r.now, r.active, r.leasedAt)) return
     decrease(s, p, r.now, "rate_limit", r.leasedAt, r.retryAfterMs)
     return
   }
   if (r.ok === false || r.errorClass !== undefined) return
   s.okTotal++
   s.okInEpoch++
+  s.okActiveMax = Math.max(s.okActiveMax, r.active)
   countDelivered(s, r.now)
   if (isPressed(s, p, r.now)) s.pressedSustained = sustainedRate(s, r.now)
   if (r.latencyMs !== undefined && Number.isFinite(r.latencyMs) && r.latencyMs >= 0) {

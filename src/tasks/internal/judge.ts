@@ -428,6 +428,14 @@ const orderSeed = (ctx: { readonly pipelineId: string; readonly seq: number; rea
  * (rate_limit, upstream, connection, timeout) fail the attempt with a {@link ChatError} and
  * are retried by the retry policy.
  *
+ * Cached like `chat` (`cache` option, else the run's setting): the key is the exact request,
+ * the public identity of the pool's endpoints, the model, temperature, maxTokens, jsonMode, the
+ * selector, the rubric's id, version and content digest, the candidates' seeded order and the
+ * messages (rubric, evidence, candidates, as redacted for the evaluator) with their digest,
+ * in the namespace of the repeat, the visit and the study variant; a verdict (a format repair
+ * included) is stored and served whole, and a served verdict reports its `metric`
+ * (`onCacheHit`).
+ *
  * Identity: `parameters` records the rubric (as decoded), candidates, context, model,
  * temperature, maxTokens, requestTimeoutMs, jsonMode, metric and selector; the task is an evaluator
  * (`evaluator: true` in its fingerprint).

@@ -26,6 +26,7 @@
 import { Duration, type Effect, Option, Predicate } from "effect"
 import type { ConfigIssue } from "./Errors.js"
 import { canonicalJsonUnsafe, digest, type Json } from "./Json.js"
+import type { TaskContext } from "./TaskContext.js"
 
 /**
  * How a cacheable task uses the cache: `readWrite` serves stored outputs and stores new ones;
@@ -304,7 +305,49 @@ export const usageOf = (
  */
 export interface CacheKeyEnv {
   readonly resourceOptions: (pool: string) => Effect.Effect<ReadonlyArray<Readonly<Record<string, unknown>>>>
+  /**
+   * Where the call is made (since 0.15.0; absent when a key is computed outside a run): for a
+   * key whose request depends on the place, as the `judge`'s candidate order does (seeded by
+   * the pipeline id, the task's position and its visit).
+   */
+  readonly place?: CachePlace | undefined
 }
+
+/**
+ * Where an attempt runs, as a task's own cache key function and its {@link CacheHitFn} see it:
+ * the pipeline id, the task's position in the pipeline (`seq`) and the station's `visit` (0
+ * outside control flow). The attempt number is never part of it: a retry is the same call.
+ *
+ * @since 0.15.0
+ * @category models
+ */
+export interface CachePlace {
+  readonly pipelineId: string
+  readonly seq: number
+  readonly visit: number
+}
+
+/**
+ * What a task's {@link CacheHitFn} may do when the cache serves its output: report the
+ * metrics its body would have reported (`reportMetric`, as `TaskContext.reportMetric`: a
+ * pipeline-scope metric of the served pipeline unless `scope: "run"`), at its {@link CachePlace}.
+ *
+ * @since 0.15.0
+ * @category models
+ */
+export interface CacheHitContext extends CachePlace {
+  readonly reportMetric: TaskContext["reportMetric"]
+}
+
+/**
+ * A task's `onCacheHit` option: run by the runner when the call cache serves the task's output
+ * (the body does not run), with the served output, to redo what the body does beside returning
+ * it, such as the `judge`'s metrics. A failure fails the attempt as the body's would.
+ *
+ * @since 0.15.0
+ * @category models
+ */
+export type CacheHitFn = (output: unknown, ctx: CacheHitContext) => Effect.Effect<void, unknown>
 
 /**
  * A task's own cache key material (the `cacheKey` task option): given the input, the strict

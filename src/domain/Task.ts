@@ -22,7 +22,7 @@ import { Duration, Effect, Either, Exit, Predicate, Schema } from "effect"
 import { dual } from "effect/Function"
 import type { Pipeable } from "effect/Pipeable"
 import { pipeArguments } from "effect/Pipeable"
-import { type CacheKeyFn, type CacheOption, resolveTaskCache, type TaskCache } from "./CallCache.js"
+import { type CacheHitFn, type CacheKeyFn, type CacheOption, resolveTaskCache, type TaskCache } from "./CallCache.js"
 import { ConfigError, type ConfigIssue, FatalError, PipelineBuildError } from "./Errors.js"
 import { setShown, shownOf } from "./internal/shownText.js"
 import { type EffectBody, markEffectBody, markSync, type SyncBody } from "./internal/syncRun.js"
@@ -82,7 +82,8 @@ export type AlgorithmInstance = {
  *   variables or member labels in its context, its input redacted); default `false`.
  * - `cache`: the task's call-cache declaration (`null`: none; see `CallCache`), never part of
  *   the task's identity;
- * - `cacheKey`: the task's own cache key material (`null`: its fingerprint and input).
+ * - `cacheKey`: the task's own cache key material (`null`: its fingerprint and input);
+ * - `onCacheHit`: what the runner runs when the cache serves the task's output (`null`: nothing).
  *
  * @since 0.1.0
  * @category models
@@ -98,6 +99,7 @@ export interface ResolvedOptions {
   readonly evaluator: boolean
   readonly cache: TaskCache | null
   readonly cacheKey: CacheKeyFn | null
+  readonly onCacheHit: CacheHitFn | null
 }
 
 /**
@@ -200,7 +202,10 @@ export type Context<T> = T extends Task<infer _In, infer _Out, infer _E, infer R
  *   then served as an attempt with outcome `cache_hit` instead of running the body. Not part of
  *   the task's identity;
  * - `cacheKey`: the key material of the cache (see `CallCache.CacheKeyFn`; default: the task's
- *   fingerprint and its input).
+ *   fingerprint and its input);
+ * - `onCacheHit`: run with the served output when the cache serves it instead of running the
+ *   body, to redo what the body does beside returning its output (report its metrics: see
+ *   `CallCache.CacheHitFn`; since 0.15.0).
  *
  * `null` is accepted for the nullable fields (`resource`, `algorithm`, `timeout`, `version`)
  * and means "none", as in {@link withOverrides}.
@@ -221,6 +226,7 @@ export interface BaseOptions {
   readonly evaluator?: boolean | undefined
   readonly cache?: CacheOption | undefined
   readonly cacheKey?: CacheKeyFn | undefined
+  readonly onCacheHit?: CacheHitFn | undefined
 }
 
 /**
@@ -486,7 +492,8 @@ const optionKeys = new Set([
   "output",
   "evaluator",
   "cache",
-  "cacheKey"
+  "cacheKey",
+  "onCacheHit"
 ])
 
 const isSchema = (u: unknown): u is Schema.Schema.AnyNoContext => Schema.isSchema(u)
@@ -549,6 +556,10 @@ const build = <In, Out, E, R>(def: Definition): Task<In, Out, E, R> => {
   if (cacheKey !== undefined && cacheKey !== null && typeof cacheKey !== "function") {
     issues.push({ path: "cacheKey", message: "cacheKey must be a function (input, env) => Effect<Json | undefined>" })
   }
+  const onCacheHit = o["onCacheHit"]
+  if (onCacheHit !== undefined && onCacheHit !== null && typeof onCacheHit !== "function") {
+    issues.push({ path: "onCacheHit", message: "onCacheHit must be a function (output, ctx) => Effect<void>" })
+  }
   const input = o["input"]
   const output = o["output"]
   if (input !== undefined && !isSchema(input)) issues.push({ path: "input", message: "input must be a Schema" })
@@ -582,7 +593,8 @@ const build = <In, Out, E, R>(def: Definition): Task<In, Out, E, R> => {
     version,
     evaluator: evaluator === true,
     cache,
-    cacheKey: typeof cacheKey === "function" ? cacheKey as CacheKeyFn : null
+    cacheKey: typeof cacheKey === "function" ? cacheKey as CacheKeyFn : null,
+    onCacheHit: typeof onCacheHit === "function" ? onCacheHit as CacheHitFn : null
   })
   task.run = def.run as Task<In, Out, E, R>["run"]
   task.codeDigest = codeDigest
@@ -978,7 +990,8 @@ export const withOverrides: {
     children: has("children") ? given["children"] : task.children,
     evaluator: has("evaluator") ? given["evaluator"] : o.evaluator,
     cache: has("cache") ? given["cache"] : cacheOptionOf(o.cache),
-    ...(o.cacheKey === null ? {} : { cacheKey: o.cacheKey })
+    ...(o.cacheKey === null ? {} : { cacheKey: o.cacheKey }),
+    ...(o.onCacheHit === null ? {} : { onCacheHit: o.onCacheHit })
   }
   if (task.inputSchema !== undefined) options["input"] = task.inputSchema
   if (task.outputSchema !== undefined) options["output"] = task.outputSchema

@@ -160,6 +160,32 @@ export const emptyStats: CacheStats = {
 }
 
 /**
+ * The call cache's figures as `assay report --json` and `assay run --summary json` print them
+ * (their `cache` object): the {@link CacheStats} (`hits`, `misses`, `refreshed`, `bypassed`:
+ * the read-only misses, `stored`: the answers stored, `writeFailures`, `lookupFailures`,
+ * `tokensSaved`, `costSavedUsd` in US dollars) and `modelCallHits`, the model calls the hits
+ * saved (`AccountingFigures.modelCallHits`; 0 when the accounting is not known).
+ *
+ * @since 0.15.0
+ * @category models
+ */
+export type CacheSummary = CacheStats & { readonly modelCallHits: number }
+
+/**
+ * Builds the {@link CacheSummary} of a scope from its cache figures and its accounting.
+ *
+ * @param cache the scope's cache figures (`StoreStats.cache`, `statsOfScope`)
+ * @param accounting the scope's accounting (`StoreStats.accounting`), for `modelCallHits`
+ * @returns the figures with `modelCallHits`
+ * @since 0.15.0
+ * @category constructors
+ */
+export const summaryOf = (
+  cache: CacheStats,
+  accounting: { readonly modelCallHits: number } | undefined
+): CacheSummary => ({ ...cache, modelCallHits: accounting?.modelCallHits ?? 0 })
+
+/**
  * Whether a {@link CacheStats} shows any cache activity.
  *
  * @since 0.7.0

@@ -266,7 +266,7 @@ const entries: ReadonlyArray<Builtin> = [
     name: "judge",
     description: "a blind LLM-as-judge: scores candidates of its input against a versioned rubric (always an evaluator)",
     signature:
-      "judge({ rubric: { id, version, criteria: [{ name, description?, scale: { min, max }, weight? }], instructions? }, candidates, context?, model?, temperature?, maxTokens?, metric?, jsonMode?, requestTimeout?, resource?, selector?, algorithm?, name?, retry?, timeout?, version?, config? })",
+      "judge({ rubric: { id, version, criteria: [{ name, description?, scale: { min, max }, weight? }], instructions? }, candidates, context?, model?, temperature?, maxTokens?, metric?, jsonMode?, requestTimeout?, resource?, selector?, algorithm?, cache?: true | false | mode | { mode?, ttl? }, name?, retry?, timeout?, version?, config? })",
     make: (args, options) => makeJudge(args, options)
   }
 ]

@@ -14,6 +14,11 @@
  * digests) and the format repair, if one was needed (a malformed answer gets one repair
  * request; a second one fails with `JudgeError`, class `invalid`).
  *
+ * **Cached like `chat`.** With the call cache on (its `cache` option, `--cache`, `run.cache`) a
+ * verdict is stored whole and served for the same request (rubric id, version and content,
+ * model, sampling options, candidates' order, evidence) in the same place (repeat, visit,
+ * study variant); see docs/judge.md, "The call cache".
+ *
  * **Never overrides a deterministic failure.** A pipeline is a chain: a deterministic check
  * that fails its task fails the pipeline, and the judge after it never runs; the judge's
  * output carries no success flag of its own.

@@ -68,3 +68,72 @@ describe("assay run's summary: model calls, tokens and cost", () => {
       assert.notInclude(ran.stdout, "call cache")
     }))
 })
+
+describe("assay run --summary json: the call cache's figures (tester18f F4) of a chat + judge experiment (tester18f F1)", () => {
+  it.scopedLive("the JSON summary has report --json's cache object; an unchanged rerun makes 0 chat and 0 judge calls", () =>
+    Effect.gen(function*() {
+      const server = yield* mock
+      const dir = yield* tempDir("run-summary-json")
+      const env = { SUMMARY_TEST_KEY: KEY }
+      const exp = experiment(dir, server.endpoints[0]!.baseUrl, {
+        pricing: { "mock-spam-1": { inputPer1M: 2, outputPer1M: 8 } },
+        pipeline: {
+          name: "judged",
+          tasks: [
+            { use: "chat", options: { temperature: 0, template: "Spam or ham? {{prompt}}" } },
+            {
+              use: "judge",
+              options: {
+                rubric: { id: "label", version: 1, criteria: [{ name: "correct", scale: { min: 0, max: 1 } }] },
+                candidates: { answer: "content" },
+                context: { question: "input.prompt" },
+                metric: "judgeScore"
+              }
+            }
+          ]
+        }
+      })
+      interface Summary {
+        readonly stats: { readonly accounting: { readonly calls: number; readonly cacheHits: number; readonly modelCallHits: number } }
+        readonly cache: Record<string, unknown> & {
+          readonly hits: number
+          readonly misses: number
+          readonly stored: number
+          readonly modelCallHits: number
+          readonly costSavedUsd: number | null
+          readonly tokensSaved: { readonly totalTokens: number }
+        }
+      }
+      const run = (store: string) =>
+        Effect.gen(function*() {
+          const before = (yield* server.log).length
+          const ran = yield* assay(["run", "-c", exp, "--store", store, "--quiet", "--cache-db", "cache.db", "--summary", "json"], {
+            cwd: dir,
+            env,
+            killAfterMs: 60_000
+          })
+          assert.strictEqual(ran.code, 0, ran.stderr)
+          const calls = (yield* server.log).slice(before).filter((e) => e.status === 200).length
+          return { summary: JSON.parse(ran.stdout) as Summary, calls }
+        })
+
+      const first = yield* run("a.db")
+      assert.strictEqual(first.calls, 6, "3 chat calls and 3 judge calls")
+      assert.strictEqual(first.summary.cache.hits, 0)
+      assert.strictEqual(first.summary.cache.misses, 6)
+      assert.strictEqual(first.summary.cache.stored, 6)
+
+      const rerun = yield* run("b.db")
+      assert.strictEqual(rerun.calls, 0, "the judge is served from the cache like the chat")
+      const c = rerun.summary.cache
+      assert.strictEqual(c.hits, 6)
+      assert.strictEqual(c.misses, 0)
+      assert.strictEqual(c.modelCallHits, 6)
+      assert.isAbove(c.tokensSaved.totalTokens, 0)
+      assert.isAbove(c.costSavedUsd!, 0)
+      assert.strictEqual(rerun.summary.stats.accounting.calls, 0)
+      // the same object as report --json's
+      const report = yield* assay(["report", "b.db", "--json"], { cwd: dir })
+      assert.deepStrictEqual(c, (JSON.parse(report.stdout) as { cache: unknown }).cache)
+    }))
+})

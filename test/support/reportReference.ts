@@ -267,11 +267,15 @@ export const referenceReport = (
       errors,
       walPending,
       // the reference reads every attempt of the selected runs
-      cache: yield* Effect.reduce(
-        selected.flatMap((s) => s.runs.map((r) => ({ store: s.store, runId: r.runId }))),
-        CallCache.emptyStats,
-        (acc, x) => Effect.map(CallCache.statsOf(x.store, x.runId), (st) => CallCache.sumStats(acc, st))
-      ),
+      // (with the model calls the hits saved, counted from the attempts above)
+      cache: {
+        ...yield* Effect.reduce(
+          selected.flatMap((s) => s.runs.map((r) => ({ store: s.store, runId: r.runId }))),
+          CallCache.emptyStats,
+          (acc, x) => Effect.map(CallCache.statsOf(x.store, x.runId), (st) => CallCache.sumStats(acc, st))
+        ),
+        modelCallHits: total.modelCallHits
+      },
       accounting: (() => {
         const pools = new Map<string, Accounting>()
         const counts = new Map<string, { resources: number; attempts: number }>()

@@ -351,7 +351,7 @@ export interface ReportData {
    * stored), refreshed, read-only misses, failed writes, and the tokens the hits saved (see
    * `CallCache.CacheStats`).
    */
-  readonly cache: CallCache.CacheStats
+  readonly cache: CallCache.CacheSummary
   /** Token and cost accounting of the selected runs (see {@link ReportAccounting}). */
   readonly accounting: ReportAccounting
   /**
@@ -907,7 +907,7 @@ export const buildReport = (
       metrics,
       errors,
       walPending,
-      cache,
+      cache: CallCache.summaryOf(cache, accounting.total),
       accounting,
       leasesLost,
       repairFailures: {

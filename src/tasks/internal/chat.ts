@@ -1015,10 +1015,16 @@ const messagesOf = (
   return Option.none()
 }
 
-// The canonical identity of a resource's endpoint, computed once per options object (and again
-// only when its URL or model changed), not once per cached attempt: it parses the URL.
 const endpointKeys = new WeakMap<object, { readonly raw: unknown; readonly model: unknown; readonly key: string }>()
-const endpointKeyOf = (options: Readonly<Record<string, unknown>>): string => {
+
+/**
+ * The canonical JSON of a resource's {@link endpointIdentity}, what the call cache keys `chat`
+ * and `judge` requests by, computed once per options object (and again only when its URL or
+ * model changed), not once per cached attempt: it parses the URL.
+ *
+ * @internal
+ */
+export const endpointKeyOf = (options: Readonly<Record<string, unknown>>): string => {
   const raw = str(options, "baseUrl", "base_url", "apiUrl")
   const model = options["model"]
   const known = endpointKeys.get(options)

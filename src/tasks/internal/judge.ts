@@ -9,7 +9,8 @@
 import { Chunk, Clock, Duration, Effect, Either, Option, ParseResult, Predicate, Random, Schema } from "effect"
 import { ConfigError, type ConfigIssue, ErrorClass, type StoreUnavailable } from "../../domain/Errors.js"
 import * as Evaluator from "../../domain/Evaluator.js"
-import { canonicalJsonUnsafe, digest } from "../../domain/Json.js"
+import type * as CallCache from "../../domain/CallCache.js"
+import { canonicalJsonUnsafe, digest, type Json } from "../../domain/Json.js"
 import type { AcquireError, Selector } from "../../domain/Lease.js"
 import * as Task from "../../domain/Task.js"
 import type { TaskContext } from "../../domain/TaskContext.js"
@@ -20,7 +21,8 @@ import {
   type ChatOptions,
   clientOf,
   defaultChatRetry,
-  endpointFaultClasses
+  endpointFaultClasses,
+  endpointKeyOf
 } from "./chat.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -198,7 +200,12 @@ export class JudgeError extends Schema.TaggedError<JudgeError>("assay/JudgeError
  * - `model`, `temperature` (default 0), `maxTokens` (default 1000), `requestTimeout` (default
  *   60 s), `jsonMode` (send `response_format: { type: "json_object" }`, default false);
  * - `resource` (pool, default `"llm"`), `selector`, `algorithm`, `name` (default `"judge"`),
- *   `retry` (default: the chat task's), `timeout`, `version`, `config`: as for `chat`.
+ *   `retry` (default: the chat task's), `timeout`, `version`, `config`: as for `chat`;
+ * - `cache` (since 0.15.0): the call cache of this judge, as for `chat` (`true`, a mode or
+ *   `{ mode, ttl }`; absent: the run's setting, `--cache` / `run.cache`, off by default). A
+ *   verdict is stored whole (a format repair included: one entry for its two calls) and
+ *   served for the same request in the same place (the pipeline's repeat, the visit, the study
+ *   variant); see {@link judge} for its key.
  *
  * @since 0.7.0
  * @category models
@@ -224,7 +231,8 @@ const sharedChatOptions = [
   "model",
   "temperature",
   "maxTokens",
-  "requestTimeout"
+  "requestTimeout",
+  "cache"
 ] as const
 
 const knownOptions: ReadonlyArray<string> = ["rubric", "candidates", "context", "metric", "jsonMode", ...sharedChatOptions]
@@ -420,6 +428,14 @@ const orderSeed = (ctx: { readonly pipelineId: string; readonly seq: number; rea
  * (rate_limit, upstream, connection, timeout) fail the attempt with a {@link ChatError} and
  * are retried by the retry policy.
  *
+ * Cached like `chat` (`cache` option, else the run's setting): the key is the exact request,
+ * the public identity of the pool's endpoints, the model, temperature, maxTokens, jsonMode, the
+ * selector, the rubric's id, version and content digest, the candidates' seeded order and the
+ * messages (rubric, evidence, candidates, as redacted for the evaluator) with their digest,
+ * in the namespace of the repeat, the visit and the study variant; a verdict (a format repair
+ * included) is stored and served whole, and a served verdict reports its `metric`
+ * (`onCacheHit`).
+ *
  * Identity: `parameters` records the rubric (as decoded), candidates, context, model,
  * temperature, maxTokens, requestTimeoutMs, jsonMode, metric and selector; the task is an evaluator
  * (`evaluator: true` in its fingerprint).
@@ -526,9 +542,95 @@ export const judge = <In = unknown>(
     ...(o.timeout !== undefined ? { timeout: o.timeout } : {}),
     ...(o.version !== undefined ? { version: o.version } : {}),
     ...(o.config !== undefined ? { config: o.config } : {}),
-    ...(o.algorithm !== undefined ? { algorithm: o.algorithm } : {})
+    ...(o.algorithm !== undefined ? { algorithm: o.algorithm } : {}),
+    // cacheable as chat is: off unless the task or the run turns the cache on
+    cache: o.cache ?? { mode: undefined },
+    cacheKey: (input, env) => {
+      // the request depends on where it is made (the seeded order): no place, no key
+      const place = env.place
+      if (place === undefined) return Effect.succeed(undefined)
+      const pool = o.resource ?? "llm"
+      return Effect.flatMap(prepare(input, place), (prepared) =>
+        Either.isLeft(prepared)
+          ? Effect.succeed(undefined) // the body fails it: nothing to key
+          : Effect.map(env.resourceOptions(pool), (resources) => {
+            const { messages, order } = prepared.right
+            const sent = messages.map((m) => ({ role: m.role, content: m.content }))
+            return {
+              kind: "judge",
+              code: "assay.judge/v1",
+              pool,
+              endpoints: Array.from(new Set(resources.map(endpointKeyOf))).sort(),
+              model: model ?? null,
+              temperature: t,
+              maxTokens,
+              jsonMode,
+              selector: selectorJson as Task.JsonObject,
+              rubric: { id: r.id, version: rubricVersion, digest: rubricDigest },
+              order: [...order],
+              evidence: digest(canonicalJsonUnsafe(sent)),
+              messages: sent
+            }
+          }))
+    },
+    // a served verdict reports its metrics as the body would have
+    onCacheHit: (output, hit) => o.metric === undefined ? Effect.void : reportOverall(output, hit.reportMetric)
   }
   const taskName = o.name ?? "judge"
+  const rubricDigest = digest(canonicalJsonUnsafe(parameters["rubric"] as Json))
+
+  /** Reports each candidate's `overall` as a pipeline metric (see `metric`). */
+  function reportOverall(
+    verdict: unknown,
+    reportMetric: TaskContext["reportMetric"]
+  ): Effect.Effect<void, StoreUnavailable | ConfigError> {
+    const metric = o.metric
+    const overall = Predicate.isObject(verdict) ? (verdict as { readonly overall?: unknown }).overall : undefined
+    if (metric === undefined || !Predicate.isObject(overall)) return Effect.void
+    return Effect.forEach(names, (name) => {
+      const v = (overall as Record<string, unknown>)[name]
+      return typeof v === "number"
+        ? reportMetric(names.length === 1 ? metric : `${metric}.${name}`, v, { display: "percent" })
+        : Effect.void
+    }, { discard: true })
+  }
+
+  /**
+   * What the judge is shown for `input` at `place`: the context and candidate values (a
+   * missing one: the message of the attempt's failure), the candidates in their seeded order
+   * and the two messages of the request. Used by the body and by the cache key alike.
+   */
+  function prepare(input: unknown, place: CallCache.CachePlace) {
+    return Effect.gen(function*() {
+      const read = (kind: string, name: string, p: string) => {
+        const v = valueAt(input, p)
+        return v === undefined || v === null
+          ? Either.left(`${taskName}: ${kind} "${name}": no value at the input's path "${p}"`)
+          : Either.right({ name, value: v, text: textOf(v) })
+      }
+      const shownContext: Array<{ readonly name: string; readonly value: unknown; readonly text: string }> = []
+      for (const [name, p] of context) {
+        const v = read("context", name, p)
+        if (Either.isLeft(v)) return Either.left(v.left)
+        shownContext.push(v.right)
+      }
+      const values = new Map<string, { readonly value: unknown; readonly text: string }>()
+      for (const [name, p] of candidates) {
+        const v = read("candidate", name, p)
+        if (Either.isLeft(v)) return Either.left(v.left)
+        values.set(name, v.right)
+      }
+      // the order derives from the pipeline and the visit, never the attempt: a retried
+      // attempt shows the same order (a blind, reproducible judge; tester16c F6)
+      const order = Chunk.toReadonlyArray(yield* Effect.withRandom(Random.shuffle(names), Random.make(orderSeed(place))))
+      const shown = order.map((name, i) => ({ name, label: labels[i]!, ...values.get(name)! }))
+      const messages: ReadonlyArray<ChatMessage> = [
+        { role: "system", content: systemPrompt(r) },
+        { role: "user", content: userPrompt(r, shownContext, shown) }
+      ]
+      return Either.right({ order, shown, shownContext, messages })
+    })
+  }
 
   /** One completion on its own lease, reported to it as `chat` reports. */
   const call = (ctx: TaskContext, messages: ReadonlyArray<ChatMessage>) =>
@@ -572,33 +674,10 @@ export const judge = <In = unknown>(
           errorClass: "fatal"
         })
       }
-      const read = (kind: string, name: string, p: string) => {
-        const v = valueAt(input, p)
-        return v === undefined || v === null
-          ? Either.left(`${taskName}: ${kind} "${name}": no value at the input's path "${p}"`)
-          : Either.right({ name, value: v, text: textOf(v) })
-      }
-      const shownContext: Array<{ readonly name: string; readonly value: unknown; readonly text: string }> = []
-      for (const [name, p] of context) {
-        const v = read("context", name, p)
-        if (Either.isLeft(v)) return yield* new JudgeError({ message: v.left, errorClass: "invalid" })
-        shownContext.push(v.right)
-      }
-      const values = new Map<string, { readonly value: unknown; readonly text: string }>()
-      for (const [name, p] of candidates) {
-        const v = read("candidate", name, p)
-        if (Either.isLeft(v)) return yield* new JudgeError({ message: v.left, errorClass: "invalid" })
-        values.set(name, v.right)
-      }
-      // the order derives from the pipeline and the visit, never the attempt: a retried
-      // attempt shows the same order (a blind, reproducible judge; tester16c F6)
-      const order = Chunk.toReadonlyArray(yield* Effect.withRandom(Random.shuffle(names), Random.make(orderSeed(ctx))))
-      const shown = order.map((name, i) => ({ name, label: labels[i]!, ...values.get(name)! }))
+      const prepared = yield* prepare(input, ctx)
+      if (Either.isLeft(prepared)) return yield* new JudgeError({ message: prepared.left, errorClass: "invalid" })
+      const { messages, order, shown, shownContext } = prepared.right
       const labelToName = new Map(shown.map((s) => [s.label, s.name]))
-      const messages: ReadonlyArray<ChatMessage> = [
-        { role: "system", content: systemPrompt(r) },
-        { role: "user", content: userPrompt(r, shownContext, shown) }
-      ]
       const first = yield* call(ctx, messages)
       let answered = first
       let formatRepair: string | null = null
@@ -647,13 +726,7 @@ export const judge = <In = unknown>(
         reasons[name] = why
         overall[name] = weights === 0 ? null : sum / weights
       }
-      if (o.metric !== undefined) {
-        for (const name of names) {
-          const v = overall[name]
-          if (v === null || v === undefined) continue
-          yield* ctx.reportMetric(names.length === 1 ? o.metric : `${o.metric}.${name}`, v, { display: "percent" })
-        }
-      }
+      yield* reportOverall({ overall }, ctx.reportMetric)
       const output: JudgeOutput = {
         rubricId: r.id,
         rubricVersion,

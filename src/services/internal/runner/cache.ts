@@ -9,6 +9,7 @@ import { Effect, Either, Exit, Option } from "effect"
 import { roundUsd } from "../../../domain/Pricing.js"
 import * as CallCache from "../../../domain/CallCache.js"
 import { type CodecRegistry, type Encoded, JsonCodec } from "../../../domain/Codec.js"
+import * as Evaluator from "../../../domain/Evaluator.js"
 import { isHandoff } from "../../../domain/Handoff.js"
 import { canonicalJson, digestFull, type Json } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
@@ -118,7 +119,10 @@ const defaultMaterial = (task: Task.Any, input: unknown, registry: CodecRegistry
 
 /**
  * The cache plan of one attempt, or `undefined` when the cache does not apply (mode `off`, an
- * input that cannot be keyed, a key function that declines).
+ * input that cannot be keyed, a key function that declines). An evaluator's key is made from
+ * the input it is given, redacted as the runner redacts it (`Evaluator.redact` with the
+ * member's withheld values): what the task sees is what it answers to. A key function is told
+ * where the call is made (`CacheKeyEnv.place`: pipeline id, `seq`, `visit`).
  *
  * @internal
  */
@@ -129,7 +133,8 @@ export const planOf = (
   visit: number,
   input: unknown,
   pools: Context.Tag.Service<Pools>,
-  registry: CodecRegistry
+  registry: CodecRegistry,
+  seq = 0
 ): Effect.Effect<Plan | undefined> => {
   const declared = task.options.cache
   if (declared === null) return Effect.succeed(undefined)
@@ -140,15 +145,24 @@ export const planOf = (
     visit,
     variant: CallCache.variantOf(spec.member?.experimentId)
   }
+  const member = spec.member
+  const seen = task.options.evaluator && member !== undefined
+    ? Evaluator.redact(input, Evaluator.withheldValues({
+      variables: member.variables ?? {},
+      experimentId: member.experimentId,
+      outputDir: member.outputDir
+    })).value
+    : input
   const material: Effect.Effect<Json | undefined> = task.options.cacheKey === null
-    ? Effect.succeed(defaultMaterial(task, input, registry))
-    : task.options.cacheKey(input, {
+    ? Effect.succeed(defaultMaterial(task, seen, registry))
+    : task.options.cacheKey(seen, {
       resourceOptions: (pool) =>
         pools.get(pool).pipe(
           Effect.flatMap((p) => p.resources),
           Effect.map((rs) => rs.map((r) => r.options)),
           Effect.orElseSucceed(() => [])
-        )
+        ),
+      place: { pipelineId: spec.pipelineId, seq, visit }
     })
   return Effect.map(
     material,
@@ -214,14 +228,18 @@ export const lookup = (
 }
 
 /**
- * The usage stored with a cached output: the output's own (`CallCache.usageOf`), with the
- * priced cost of the call that made it (`costUsd`, US dollars, from the attempt's accounting)
- * when it had one: what a later hit reports as the cost saved.
+ * The usage stored with a cached output: the output's own (`CallCache.usageOf`), else the
+ * tokens the attempt's lease reports added up to (a `judge` verdict has no `usage` field; a
+ * verdict that needed a format repair stores the tokens of both its calls), with the priced
+ * cost of the calls that made it (`costUsd`, US dollars, from the attempt's accounting) when
+ * they had one: what a later hit reports as the tokens and the cost saved.
  */
 const usageToStore = (value: unknown, accounted: AttemptUsage | undefined) => {
   const usage = CallCache.usageOf(value)
-  if (accounted === undefined || accounted.costUsd === null) return usage
-  return { ...(usage ?? { promptTokens: accounted.tokensIn, completionTokens: accounted.tokensOut, totalTokens: accounted.tokensIn + accounted.tokensOut }), costUsd: accounted.costUsd }
+  if (accounted === undefined || (usage !== null && accounted.costUsd === null)) return usage
+  const tokens = usage ??
+    { promptTokens: accounted.tokensIn, completionTokens: accounted.tokensOut, totalTokens: accounted.tokensIn + accounted.tokensOut }
+  return accounted.costUsd === null ? tokens : { ...tokens, costUsd: accounted.costUsd }
 }
 
 /**

@@ -1189,20 +1189,35 @@ export const runAttempt = (
     return runBody(env, spec, task, seq, attempt, input, slot, taskStartedAt, visit)
   }
   const member = memberOf(spec)
-  const pools = member === undefined ? env.shared.pools : env.memberShared(member).pools
+  const shared = member === undefined ? env.shared : env.memberShared(member)
   const registry = env.registryFor(task)
-  return Effect.flatMap(planOf(cache, task, spec, visit, input, pools, registry), (plan) => {
+  return Effect.flatMap(planOf(cache, task, spec, visit, input, shared.pools, registry, seq), (plan) => {
     if (plan === undefined) return runBody(env, spec, task, seq, attempt, input, slot, taskStartedAt, visit)
     return Effect.flatMap(lookup(cache, plan, registry, env.clock.unsafeCurrentTimeMillis()), (hit) => {
       if (Option.isSome(hit)) {
         if (env.state.stopping) return Effect.interrupt
-        return Effect.succeed<AttemptResult>({
+        const served: AttemptResult = {
           exit: Exit.succeed(hit.value.value),
           leaseIds: noLeases,
           startedAt: env.clock.unsafeCurrentTimeMillis(),
           cache: hit.value.note,
           ...(hit.value.encoded === undefined ? {} : { encoded: hit.value.encoded })
-        })
+        }
+        const onHit = task.options.onCacheHit
+        if (onHit === null) return Effect.succeed(served)
+        // what the body does beside returning its output (the judge's metrics), redone; its
+        // failure fails the attempt as the body's would
+        const pipelineId = spec.pipelineId
+        return Effect.map(
+          Effect.exit(onHit(hit.value.value, {
+            pipelineId,
+            seq,
+            visit,
+            reportMetric: (name, value, o) =>
+              shared.reportMetric(name, value, { ...o, pipelineId: o?.scope === "run" ? null : pipelineId })
+          })),
+          (exit): AttemptResult => Exit.isSuccess(exit) ? served : { ...served, exit, encoded: undefined }
+        )
       }
       return Effect.flatMap(
         runBody(env, spec, task, seq, attempt, input, slot, taskStartedAt, visit),

@@ -11,6 +11,7 @@ import * as Export from "../export.js"
 import type { RunCacheTrouble, RunReport } from "../../Runner.js"
 import { Store, type StoreStats } from "../../Store.js"
 import type { RunId } from "../../../domain/Ids.js"
+import * as CallCache from "../../CallCache.js"
 import { cacheHitsText, cacheLineText, callsText, formatCost } from "../money.js"
 
 /**
@@ -91,7 +92,9 @@ class Report implements RunReport {
         retries: this.stats.retries,
         latencyMs: this.stats.latencyMs,
         ...(this.stats.accounting !== undefined ? { accounting: this.stats.accounting } : {})
-      }
+      },
+      // what the call cache did, as `assay report --json` says it (tester18f F4)
+      ...(this.stats.cache !== undefined ? { cache: CallCache.summaryOf(this.stats.cache, this.stats.accounting) } : {})
     }
   }
   summary(): string {

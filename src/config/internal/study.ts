@@ -1165,6 +1165,7 @@ const standIn = (
   // stood in for (a required value): a later problem beside or under one is the stand-in's
   const stood: Array<string> = []
   const later: Array<ConfigIssue> = []
+  const choicesAt = new Map<string, ReadonlyArray<unknown>>()
   for (let round = 0; round < 8; round++) {
     const r = decode(doc)
     if (Either.isRight(r)) return { doc, guessed, later }
@@ -1185,10 +1186,16 @@ const standIn = (
       const at = formatPath(i.path)
       if (done.has(at)) continue
       done.add(at)
-      const choices = all.flatMap((j) => {
-        const m = formatPath(j.path) === at ? literalExpected.exec(j.message) : null
-        return m === null ? [] : [JSON.parse(m[1]!) as unknown]
+      const choices = choicesAt.get(at) ?? all.flatMap((j) => {
+        if (formatPath(j.path) !== at) return []
+        // `Expected "a", actual …` once per choice, or a tagged union's `Expected "a" | "b", actual …`
+        const one = literalExpected.exec(j.message)
+        if (one !== null) return [JSON.parse(one[1]!) as unknown]
+        const many = /^Expected ("(?:[^"\\]|\\.)*"(?: \| "(?:[^"\\]|\\.)*")+), actual /.exec(j.message)
+        return many === null ? [] : many[1]!.split(" | ").map((l) => JSON.parse(l) as unknown)
       })
+      // kept for the next round, where the removed value is "missing"
+      if (choices.length > 0) choicesAt.set(at, choices)
       const last = i.path[i.path.length - 1]!
       let parent: unknown = doc
       for (const s of i.path.slice(0, -1)) parent = isRecord(parent) || Array.isArray(parent) ? (parent as Record<PropertyKey, unknown>)[s] : undefined

@@ -234,7 +234,7 @@ describe.skipIf(!available)("Study page in Chromium", () => {
         }))
       }
       yield* Effect.promise(() =>
-        page.route(/\/study\/page$/, async (route) => {
+        page.route(/\/study\/page\?f4$/, async (route) => {
           const response = await route.fetch()
           const body = (await response.text()).replace(
             /(<script id="study-data" type="application\/json">)[\s\S]*?(<\/script>)/,
@@ -243,7 +243,8 @@ describe.skipIf(!available)("Study page in Chromium", () => {
           await route.fulfill({ response, body })
         })
       )
-      yield* Effect.promise(() => page.goto(`${info.url}/study/page#compare`))
+      // a new document (not a hash change of the page already open)
+      yield* Effect.promise(() => page.goto(`${info.url}/study/page?f4#compare`))
       yield* Effect.promise(() => page.waitForFunction(() => (globalThis as any).window.__assayStudy?.ready === true))
       yield* select("pareto-x", "accuracy")
       yield* select("pareto-y", "wallMs")
@@ -295,7 +296,10 @@ describe.skipIf(!available)("Study page in Chromium", () => {
             ctx.font = "bold 12px system-ui, -apple-system, \"Segoe UI\", Roboto, \"Helvetica Neue\", Arial, \"Noto Sans\", sans-serif"
             const label = String(box.getAttribute("data-axis-y"))
             const plotHeight = box.querySelector(".u-over").getBoundingClientRect().height
-            return { label, width: ctx.measureText(label).width, plotHeight, title: box.title, ticks: JSON.parse(box.getAttribute("data-ticks-y") ?? "[]") as Array<string> }
+            ctx.font = "12px system-ui, -apple-system, \"Segoe UI\", Roboto, \"Helvetica Neue\", Arial, \"Noto Sans\", sans-serif"
+            const ticks = JSON.parse(box.getAttribute("data-ticks-y") ?? "[]") as Array<string>
+            const widest = Math.max(...ticks.map((t) => ctx.measureText(t).width))
+            return { label, width: ctx.measureText(label).width, plotHeight, title: box.title, ticks, widest, axisSize: Number(box.getAttribute("data-axis-y-size")) }
           })
         )
       const accuracy = yield* interval()
@@ -303,7 +307,10 @@ describe.skipIf(!available)("Study page in Chromium", () => {
       assert.match(accuracy.label, /^accuracy \(ratio\)(, ↑ higher is better| ↑)$/, JSON.stringify(accuracy))
       assert.strictEqual(accuracy.title, "accuracy (ratio), ↑ higher is better")
       yield* select("interval-metric", "wallMs")
-      const wallTicks = (yield* interval()).ticks
+      const wallAxis = yield* interval()
+      const wallTicks = wallAxis.ticks
+      // the y axis is wide enough for its widest tick label (123456.015: none cut at the left)
+      assert.isAtLeast(wallAxis.axisSize, wallAxis.widest + 15, JSON.stringify(wallAxis))
       assert.isAbove(wallTicks.length, 2, JSON.stringify(wallTicks))
       assert.strictEqual(new Set(wallTicks).size, wallTicks.length, `tick labels repeat: ${wallTicks.join(", ")}`)
       yield* Effect.promise(() => page.locator("#panel-compare").screenshot({ path: path.join(OUT, "study-f4.png") }))

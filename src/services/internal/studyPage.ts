@@ -529,7 +529,12 @@ const SCRIPT = `
     var H2 = 280, room = H2 - 50 - 16;
     function labelWidth(str) {
       if (!measurer) return str.length * 12 * 0.62;
-      measurer.font = "bold 12px system-ui, -apple-system, \"Segoe UI\", Roboto, \"Helvetica Neue\", Arial, \"Noto Sans\", sans-serif";
+      measurer.font = 'bold 12px system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, "Noto Sans", sans-serif';
+      return Math.ceil(measurer.measureText(str).width) + 2;
+    }
+    function tickWidth(str) {
+      if (!measurer) return str.length * 12 * 0.62;
+      measurer.font = '12px system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, "Noto Sans", sans-serif';
       return Math.ceil(measurer.measureText(str).width) + 2;
     }
     var md = data.metrics[m] || { direction: "" };
@@ -549,7 +554,14 @@ const SCRIPT = `
                { label: "mean", stroke: "#0969da", paths: noLine, points: { show: true, size: 10, fill: "#0969da" } },
                { label: "lower", stroke: "#57606a", paths: noLine, points: { show: true, size: 6, fill: "#fff" } },
                { label: "upper", stroke: "#57606a", paths: noLine, points: { show: true, size: 6, fill: "#fff" } }],
-      axes: [{ label: "variant", incrs: [1], values: function (u, splits) { return splits.map(function (s) { return s >= 1 && s <= vs.length && s === Math.round(s) ? vs[s - 1].id : ""; }); } }, { label: yLabel, values: function (u, splits, ax, space, incr) { var t = tickTexts(splits, incr); box.setAttribute("data-ticks-y", JSON.stringify(t)); return t; } }]
+      axes: [{ label: "variant", incrs: [1], values: function (u, splits) { return splits.map(function (s) { return s >= 1 && s <= vs.length && s === Math.round(s) ? vs[s - 1].id : ""; }); } }, { label: yLabel, values: function (u, splits, ax, space, incr) { var t = tickTexts(splits, incr); box.setAttribute("data-ticks-y", JSON.stringify(t)); return t; },
+                 // wide enough for the widest tick label (ticks 10px, a gap, the text in 12px)
+                 size: function (u, values) {
+                   var w = (values || []).reduce(function (a, t) { return Math.max(a, tickWidth(String(t))); }, 0), size = Math.max(50, Math.ceil(w) + 10 + 5 + 6);
+                   box.setAttribute("data-axis-y-size", String(size));
+                   box.setAttribute("data-ticks-y-width", String(Math.ceil(w)));
+                   return size;
+                 } }]
     }, [xs, means, lows, highs], box);
     box.title = axisLabel(m);
     state.intervals.variants = vs.map(function (v) { return v.id; });

@@ -682,7 +682,8 @@ export const unknownMessage = (
   if (unknown.kind === "option" && negation !== undefined && unknown.candidates.includes(negation.option)) {
     return `unknown option ${unknown.word}: did you mean ${negation.spelled}?`
   }
-  const near = suggest(bare(unknown.word), unknown.candidates.map(bare))
+  // `-json` for `--json`: the same name with other dashes (a suggester never offers the word itself)
+  const near = unknown.candidates.map(bare).find((c) => c === bare(unknown.word)) ?? suggest(bare(unknown.word), unknown.candidates.map(bare))
   const match = near === undefined ? undefined : unknown.candidates.find((c) => bare(c) === near)
   const hint = match !== undefined ? `did you mean ${match}?` : `see \`${unknown.where} --help\``
   return `unknown ${unknown.kind} ${unknown.word}: ${hint}`

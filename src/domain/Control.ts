@@ -261,7 +261,9 @@ export const resolve = (
   const n = taskNames.length
   for (const key of Object.keys(decl)) {
     if (!CONTROL_KEYS.includes(key)) {
-      const near = closest(key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase()), CONTROL_KEYS)
+      // a snake_case spelling (`max_handoffs`) is the camelCase key it spells
+      const camel = key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())
+      const near = CONTROL_KEYS.includes(camel) ? camel : closest(camel, CONTROL_KEYS)
       add([key], `unknown key "${key}"`, near === undefined ? undefined : `did you mean "${near}"?`)
     }
   }

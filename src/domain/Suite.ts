@@ -109,8 +109,10 @@ export const checkId = (text: string): string | undefined => {
   if (text.length === 0) return "must not be empty"
   if (text.length > MAX_ID_LENGTH) return `is longer than ${MAX_ID_LENGTH} characters (${text.length})`
   if (!ID_CHARS.test(text)) {
-    const bad = [...text].find((c) => !/[A-Za-z0-9_-]/.test(c)) ?? ""
-    return `contains ${JSON.stringify(bad)}: only ASCII letters, digits, "-" and "_" are allowed`
+    // every character that is not allowed, each once (`"bad study!"` names the space and `!`)
+    const bad = [...new Set([...text].filter((c) => !/[A-Za-z0-9_-]/.test(c)))].map((c) => JSON.stringify(c))
+    const listed = bad.length === 1 ? bad[0]! : `${bad.slice(0, -1).join(", ")} and ${bad[bad.length - 1]}`
+    return `contains ${listed}: only ASCII letters, digits, "-" and "_" are allowed`
   }
   if (!ID_START.test(text)) return "must start with an ASCII letter or digit"
   const base = text.split(".")[0]!.toUpperCase()

@@ -211,5 +211,109 @@ describe.skipIf(!available)("Study page in Chromium", () => {
       assert.strictEqual(yield* Effect.promise(() => page.locator("main img, main script").count()), 0)
       assert.deepStrictEqual(dialogs, [], "no alert fired")
       assert.deepStrictEqual(pageErrors, [], "the page script ran without errors")
-    })), { timeout: 180_000 })
+
+      // tester16e F4: the page's plot data replaced by tester16e's case (the page's script and
+      // its CSP unchanged): v02 and v03 at one point, a metric whose values differ only in the
+      // third decimal of a large number (its ticks would round to one label), accuracy in a
+      // unit (the interval plot's y label was cut: "accuracy (ratio), ↑ higher is bette")
+      const real = JSON.parse((yield* Effect.promise(() => page.locator("#study-data").textContent())) ?? "{}") as {
+        metrics: Record<string, { unit: string; direction: string }>
+      }
+      const acc = [0.75, 0.9, 0.9, 0.6167, 0.6, 0.55]
+      const wall = [123456.011, 123456.012, 123456.012, 123456.013, 123456.014, 123456.015]
+      const value = (mean: number, half: number) => ({ mean, lower: mean - half, upper: mean + half })
+      const plot = {
+        candidates: ["v01", "v02", "v03"],
+        metrics: { ...real.metrics, accuracy: { unit: "ratio", direction: "maximize" }, wallMs: { unit: "ms", direction: "minimize" } },
+        variants: acc.map((a, i) => ({
+          id: `v0${i + 1}`,
+          strict: i < 2,
+          uncertain: i === 2,
+          compared: true,
+          values: Object.fromEntries(Object.keys(real.metrics).map((k) => [k, k === "wallMs" ? value(wall[i]!, 0.0004) : value(a, 0.05)]))
+        }))
+      }
+      yield* Effect.promise(() =>
+        page.route(/\/study\/page\?f4$/, async (route) => {
+          const response = await route.fetch()
+          const body = (await response.text()).replace(
+            /(<script id="study-data" type="application\/json">)[\s\S]*?(<\/script>)/,
+            (_, open: string, close: string) => `${open}${JSON.stringify(plot)}${close}`
+          )
+          await route.fulfill({ response, body })
+        })
+      )
+      // a new document (not a hash change of the page already open)
+      yield* Effect.promise(() => page.goto(`${info.url}/study/page?f4#compare`))
+      yield* Effect.promise(() => page.waitForFunction(() => (globalThis as any).window.__assayStudy?.ready === true))
+      yield* select("pareto-x", "accuracy")
+      yield* select("pareto-y", "wallMs")
+      const f4 = yield* Effect.promise(() =>
+        page.evaluate(() => {
+          const { document } = globalThis as any
+          const svg = document.querySelector("#pareto-plot svg")
+          const box = svg.getBoundingClientRect()
+          const rect = (el: any) => {
+            const r = el.getBoundingClientRect()
+            return { what: `${el.getAttribute("class")} ${el.textContent}`, left: r.left - box.left, top: r.top - box.top, right: r.right - box.left, bottom: r.bottom - box.top }
+          }
+          return {
+            width: box.width,
+            height: box.height,
+            labels: [...svg.querySelectorAll("text.pt-label")].map((t: any) => ({ id: t.getAttribute("data-variant"), ...rect(t) })),
+            parts: [...svg.querySelectorAll("text.axis-label, text.pt-label, circle.pt, text.tick")].map(rect),
+            ticksX: [...svg.querySelectorAll("text.tick-x")].map((t: any) => t.textContent),
+            ticksY: [...svg.querySelectorAll("text.tick-y")].map((t: any) => t.textContent)
+          }
+        })
+      )
+      // every variant labelled, v02 and v03 both, no two labels overlapping, all inside the SVG
+      assert.deepStrictEqual(f4.labels.map((l) => l.id).sort(), ["v01", "v02", "v03", "v04", "v05", "v06"])
+      for (const p of f4.parts) {
+        assert.isTrue(p.left >= 0 && p.top >= 0 && p.right <= f4.width + 0.5 && p.bottom <= f4.height + 0.5, `F4: ${p.what} inside the ${f4.width}x${f4.height} plot: ${JSON.stringify(p)}`)
+      }
+      for (const a of f4.labels) {
+        for (const b of f4.labels) {
+          if (a.id >= b.id) continue
+          const overlap = a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5
+          assert.isFalse(overlap, `labels ${a.id} and ${b.id} overlap: ${JSON.stringify([a, b])}`)
+        }
+      }
+      // tick labels: no two the same, on either axis
+      for (const ticks of [f4.ticksX, f4.ticksY]) {
+        assert.isAbove(ticks.length, 2, JSON.stringify(ticks))
+        assert.strictEqual(new Set(ticks).size, ticks.length, `tick labels repeat: ${ticks.join(", ")}`)
+      }
+      // the interval plot: its y label fits the plot's height on uPlot's canvas (the metric, its
+      // unit and which way is better), its tick labels distinct
+      yield* select("interval-metric", "accuracy")
+      const interval = () =>
+        Effect.promise(() =>
+          page.evaluate(() => {
+            const { document } = globalThis as any
+            const box = document.getElementById("interval-plot")
+            const ctx = document.createElement("canvas").getContext("2d")
+            ctx.font = "bold 12px system-ui, -apple-system, \"Segoe UI\", Roboto, \"Helvetica Neue\", Arial, \"Noto Sans\", sans-serif"
+            const label = String(box.getAttribute("data-axis-y"))
+            const plotHeight = box.querySelector(".u-over").getBoundingClientRect().height
+            ctx.font = "12px system-ui, -apple-system, \"Segoe UI\", Roboto, \"Helvetica Neue\", Arial, \"Noto Sans\", sans-serif"
+            const ticks = JSON.parse(box.getAttribute("data-ticks-y") ?? "[]") as Array<string>
+            const widest = Math.max(...ticks.map((t) => ctx.measureText(t).width))
+            return { label, width: ctx.measureText(label).width, plotHeight, title: box.title, ticks, widest, axisSize: Number(box.getAttribute("data-axis-y-size")) }
+          })
+        )
+      const accuracy = yield* interval()
+      assert.isAtMost(accuracy.width, accuracy.plotHeight, JSON.stringify(accuracy))
+      assert.match(accuracy.label, /^accuracy \(ratio\)(, ↑ higher is better| ↑)$/, JSON.stringify(accuracy))
+      assert.strictEqual(accuracy.title, "accuracy (ratio), ↑ higher is better")
+      yield* select("interval-metric", "wallMs")
+      const wallAxis = yield* interval()
+      const wallTicks = wallAxis.ticks
+      // the y axis is wide enough for its widest tick label (123456.015: none cut at the left)
+      assert.isAtLeast(wallAxis.axisSize, wallAxis.widest + 15, JSON.stringify(wallAxis))
+      assert.isAbove(wallTicks.length, 2, JSON.stringify(wallTicks))
+      assert.strictEqual(new Set(wallTicks).size, wallTicks.length, `tick labels repeat: ${wallTicks.join(", ")}`)
+      yield* Effect.promise(() => page.locator("#panel-compare").screenshot({ path: path.join(OUT, "study-f4.png") }))
+      assert.deepStrictEqual(pageErrors, [], "the page script ran without errors on tester16e's case")
+    })), { timeout: 240_000 })
 })

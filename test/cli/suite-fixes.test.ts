@@ -400,7 +400,7 @@ describe("suite CLI fixes", () => {
       })
       for (const [value, expected] of [
         [{ stopAfterFailures: 0 }, /experiments\.bad\.stopAfterFailures: must be an integer >= 1/],
-        [{ stopAfterFailures: 1.5 }, /experiments\.bad\.stopAfterFailures: Expected an integer, actual 1\.5/],
+        [{ stopAfterFailures: 1.5 }, /experiments\.bad\.stopAfterFailures: expected an integer, got 1\.5/],
         [{ stopAfterFailure: 2 }, /experiments\.bad\.stopAfterFailure: unknown key "stopAfterFailure" \(did you mean stopAfterFailures\?\)/]
       ] as const) {
         const file = suiteWith(value)

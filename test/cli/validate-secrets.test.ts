@@ -53,7 +53,7 @@ describe("validate: values from ${VAR} and the pricing table", () => {
       ], { concurrency: 2 })
       for (const [name, r] of [["study", study], ["suite", suite]] as const) {
         assert.strictEqual(r.code, 2, `${name}: ${r.stderr}`)
-        assert.include(r.stderr, "run.concurrency: Expected number, actual \"${KEY}\"", name)
+        assert.include(r.stderr, "run.concurrency: expected a number, got \"${KEY}\"", name)
         assert.notInclude(r.stdout + r.stderr, SECRET, name)
       }
     }))

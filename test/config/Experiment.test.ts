@@ -447,7 +447,7 @@ describe("Experiment loader: every problem at once", () => {
       const lines = (yield* loadIssues(file)).map((l) => l.split(" | ")[0]!)
       assert.sameMembers(lines, [
         "run.journal: expected \"full\" or \"summary\", got \"ful\"",
-        "run.concurrency: Expected number, actual \"x\"",
+        "run.concurrency: expected a number, got \"x\"",
         "pipeline.tasks[0].tasks: is empty: a fanout needs at least one task",
         "pools.apis.resources: a pool needs at least one resource",
         "pools.gpus.algorithm.bogus: unknown option \"bogus\" of algorithm backoff",

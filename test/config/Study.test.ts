@@ -1157,3 +1157,87 @@ describe("StudyConfig.load: the plan of a study without model calls (tester16 F1
       assert.match(cost, /^cost: +\$0/)
     }))
 })
+
+describe("StudyConfig.load: tester16e's study files (F2, F5): one pass, a user's wording", () => {
+  const t16e = (f: string) => failure(path.join(fixtures, "tester16e", f), { env: { T16E_KEY: "x" } })
+  const paths = (problems: ReadonlyArray<string>) => problems.map((p) => p.split(":")[0])
+
+  it.effect("a refused study.type without did-you-mean (5) is reported and the rest checked in the same pass, as with a misspelt one (F2)", () =>
+    Effect.gen(function*() {
+      const rest = ["baseline.temperature", "objectives[3].metric", "metrics[0].from.output"]
+      for (const f of ["bad7.yaml", "bad7c.yaml", "bad7d.yaml"]) {
+        const problems = yield* t16e(f)
+        assert.deepStrictEqual([...paths(problems)].sort(), ["study.type", ...rest].sort(), `${f}\n${problems.join("\n")}`)
+      }
+      // `comparison` is read as the `compare` it extends; bad6a's only other mistake is the baseline
+      assert.include(yield* t16e("bad7.yaml"), "study.type: expected \"explore\", \"compare\", \"optimize\" or \"replay\", got \"comparison\" | did you mean \"compare\"?")
+      assert.deepStrictEqual(paths(yield* t16e("bad6a.yaml")), ["study.type", "baseline.temperature"])
+    }))
+
+  it.effect("every enum-valued field refused without did-you-mean leaves the other checks running: direction, reducer, op, when, running, a variable's type", () =>
+    Effect.gen(function*() {
+      const problems = yield* failure(write(study({
+        metrics: [{ name: "accuracy", reducer: "average?", from: { output: "correct" } }],
+        objectives: [{ metric: "acuracy", direction: "upward" }, { metric: "calls", direction: "minimize", hardConstraint: { op: "~", value: 1 } }],
+        stop: [{ when: "whenever", count: 1 }, { when: "successfulTrials", count: 2, running: "stroll" }],
+        baseline: { prompt: "terce", model: "small", temperature: 0, pause: "1 millis" }
+      })))
+      assert.includeMembers(paths(problems), [
+        "metrics[0].reducer",
+        "objectives[0].direction",
+        "objectives[1].hardConstraint.op",
+        "stop[0].when",
+        "stop[1].running",
+        "objectives[0].metric",
+        "baseline.prompt"
+      ], problems.join("\n"))
+      const kind = yield* failure(write(study({
+        variables: [...study()["variables"] as Array<Record<string, unknown>>, { name: "extra", type: "colour", values: [1] }],
+        objectives: [{ metric: "cals", direction: "minimize" }],
+        metrics: []
+      })))
+      assert.includeMembers(paths(kind), ["variables[4].type", "objectives[0].metric"], kind.join("\n"))
+    }))
+
+  it.effect("a boolean variable with values: said so, never \"did you mean values?\" (F5a)", () =>
+    Effect.gen(function*() {
+      const problems = yield* t16e("bad3.yaml")
+      assert.include(problems, "variables[0].values: a boolean variable takes no values | its values are always false and true: remove values")
+      assert.notMatch(problems.join("\n"), /did you mean values\?/)
+      // the variable itself stays: the baseline is still asked for its value
+      assert.include(paths(problems), "baseline.flag")
+    }))
+
+  it.effect("an objective written as a bare name: the expected object, in words, with what to write (F5b); a value of the wrong type in words", () =>
+    Effect.gen(function*() {
+      const problems = yield* t16e("bad5.yaml")
+      assert.include(problems, "objectives[2]: expected an object { metric, direction, target, weight, hardConstraint }, got \"costUsd\" | write { metric: costUsd, direction: minimize }")
+      assert.include(problems, "repeats: expected an integer, got 2.5")
+      assert.include(problems, "objectives[3].hardConstraint.value: expected a number, got \"half\"")
+      assert.notMatch(problems.join("\n"), /Expected |Encoded side|Struct|actual /)
+      const bad1 = yield* t16e("bad1.yaml")
+      assert.notMatch(bad1.join("\n"), /Expected |actual /)
+      assert.include(bad1, "objectives[2].weight: expected a positive number, got -1")
+    }))
+
+  it.effect("a misspelt required key is read as the key it misspells: no \"is missing\" beside its did-you-mean, and its value is checked as that key (F5c)", () =>
+    Effect.gen(function*() {
+      const problems = yield* t16e("bad9.yaml")
+      assert.deepStrictEqual(paths(problems), ["variables[0].valuse", "variables[1].nmae", "stop[0].when", "stop[0].metric"], problems.join("\n"))
+      const checked = yield* failure(write(study({
+        variables: [
+          { name: "prompt", type: "prompt", valuse: { terse: "Spam? {{text}}", long: 5 } },
+          ...(study()["variables"] as Array<Record<string, unknown>>).slice(1)
+        ]
+      })))
+      assert.include(paths(checked), "variables[0].values.long", checked.join("\n"))
+      assert.notInclude(checked.join("\n"), "is missing")
+    }))
+
+  it.effect("the suggested baseline takes no value from a variable the same pass reports invalid (F5d); an id names every character not allowed (F5e)", () =>
+    Effect.gen(function*() {
+      const problems = yield* t16e("bad1.yaml")
+      assert.include(problems, "baseline: is missing: a compare study names its baseline (variable name -> value) | baseline: { prompt: \"terse\", model: \"small\" }, and a value of temperature once its values are fixed")
+      assert.include(problems, "study.id: \"bad study!\" contains \" \" and \"!\": only ASCII letters, digits, \"-\" and \"_\" are allowed")
+    }))
+})

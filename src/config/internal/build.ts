@@ -776,7 +776,7 @@ export const unknownChatOptionWarnings = (def: Definition, tasks: ReadonlyArray<
       for (const key of Object.keys(r.options ?? {})) {
         if (chatResourceOptions.includes(key) || key === "quota" || selected.has(key)) continue
         const near = closest(key, chatResourceOptions)
-        const asTask = near === undefined ? closest(key, chatTaskOptions) : undefined
+        const asTask = near === undefined ? (chatTaskOptions.includes(key) ? key : closest(key, chatTaskOptions)) : undefined
         const hint = key === "pricing"
           ? `; a resource's price table is its own \`pricing\` (pools.${name}.resources[${i}].pricing), beside options, or the top-level \`pricing\``
           : near !== undefined

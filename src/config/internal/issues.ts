@@ -7,7 +7,7 @@
  */
 import { ParseResult, type Schema } from "effect"
 import { FANOUT } from "../Config.js"
-import { allowedKeysAt, placesOfKey } from "./keys.js"
+import { allowedKeysAt, memberAt, placesOfKey } from "./keys.js"
 import { ConfigError, type ConfigIssue } from "../../domain/Errors.js"
 import * as Pricing from "../../domain/Pricing.js"
 
@@ -100,6 +100,84 @@ export const mergeLiteralChoices = (p: string, messages: ReadonlyArray<string>, 
     ? strings.find((l) => l !== actual && l.length === actual.length && sorted(l) === sorted(actual)) ?? closest(actual, strings)
     : undefined
   return issue(p, `expected ${choices}, got ${JSON.stringify(actual)}`, near === undefined ? undefined : `did you mean ${JSON.stringify(near)}?`)
+}
+
+const LITERAL_UNION = /^Expected ("(?:[^"\\]|\\.)*"(?: \| "(?:[^"\\]|\\.)*")+), actual (.*)$/s
+
+/**
+ * A union's refusal of its tag in one line (`Expected "enum" | "range" | ..., actual "rnage"`,
+ * a variable's `type`, a stop condition's `when`): `expected "enum", "range", … or "set", got
+ * "rnage"`, with a did-you-mean; `undefined` for any other message.
+ */
+const literalUnion = (p: string, message: string): ConfigIssue | undefined => {
+  const m = LITERAL_UNION.exec(message)
+  if (m === null) return undefined
+  const choices = m[1]!.split(" | ").map((l) => JSON.parse(l) as string)
+  const actual = m[2]!
+  let near: string | undefined
+  try {
+    const a = JSON.parse(actual) as unknown
+    near = typeof a === "string" ? closest(a, choices) : undefined
+  } catch {
+    near = undefined
+  }
+  return issue(
+    p,
+    `expected ${choices.slice(0, -1).map((c) => JSON.stringify(c)).join(", ")} or ${JSON.stringify(choices[choices.length - 1])}, got ${actual}`,
+    near !== undefined ? `did you mean ${JSON.stringify(near)}?` : undefined
+  )
+}
+
+/**
+ * A Schema refusal (`Expected X, actual Y`) in the words a user reads, never the Schema's
+ * internals: `Expected Struct (Encoded side), actual "costUsd"` → `expected an object { metric,
+ * direction, target, weight, hardConstraint }, got "costUsd"`; `Expected number, actual "3"` →
+ * `expected a number, got "3"`; `Expected ReadonlyArray<…>, actual 5` → `expected a list, got
+ * 5`. A message in no such form (a field's own wording) is returned as it is. `at` is the
+ * issue's path, `actual` the value there, `root` the file's Schema (for an object's keys).
+ *
+ * @since 0.6.0
+ * @category formatting
+ */
+export const schemaWording = (message: string, at: ReadonlyArray<PropertyKey>, actual: unknown, root?: Schema.Schema.Any): string => {
+  const m = /^Expected (.*), actual (.*)$/s.exec(message)
+  if (m === null) return message
+  const expected = m[1]!
+  const got = m[2]!
+  const keys = isRecord(actual) ? [] : allowedKeysAt(at, root)
+  const words = keys.length > 0 && (expected.startsWith("{") || /\b(?:Struct|Encoded side|Type side)\b/.test(expected) || /^[A-Z]\w*$/.test(expected))
+    ? `an object { ${keys.join(", ")} }`
+    : /^(?:Readonly)?Array<|^readonly \[/.test(expected)
+    ? "a list"
+    : /^(?:number|string|boolean|bigint|symbol)$/.test(expected)
+    ? `a ${expected}`
+    : expected
+  return `expected ${words}, got ${got}`
+}
+
+/**
+ * An unknown key that another member of a tagged union takes (`values` on a `type: boolean`
+ * variable, `metric` on a `when: budget` stop condition): `a boolean variable takes no values
+ * (…)`, with the keys the member does take.
+ */
+const taggedKeyIssue = (
+  p: string,
+  key: string,
+  member: { readonly tag: string; readonly value: string; readonly keys: ReadonlyArray<string> },
+  parent: ReadonlyArray<PropertyKey>
+): ConfigIssue => {
+  const own = member.keys.filter((k) => k !== member.tag)
+  const what = parent.length >= 2 && parent[parent.length - 2] === "variables"
+    ? `a ${member.value} variable`
+    : parent.length >= 2 && parent[parent.length - 2] === "stop"
+    ? `a ${member.value} stop condition`
+    : `an entry with ${member.tag}: ${member.value}`
+  const suggestion = member.value === "boolean" && key === "values"
+    ? "its values are always false and true: remove values"
+    : own.length > 0
+    ? `remove ${key}; ${what} takes ${own.join(", ")}`
+    : `remove ${key}; ${what} takes no other key`
+  return issue(p, `${what} takes no ${key}`, suggestion)
 }
 
 /**
@@ -198,6 +276,18 @@ export const decodeIssues = (
       const key = String(i.path[i.path.length - 1])
       const parent = i.path.slice(0, -1)
       const allowed = allowedKeysAt(parent, root)
+      // a key another member of a tagged union takes (`values` on a `type: boolean` variable):
+      // said for the member the object is read as, never "did you mean" the key itself
+      const member = allowed.includes(key) ? memberAt(parent, valueAt(input, parent), root) : undefined
+      if (member !== undefined) {
+        const entry = taggedKeyIssue(p, key, member, parent)
+        const k = `${entry.path}\u0000${entry.message}`
+        if (!seen.has(k)) {
+          seen.add(k)
+          out.push(entry)
+        }
+        continue
+      }
       const near = closest(key, allowed)
       const places = placesOfKey(key, root).filter((pl) => pl !== formatPath(parent) && pl.split(".").length > 0)
       // an experiment file does not know `experiments`: a suite file whose `suite` key is missing
@@ -226,17 +316,18 @@ export const decodeIssues = (
       const missingKey = String(i.path[i.path.length - 1])
       const parent = valueAt(input, i.path.slice(0, -1))
       const allowed = allowedKeysAt(i.path.slice(0, -1), root)
-      const stray = parent !== null && typeof parent === "object" && !Array.isArray(parent)
-        ? Object.keys(parent).filter((k) =>
-          !allowed.includes(k) && closest(k, [missingKey]) !== undefined &&
-          !raw.some((j) => j._tag === "Unexpected" && formatPath(j.path) === formatPath([...i.path.slice(0, -1), k]))
-        )
+      const strayKeys = parent !== null && typeof parent === "object" && !Array.isArray(parent)
+        ? Object.keys(parent).filter((k) => !allowed.includes(k) && closest(k, [missingKey]) !== undefined)
         : []
+      // a stray key already reported as unknown with this key as its did-you-mean (`valuse`,
+      // did you mean values?): read as this key, so "is missing" would contradict it
+      if (strayKeys.some((k) => closest(k, allowed) === missingKey && raw.some((j) => j._tag === "Unexpected" && formatPath(j.path) === formatPath([...i.path.slice(0, -1), k])))) continue
+      const stray = strayKeys.filter((k) => !raw.some((j) => j._tag === "Unexpected" && formatPath(j.path) === formatPath([...i.path.slice(0, -1), k])))
       entry = stray.length > 0 ? issue(p, "is missing", `found "${stray[0]}": did you mean ${missingKey}?`) : issue(p, "is missing")
     } else if (i._tag === "Type" && i.path[i.path.length - 1] === "args" && typeof valueAt(input, i.path) === "string") {
       entry = argsNotAList(p, String(valueAt(input, i.path)), valueAt(input, i.path.slice(0, -1)))
     } else {
-      entry = issue(p, i.message)
+      entry = literalUnion(p, i.message) ?? issue(p, schemaWording(i.message, i.path, valueAt(input, i.path), root))
     }
     const k = `${entry.path}\u0000${entry.message}`
     if (seen.has(k)) continue

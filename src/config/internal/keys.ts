@@ -114,3 +114,34 @@ export const placesOfKey = (key: string, root: Schema.Schema.Any = ExperimentFil
   visit(Schema.encodedSchema(root).ast, "", 0, false)
   return [...new Set(out)]
 }
+
+/**
+ * The union member an object at a path of the encoded file is read as, by its tag: the first
+ * member (a struct) at `path` one of whose properties is a literal that `value` gives (a
+ * variable's `type: boolean`, a stop condition's `when: budget`); `undefined` when the path
+ * leads to no union of structs told apart by a tag, or `value` names no member's tag.
+ * `tag` is the property and its value, `keys` the member's own keys.
+ *
+ * @since 0.6.0
+ * @category introspection
+ */
+export const memberAt = (
+  path: ReadonlyArray<PropertyKey>,
+  value: unknown,
+  root: Schema.Schema.Any = ExperimentFile
+): { readonly tag: string; readonly value: string; readonly keys: ReadonlyArray<string> } | undefined => {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined
+  let nodes: Array<AST.AST> = [Schema.encodedSchema(root).ast]
+  for (const seg of path) nodes = nodes.flatMap((n) => step(n, seg))
+  const members = nodes.flatMap(structsOf)
+  if (members.length < 2) return undefined
+  for (const m of members) {
+    for (const p of m.propertySignatures) {
+      const given = (value as Record<string, unknown>)[String(p.name)]
+      if (p.type._tag === "Literal" && typeof given === "string" && p.type.literal === given) {
+        return { tag: String(p.name), value: given, keys: m.propertySignatures.map((q) => String(q.name)) }
+      }
+    }
+  }
+  return undefined
+}

@@ -28,7 +28,7 @@ import type { Experiment, Format, LoadOptions } from "../Experiment.js"
 import { describeAlgorithm } from "./build.js"
 import { check } from "./check.js"
 import { expandEnv, hidingEnvValuesOf } from "./env.js"
-import { closest, decodeIssues, formatPath, isRecord, issue } from "./issues.js"
+import { closest, decodeIssues, formatPath, isRecord, issue, literalExpected } from "./issues.js"
 import { findRefs, isPlain, VAR_KEY } from "./refs.js"
 import * as parse from "./parse.js"
 import * as sources from "./sources.js"
@@ -977,29 +977,24 @@ const estimateOf = (
 export const isStudyFile = (file: string): Effect.Effect<boolean, never, FileSystem.FileSystem> =>
   parse.hasTopLevelKey(file, "study")
 
-const LITERALS = /^Expected ("(?:[^"\\]|\\.)*"(?: \| "(?:[^"\\]|\\.)*")+), actual (.*)$/
-
 /**
- * A discriminated union's refusal of its tag (`Expected "enum" | "range" | ..., actual "rnage"`,
- * the variables' `type`, a stop condition's `when`) in words, with a did-you-mean.
+ * The study file's own hint for an entry written as a bare name where an object belongs
+ * (`objectives: [costUsd]`): `write { metric: costUsd, direction: minimize }` (a built-in
+ * metric's direction, else maximize); `metrics: [accuracy]`: `write { name: accuracy, reducer:
+ * mean, from: { output: FIELD } }`. Any other issue is returned as it is.
  */
-const literalChoice = (i: ConfigIssue): ConfigIssue => {
-  const m = LITERALS.exec(i.message)
-  if (m === null) return i
-  const choices = m[1]!.split(" | ").map((l) => JSON.parse(l) as string)
-  const actual = m[2]!
-  let near: string | undefined
-  try {
-    const a = JSON.parse(actual) as unknown
-    near = typeof a === "string" ? closest(a, choices) : undefined
-  } catch {
-    near = undefined
+const bareEntryHint = (doc: unknown) => (i: ConfigIssue): ConfigIssue => {
+  const m = /^(objectives|metrics)\[(\d+)\]$/.exec(i.path)
+  if (m === null || i.suggestion !== undefined || !i.message.startsWith("expected an object")) return i
+  const list = isRecord(doc) ? doc[m[1]!] : undefined
+  const name = Array.isArray(list) ? list[Number(m[2])] as unknown : undefined
+  if (typeof name !== "string" || name === "") return i
+  return {
+    ...i,
+    suggestion: m[1] === "objectives"
+      ? `write { metric: ${name}, direction: ${Study.BUILTIN_METRICS[name]?.direction ?? "maximize"} }`
+      : `write { name: ${name}, reducer: mean, from: { output: FIELD } }`
   }
-  return issue(
-    i.path,
-    `expected ${choices.slice(0, -1).map((c) => JSON.stringify(c)).join(", ")} or ${JSON.stringify(choices[choices.length - 1])}, got ${actual}`,
-    near !== undefined ? `did you mean ${JSON.stringify(near)}?` : i.suggestion
-  )
 }
 
 /**
@@ -1128,7 +1123,8 @@ const repairShape = (doc: unknown, issues: ReadonlyArray<ConfigIssue>): unknown 
     const parent = parentOf(segs)
     if (parent === undefined) return undefined
     const key = segs[segs.length - 1]!
-    if (i.message.startsWith("unknown key")) {
+    // an unknown key, or one another kind of entry takes (`values` on a boolean variable)
+    if (i.message.startsWith("unknown key") || /^an? .* takes no \S+$/.test(i.message)) {
       // a misspelt optional key (`objectivs`) is read as the key it misspells, when that one is
       // not written too, so that what it holds is checked in the same pass
       const meant = /^did you mean ([\w$]+)\?$/.exec(i.suggestion ?? "")?.[1]
@@ -1169,19 +1165,37 @@ const standIn = (
   // stood in for (a required value): a later problem beside or under one is the stand-in's
   const stood: Array<string> = []
   const later: Array<ConfigIssue> = []
+  const choicesAt = new Map<string, ReadonlyArray<unknown>>()
   for (let round = 0; round < 8; round++) {
     const r = decode(doc)
     if (Either.isRight(r)) return { doc, guessed, later }
     if (round > 0) {
-      for (const i of decodeIssues(r.left, doc, StudyFile).map(literalChoice)) {
+      for (const i of decodeIssues(r.left, doc, StudyFile)) {
         const parent = formatPath(pathSegments(i.path).slice(0, -1))
         if (guessed.some((g) => isUnderPath(i.path, g)) || stood.some((g) => isUnderPath(g, parent) && parent !== "")) continue
         later.push(i)
       }
     }
-    for (const i of ParseResult.ArrayFormatter.formatErrorSync(r.left)) {
+    const all = ParseResult.ArrayFormatter.formatErrorSync(r.left)
+    // a union of choices refuses a value once per choice (`Expected "explore", actual
+    // "comparison"`, `Expected "compare", …`): the value is removed once, and a required one
+    // stands in with one of those choices (no generic stand-in is a choice)
+    const done = new Set<string>()
+    for (const i of all) {
       if (i.path.length === 0) return undefined
       const at = formatPath(i.path)
+      if (done.has(at)) continue
+      done.add(at)
+      const choices = choicesAt.get(at) ?? all.flatMap((j) => {
+        if (formatPath(j.path) !== at) return []
+        // `Expected "a", actual …` once per choice, or a tagged union's `Expected "a" | "b", actual …`
+        const one = literalExpected.exec(j.message)
+        if (one !== null) return [JSON.parse(one[1]!) as unknown]
+        const many = /^Expected ("(?:[^"\\]|\\.)*"(?: \| "(?:[^"\\]|\\.)*")+), actual /.exec(j.message)
+        return many === null ? [] : many[1]!.split(" | ").map((l) => JSON.parse(l) as unknown)
+      })
+      // kept for the next round, where the removed value is "missing"
+      if (choices.length > 0) choicesAt.set(at, choices)
       const last = i.path[i.path.length - 1]!
       let parent: unknown = doc
       for (const s of i.path.slice(0, -1)) parent = isRecord(parent) || Array.isArray(parent) ? (parent as Record<PropertyKey, unknown>)[s] : undefined
@@ -1190,7 +1204,7 @@ const standIn = (
         // a required value (missing, or removed by this repair; or one an object's own rule
         // asks for, a target objective's `target`): the first stand-in its Schema takes at
         // that path (an object's own fields are stood in for in the next round)
-        const fits = STAND_INS.find((v) => {
+        const fits = [...STAND_INS, ...choices].find((v) => {
           parent[last] = v
           const again = decode(doc)
           return Either.isRight(again) || !ParseResult.ArrayFormatter.formatErrorSync(again.left).some((j) => formatPath(j.path) === at)
@@ -1276,7 +1290,7 @@ export const load = (
     // removed or stood in for, and what a later check finds there is not shown (`guessed`)
     let guessed: Guessed | undefined
     if (Either.isLeft(strict)) {
-      const shapeIssues = decodeIssues(strict.left, shaped, StudyFile).map(literalChoice)
+      const shapeIssues = decodeIssues(strict.left, shaped, StudyFile).map(bareEntryHint(shaped))
       const said = new Set(shapeIssues.map(issueKey))
       // repaired round by round: a section read under the key it misspells (`objectivs:`) is
       // decoded only once renamed, and an object's own rule (a target on a minimize objective)
@@ -1289,7 +1303,7 @@ export const load = (
         current = repaired
         const again = decode(repaired)
         if (Either.isRight(again)) break
-        round = decodeIssues(again.left, repaired, StudyFile).map(literalChoice)
+        round = decodeIssues(again.left, repaired, StudyFile)
         const fresh = round.filter((i) => !said.has(issueKey(i)))
         if (fresh.length === 0) break
         for (const i of fresh) said.add(issueKey(i))
@@ -1393,7 +1407,17 @@ export const load = (
       if (ok) baselinePositions = positions
     } else if (variables.length > 0) {
       if (type === "compare") {
-        issues.push(issue("baseline", "is missing: a compare study names its baseline (variable name -> value)", `baseline: { ${variables.map((v) => `${v.name}: ${shown(Study.choiceAt(v, 0).assignment)}`).join(", ")} }`))
+        // a value is suggested only from a variable that has one (never from a range whose end
+        // is below its start, reported above): the others are named, to be filled in once fixed
+        const valid = variables.filter((v) => Study.valueCount(v) > 0)
+        const pending = variables.filter((v) => Study.valueCount(v) === 0).map((v) => v.name)
+        issues.push(issue(
+          "baseline",
+          "is missing: a compare study names its baseline (variable name -> value)",
+          `baseline: { ${valid.map((v) => `${v.name}: ${shown(Study.choiceAt(v, 0).assignment)}`).join(", ")} }${
+            pending.length === 0 ? "" : `, and a value of ${pending.join(", ")} once ${pending.length === 1 ? "its values are" : "their values are"} fixed`
+          }`
+        ))
       } else {
         warnings.push("warning: baseline: not given; the first variant (v01) is the baseline")
         baselinePositions = variables.map(() => 0)

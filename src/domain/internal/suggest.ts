@@ -28,22 +28,53 @@ export const levenshtein = (a: string, b: string): number => {
   return d[a.length]![b.length]!
 }
 
+/** The length of the longest common prefix of two strings. */
+const commonPrefix = (a: string, b: string): number => {
+  let n = 0
+  while (n < a.length && n < b.length && a[n] === b[n]) n++
+  return n
+}
+
 /**
- * The closest candidate to `word` (case-insensitive {@link levenshtein}), if it is close enough to
- * be a plausible typo: distance at most `max(2, ⌊len/3⌋)` and below half the word's length.
+ * The closest candidate to `word`, if it is close enough to be a plausible slip; never `word`
+ * itself (a word already written is no suggestion for itself). Two measures, case-insensitive:
+ *
+ * - a typo: the smallest {@link levenshtein} distance, at most `max(2, ⌊len/3⌋)` and below half
+ *   the word's length (`maximise` → `maximize`, `compre` → `compare`);
+ * - otherwise a shortened or extended form, which an edit distance counts as many edits: one
+ *   of the two is a prefix of the other with at least 3 characters in common (`max` →
+ *   `maximize`), or they share a prefix of at least 4 characters that leaves at most 2 of the
+ *   shorter one over (`comparison` → `compare`, `minimum` → `minimize`); the longest common
+ *   prefix wins, then the nearest length.
  *
  * @since 0.1.0
  * @category formatting
  */
 export const closest = (word: string, candidates: Iterable<string>): string | undefined => {
+  const w = word.toLowerCase()
   let best: string | undefined
   let bestD = Infinity
+  let stem: string | undefined
+  let stemP = 0
+  let stemGap = Infinity
   for (const c of candidates) {
-    const d = levenshtein(word.toLowerCase(), c.toLowerCase())
+    if (c === word) continue
+    const lc = c.toLowerCase()
+    const d = levenshtein(w, lc)
     if (d < bestD) {
       best = c
       bestD = d
     }
+    const p = commonPrefix(w, lc)
+    const shorter = Math.min(w.length, lc.length)
+    const extends_ = (p === shorter && p >= 3) || (p >= 4 && p >= shorter - 2)
+    const gap = Math.abs(w.length - lc.length)
+    if (extends_ && (p > stemP || (p === stemP && gap < stemGap))) {
+      stem = c
+      stemP = p
+      stemGap = gap
+    }
   }
-  return best !== undefined && bestD <= Math.max(2, Math.floor(word.length / 3)) && bestD < word.length / 2 ? best : undefined
+  if (best !== undefined && bestD <= Math.max(2, Math.floor(word.length / 3)) && bestD < word.length / 2) return best
+  return stem
 }

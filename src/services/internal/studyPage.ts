@@ -389,6 +389,16 @@ const SCRIPT = `
     return out;
   }
   function tickText(v) { return String(Number(v.toPrecision(6))); }
+  // an axis's tick labels: as many decimals as the step needs, then more until no two adjacent
+  // labels read the same (values far from 0 with a small spread: 123456.01, 123456.02)
+  function tickTexts(values, step) {
+    var d = step > 0 && isFinite(step) ? Math.max(0, Math.ceil(-Math.log10(step) - 1e-9)) : 0, out;
+    for (; d <= 20; d++) {
+      out = values.map(function (v) { return String(Number(v.toFixed(d))); });
+      if (out.every(function (t, i) { return i === 0 || t !== out[i - 1]; })) return out;
+    }
+    return values.map(function (v) { return String(v); });
+  }
   function rangeOf(values) {
     var lo = Math.min.apply(null, values), hi = Math.max.apply(null, values);
     var pad = hi > lo ? (hi - lo) * 0.08 : (Math.abs(lo) * 0.1 || 1);
@@ -419,9 +429,12 @@ const SCRIPT = `
     var xr = rangeOf(pts.map(function (p) { return p.x; }).concat(tx === null ? [] : [tx]));
     var yr = rangeOf(pts.map(function (p) { return p.y; }).concat(ty === null ? [] : [ty]));
     var xt = ticks(xr[0], xr[1]), yt = ticks(yr[0], yr[1]);
+    var xtt = tickTexts(xt, xt.length > 1 ? xt[1] - xt[0] : 0), ytt = tickTexts(yt, yt.length > 1 ? yt[1] - yt[0] : 0);
+    box.setAttribute("data-ticks-x", JSON.stringify(xtt));
+    box.setAttribute("data-ticks-y", JSON.stringify(ytt));
     // margins: the y axis's label lines and tick texts on the left, the x axis's below
     var top = 12, right = 14;
-    var yTickW = Math.max.apply(null, yt.map(function (v) { return textWidth(tickText(v)); }));
+    var yTickW = Math.max.apply(null, ytt.map(function (t) { return textWidth(t); }));
     var xLines = fitLines(axisLabel(mx), W - 20);
     var bottom = 6 + LINE + 4 + xLines.length * LINE + 4;
     var yLines = fitLines(axisLabel(my), H - top - bottom);
@@ -432,13 +445,13 @@ const SCRIPT = `
     var svg = node(box, "svg", { id: "pareto-svg", width: W, height: H, viewBox: "0 0 " + W + " " + H, "font-family": "system-ui, sans-serif", "font-size": FONT, role: "img" });
     titled(svg, "Pareto plot: " + axisLabel(mx) + " against " + axisLabel(my));
     node(svg, "rect", { x: left, y: top, width: pw, height: ph, fill: "#fff", stroke: "#d0d7de" });
-    xt.forEach(function (v) {
+    xt.forEach(function (v, i) {
       node(svg, "line", { x1: X(v), x2: X(v), y1: top + ph, y2: top + ph + 5, stroke: "#57606a" });
-      node(svg, "text", { class: "tick", x: X(v), y: top + ph + 6 + FONT, "text-anchor": "middle", fill: "#57606a" }, tickText(v));
+      node(svg, "text", { class: "tick tick-x", x: X(v), y: top + ph + 6 + FONT, "text-anchor": "middle", fill: "#57606a" }, xtt[i]);
     });
-    yt.forEach(function (v) {
+    yt.forEach(function (v, i) {
       node(svg, "line", { x1: left - 5, x2: left, y1: Y(v), y2: Y(v), stroke: "#57606a" });
-      node(svg, "text", { class: "tick", x: left - 7, y: Y(v) + 4, "text-anchor": "end", fill: "#57606a" }, tickText(v));
+      node(svg, "text", { class: "tick tick-y", x: left - 7, y: Y(v) + 4, "text-anchor": "end", fill: "#57606a" }, ytt[i]);
     });
     // the axes' labels, in full in their titles
     var xl = titled(node(svg, "text", { class: "axis-label axis-x", x: left + pw / 2, y: top + ph + 6 + LINE + 4 + FONT, "text-anchor": "middle", fill: "#1f2328" }), axisLabel(mx));
@@ -510,14 +523,45 @@ const SCRIPT = `
     while (box.firstChild) box.removeChild(box.firstChild);
     if (typeof uPlot === "undefined" || vs.length === 0) { box.textContent = vs.length === 0 ? "no compared variant has this metric" : ""; return; }
     var noLine = function () { return null; };
+    // the y axis's label on uPlot's canvas (one line, bold 12px): the whole label when it fits
+    // the plot's height, else the metric, unit and the direction's arrow, else cut; whole in
+    // the box's title
+    var H2 = 280, room = H2 - 50 - 16;
+    function labelWidth(str) {
+      if (!measurer) return str.length * 12 * 0.62;
+      measurer.font = 'bold 12px system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, "Noto Sans", sans-serif';
+      return Math.ceil(measurer.measureText(str).width) + 2;
+    }
+    function tickWidth(str) {
+      if (!measurer) return str.length * 12 * 0.62;
+      measurer.font = '12px system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, "Noto Sans", sans-serif';
+      return Math.ceil(measurer.measureText(str).width) + 2;
+    }
+    var md = data.metrics[m] || { direction: "" };
+    var arrow = md.direction === "maximize" ? " ↑" : md.direction === "minimize" ? " ↓" : md.direction === "target" ? " →" + (num(md.target) !== null ? " " + tickText(md.target) : "") : "";
+    var yLabel = [axisLabel(m), shortLabel(m) + arrow, shortLabel(m)].filter(function (t) { return labelWidth(t) <= room; })[0];
+    if (yLabel === undefined) {
+      yLabel = shortLabel(m);
+      while (yLabel.length > 1 && labelWidth(yLabel + "…") > room) yLabel = yLabel.slice(0, -1);
+      yLabel += "…";
+    }
+    box.setAttribute("data-axis-y", yLabel);
+    box.setAttribute("data-axis-y-room", String(room));
     state.intervals = new uPlot({
-      width: Math.max(300, box.clientWidth - 16), height: 280,
+      width: Math.max(300, box.clientWidth - 16), height: H2,
       scales: { x: { time: false, range: [0, vs.length + 1] } },
       series: [{ label: "variant", value: function (u, v) { return v >= 1 && v <= vs.length ? vs[v - 1].id : ""; } },
                { label: "mean", stroke: "#0969da", paths: noLine, points: { show: true, size: 10, fill: "#0969da" } },
                { label: "lower", stroke: "#57606a", paths: noLine, points: { show: true, size: 6, fill: "#fff" } },
                { label: "upper", stroke: "#57606a", paths: noLine, points: { show: true, size: 6, fill: "#fff" } }],
-      axes: [{ label: "variant", incrs: [1], values: function (u, splits) { return splits.map(function (s) { return s >= 1 && s <= vs.length && s === Math.round(s) ? vs[s - 1].id : ""; }); } }, { label: fitLines(shortLabel(m), 200)[0] }]
+      axes: [{ label: "variant", incrs: [1], values: function (u, splits) { return splits.map(function (s) { return s >= 1 && s <= vs.length && s === Math.round(s) ? vs[s - 1].id : ""; }); } }, { label: yLabel, values: function (u, splits, ax, space, incr) { var t = tickTexts(splits, incr); box.setAttribute("data-ticks-y", JSON.stringify(t)); return t; },
+                 // wide enough for the widest tick label (ticks 10px, a gap, the text in 12px)
+                 size: function (u, values) {
+                   var w = (values || []).reduce(function (a, t) { return Math.max(a, tickWidth(String(t))); }, 0), size = Math.max(50, Math.ceil(w) + 10 + 5 + 6);
+                   box.setAttribute("data-axis-y-size", String(size));
+                   box.setAttribute("data-ticks-y-width", String(Math.ceil(w)));
+                   return size;
+                 } }]
     }, [xs, means, lows, highs], box);
     box.title = axisLabel(m);
     state.intervals.variants = vs.map(function (v) { return v.id; });

@@ -22,7 +22,8 @@ describe("study run: a stop signal before any trial started", () => {
   it.effect("while loading: interrupted, with \"stopped before any trial started; nothing was stored\"", () =>
     Effect.gen(function*() {
       const lines: Array<string> = []
-      const console: Console.Console = { ...Console.defaultConsole, error: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void lines.push(xs.join(" "))) } as Console.Console
+      const base = yield* Effect.console
+      const console: Console.Console = { ...base, error: (...xs: ReadonlyArray<unknown>) => Effect.sync(() => void lines.push(xs.join(" "))) } as Console.Console
       const fiber = yield* Effect.fork(StudyRun.runStudy({ load: () => Effect.never }, args).pipe(Console.withConsole(console)))
       yield* Effect.yieldNow()
       yield* Fiber.interrupt(fiber)

@@ -309,7 +309,39 @@ export const statusReason = (t: { readonly status: string; readonly reason: stri
  * @since 0.6.0
  * @category commands
  */
-export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
+export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> => {
+  // what a stop signal before the study's control claims the signals cuts short (tester16e F6:
+  // Ctrl-C while loading exited with no word): the command is interrupted (exit 130) and says what is true
+  let stage: { readonly at: "loading" } | { readonly at: "prepared"; readonly version: number } | { readonly at: "running" } = { at: "loading" }
+  return runStudyStages(deps, args, (s) => {
+    stage = s
+  }).pipe(Effect.onInterrupt(() => Console.error(startupInterruptText(stage, args)).pipe(Effect.when(() => stage.at !== "running"))))
+}
+
+/**
+ * What `study run` / `resume` says when a stop signal interrupts it before any trial started:
+ * while loading, `stopped before any trial started; nothing was stored`; once the protocol
+ * version is registered, that nothing ran and how to continue.
+ *
+ * @param stage where the command was
+ * @param args the command's arguments (for the resume command)
+ * @returns the line
+ * @since 0.14.0
+ * @category rendering
+ */
+export const startupInterruptText = (
+  stage: { readonly at: "loading" } | { readonly at: "prepared"; readonly version: number } | { readonly at: "running" },
+  args: RunStudyArgs
+): string =>
+  stage.at === "prepared"
+    ? `stopped before any trial started: protocol version ${stage.version} is registered, nothing ran; continue with: ${resumeCommand(args)}`
+    : "stopped before any trial started; nothing was stored"
+
+const runStudyStages = (
+  deps: StudyCommandDeps,
+  args: RunStudyArgs,
+  reached: (stage: { readonly at: "prepared"; readonly version: number } | { readonly at: "running" }) => void
+): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const loadOptions = {
       strictEnv: args.strictEnv,
@@ -381,12 +413,13 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
         runOptions: { registry }
       }
       const prepared = yield* Study.prepare(loaded, options).pipe(Effect.provide(stores))
+      reached({ at: "prepared", version: prepared.version })
       // the plan once the study may run (lock held, protocol accepted): a refusal stays one line
       if (deps.planText !== undefined && !args.quiet) yield* Console.error(deps.planText(loaded))
       if (!args.quiet) {
         yield* Console.error(
           `study ${loaded.id}: protocol version ${prepared.version}${prepared.created ? " (new)" : ""}; ` +
-            `${prepared.toRun.length} of ${Words.count(prepared.trials.length, "trial")} to run`
+            Study.toRunText(prepared)
         )
       }
       // the pools of the version's suite (shared by every trial), the runner on the root's store
@@ -398,6 +431,8 @@ export const runStudy = (deps: StudyCommandDeps, args: RunStudyArgs): Effect.Eff
         )),
         Layer.merge(NodeProcessRunner.layer)
       )
+      // from here the study's control claims the stop signals (its manual stop): it says what it stopped
+      reached({ at: "running" })
       return yield* Study.execute(prepared, options).pipe(Effect.provide(env))
     }))
 

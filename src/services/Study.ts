@@ -199,6 +199,12 @@ export interface StudyInput {
    * and fails with a `ConfigError` at the metric's field path (with a did-you-mean).
    */
   readonly outputChecks?: ReadonlyArray<DomainStudy.OutputCheck> | undefined
+  /**
+   * The experiments' tasks whose code could report a metric (default none; since 0.14.0): named
+   * when {@link execute} stops a study whose first succeeded pipelines reported none of a
+   * declared objective's `from: { metric }` metric.
+   */
+  readonly reportingTasks?: ReadonlyArray<string> | undefined
   readonly protocolDigest: string
   readonly protocolParts: Readonly<Record<string, string>>
   /**
@@ -638,6 +644,8 @@ export interface StudyFacts {
     readonly brokeConstraint: boolean
     /** It is `incomplete` because every failure of it was an endpoint fault (since 0.11.0). */
     readonly endpointFault?: boolean | undefined
+    /** How the reason names it (`v04 r1`: variant and repeat; since 0.14.0). */
+    readonly label?: string | undefined
   }>
   readonly stoppedEarly: boolean
   readonly interrupted: boolean
@@ -691,7 +699,13 @@ export const settleStudy = (
   }
   if (comparable.length < succeeded.length) {
     const missing = Array.from(new Set(succeeded.flatMap((t) => missingMetrics(t.metrics, objectives))))
-    return { status: "inconclusive", reason: `${tally}, but ${Words.labelled("objective metric", missing)} ${missing.length === 1 ? "is" : "are"} missing for some of them` }
+    // how many of the succeeded trials lack one, counted (tester16e F3): "all 18 trials", "3 of 18 trials (v04 r1, …)"
+    const lacking = succeeded.filter((t) => missingMetrics(t.metrics, objectives).length > 0)
+    const trials = succeeded.length === total ? Words.count(succeeded.length, "trial") : `${succeeded.length} succeeded ${succeeded.length === 1 ? "trial" : "trials"}`
+    const labels = lacking.flatMap((t) => t.label === undefined ? [] : [t.label])
+    const named = labels.length === 0 ? "" : ` (${labels.slice(0, 3).join(", ")}${labels.length > 3 ? ", …" : ""})`
+    const which = lacking.length === succeeded.length ? (succeeded.length === 1 ? `its one ${trials.replace(/^1 /, "")}` : `all ${trials}`) : `${lacking.length} of ${trials}${named}`
+    return { status: "inconclusive", reason: `${tally}, but ${Words.labelled("objective metric", missing)} ${missing.length === 1 ? "is" : "are"} missing for ${which}` }
   }
   return { status: "completed", reason: tally }
 }
@@ -877,7 +891,28 @@ export interface Prepared {
   readonly created: boolean
   readonly trials: ReadonlyArray<StudyTrial>
   readonly toRun: ReadonlyArray<StudyTrial>
+  /**
+   * Of `toRun`, the trials whose pipelines had all ended before (an interrupted run, e.g. kill
+   * -9, ended them but never settled them): the run settles them and runs nothing of theirs
+   * again (since 0.14.0; absent: none).
+   */
+  readonly endedBefore?: ReadonlyArray<string> | undefined
   readonly suite: Suite.Suite<AnySpec, any, any>
+}
+
+/**
+ * What a prepared run has left, as `study run` and `resume` say it: `15 of 18 trials to run (3
+ * ended before)` (a trial that ended before an interruption is settled, not run again), `18 of
+ * 18 trials to run`.
+ *
+ * @param p the prepared run
+ * @returns the phrase
+ * @since 0.14.0
+ * @category rendering
+ */
+export const toRunText = (p: Pick<Prepared, "trials" | "toRun" | "endedBefore">): string => {
+  const ended = p.endedBefore?.length ?? 0
+  return `${p.toRun.length - ended} of ${Words.count(p.trials.length, "trial")} to run${ended === 0 ? "" : ` (${ended} ended before)`}`
 }
 
 const isLoadedSuite = (s: StudySuite): s is LoadedSuiteShape => (s as { _tag?: unknown })._tag !== "Suite"
@@ -1027,7 +1062,12 @@ export const prepare = (
     } else {
       toRun = trials.filter((t) => !FINAL_TRIAL_STATUSES.has(rows.get(t.trialId)?.status ?? "pending"))
     }
-    return { study, version: frozen.version, created: frozen.created, trials, toRun: runOrder(toRun), suite }
+    // ended (every pipeline terminal, marked by the control) but never settled: an interrupted run
+    const endedBefore = toRun.flatMap((t) => {
+      const r = rows.get(t.trialId)
+      return r !== undefined && r.endedAt !== null && !FINAL_TRIAL_STATUSES.has(r.status) ? [t.trialId] : []
+    })
+    return { study, version: frozen.version, created: frozen.created, trials, toRun: runOrder(toRun), endedBefore, suite }
   })
 
 /** A metric value as a number (booleans 0/1), else undefined. */
@@ -1312,20 +1352,58 @@ export const execute = (
     const mismatch = yield* Deferred.make<ConfigError>()
     const userFinished = options.runOptions?.onPipelineFinished
     let checked = false
-    const onPipelineFinished: Runner.OnPipelineFinished | undefined = checks.length === 0 ? userFinished : (record, output) =>
+    // a declared objective's `from: { metric }` that no pipeline reports (tester16e F3): once the
+    // run's first METRIC_CHECK_PIPELINES pipelines have succeeded and none of them reported it,
+    // the study stops there, as for an output path that leads nowhere. The metrics the
+    // pipelines report are seen through the window's observer; a pipeline that reported before
+    // an interruption (its task restored from a checkpoint) is looked up in the store
+    const metricChecks = metricChecksOf(study)
+    const watch = new MetricWatch(metricChecks)
+    const window = control.window === undefined || metricChecks.length === 0 ? control.window : {
+      ...control.window,
+      observe: {
+        ...(control.window.observe ?? {}),
+        metric: (id: string, name: string, value: unknown, pipelineId: PipelineId | null) =>
+          Effect.suspend(() => {
+            if (pipelineId !== null) watch.reported(pipelineId, name)
+            const next = control.window?.observe?.metric
+            return next === undefined ? Effect.void : next(id, name, value, pipelineId)
+          })
+      }
+    }
+    const watching = window !== control.window
+    const storedMetrics = (pipelineId: string) =>
+      Effect.gen(function*() {
+        const store = yield* suiteCatalog.view()
+        const names = new Set<string>()
+        for (const r of yield* store.listRuns) {
+          for (const m of yield* store.metrics({ runId: r.runId, pipelineId: pipelineId as PipelineId })) names.add(m.name)
+        }
+        return names
+      }).pipe(Effect.orElseSucceed(() => new Set<string>()))
+    const onPipelineFinished: Runner.OnPipelineFinished | undefined = checks.length === 0 && !watching ? userFinished : (record, output) =>
       Effect.suspend(() => {
-        if (checked || Option.isNone(output)) return Effect.void
-        checked = true
-        const error = outputMismatch(checks, output.value, record.pipelineId)
-        return error === null ? Effect.void : Deferred.succeed(mismatch, error)
+        if (Option.isNone(output)) return Effect.void
+        const outputCheck = checked || checks.length === 0 ? Effect.void : Effect.suspend(() => {
+          checked = true
+          const error = outputMismatch(checks, output.value, record.pipelineId)
+          return error === null ? Effect.void : Deferred.succeed(mismatch, error)
+        })
+        const metricCheck = !watching || watch.done ? Effect.void : Effect.gen(function*() {
+          const missing = watch.missingIn(record.pipelineId)
+          const earlier = missing.length === 0 ? new Set<string>() : yield* storedMetrics(record.pipelineId)
+          const error = watch.succeeded(record.pipelineId, earlier, study.reportingTasks ?? [])
+          if (error !== null) yield* Deferred.succeed(mismatch, error)
+        })
+        return Effect.zipRight(outputCheck, metricCheck)
       }).pipe(Effect.zipRight(userFinished === undefined ? Effect.void : userFinished(record, output)))
     const handle = yield* Suite.start(suite, {
       ...(options.runOptions ?? {}),
       ...(onPipelineFinished === undefined ? {} : { onPipelineFinished }),
       experiments: toRun.map((t) => t.trialId),
-      ...(control.window === undefined ? {} : { window: control.window })
+      ...(window === undefined ? {} : { window })
     })
-    if (checks.length > 0) {
+    if (checks.length > 0 || watching) {
       // a second stop does not wait for the in-flight attempts' grace
       yield* Effect.forkScoped(Deferred.await(mismatch).pipe(Effect.zipRight(handle.stop("metric_path")), Effect.zipRight(handle.stop("metric_path"))))
     }
@@ -1342,6 +1420,79 @@ export const execute = (
     }
     return yield* settle(prepared, runReport, control, catalog)
   }))
+
+/** How many of a run's first succeeded pipelines must report none of a watched metric before the study stops (tester16e F3). */
+const METRIC_CHECK_PIPELINES = 5
+
+/** A declared metric read from a task-reported metric that an objective names: `at` its field path. */
+interface MetricCheck {
+  readonly at: string
+  readonly name: string
+  readonly metric: string
+}
+
+/** The declared metrics with `from: { metric }` that some objective names (what the run watches). */
+const metricChecksOf = (study: StudyInput): ReadonlyArray<MetricCheck> =>
+  (study.metrics ?? []).flatMap((m, i) =>
+    "metric" in m.from && study.objectives.some((o) => o.metric === m.name) ? [{ at: `metrics[${i}].from.metric`, name: m.name, metric: m.from.metric }] : []
+  )
+
+/**
+ * The run's watch on the task-reported metrics of {@link metricChecksOf}: which metrics the
+ * running pipelines reported (until each is decided), and, as pipelines succeed, whether one of
+ * the first {@link METRIC_CHECK_PIPELINES} reported each metric. Synchronous; one per run.
+ */
+class MetricWatch {
+  private readonly watched: ReadonlySet<string>
+  private readonly seen = new Map<string, Set<string>>()
+  private readonly found = new Set<string>()
+  private readonly first: Array<string> = []
+  done: boolean
+  constructor(private readonly checks: ReadonlyArray<MetricCheck>) {
+    this.watched = new Set(checks.map((c) => c.metric))
+    this.done = checks.length === 0
+  }
+  /** A pipeline stored metric `name`. */
+  reported(pipelineId: string, name: string): void {
+    if (this.done || !this.watched.has(name) || this.found.has(name)) return
+    let s = this.seen.get(pipelineId)
+    if (s === undefined) this.seen.set(pipelineId, s = new Set())
+    s.add(name)
+  }
+  /** The watched metrics not yet found that this pipeline did not report in this run. */
+  missingIn(pipelineId: string): ReadonlyArray<string> {
+    const s = this.seen.get(pipelineId)
+    return [...this.watched].filter((m) => !this.found.has(m) && s?.has(m) !== true)
+  }
+  /**
+   * A pipeline succeeded (`earlier`: the metrics the store holds for it from an earlier run):
+   * the error that stops the study when this was the last of the first pipelines and some
+   * watched metric is still unreported, else `null`.
+   */
+  succeeded(pipelineId: string, earlier: ReadonlySet<string>, tasks: ReadonlyArray<string>): ConfigError | null {
+    if (this.done) return null
+    const s = this.seen.get(pipelineId)
+    this.seen.delete(pipelineId)
+    for (const m of this.watched) if (s?.has(m) === true || earlier.has(m)) this.found.add(m)
+    this.first.push(pipelineId)
+    if (this.found.size === this.watched.size) {
+      this.done = true
+      this.seen.clear()
+      return null
+    }
+    if (this.first.length < METRIC_CHECK_PIPELINES) return null
+    this.done = true
+    this.seen.clear()
+    const n = this.first.length
+    const issues = this.checks.filter((c) => !this.found.has(c.metric)).map((c) => ({
+      path: c.at,
+      message: `metric "${c.name}": none of the first ${n} succeeded pipelines reported metric "${c.metric}" (${this.first.slice(0, 2).join(", ")}, …); the study stopped there. ` +
+        `${tasks.length === 0 ? "No task of the experiment runs code of yours that could report it" : `A task reports it with \`yield* ctx.reportMetric("${c.metric}", value)\`: ${tasks.length === 1 ? "the task that could is" : "the tasks that could are"} ${tasks.join(", ")}`}; ` +
+        "fix the task (or the metric's name) and run again (a changed task or metric is a new protocol: --new-version). A metric reported for some cases only is fine once one of the first pipelines reports it"
+    }))
+    return new ConfigError({ message: issues.map((i) => `${i.path}: ${i.message}`).join("\n"), issues })
+  }
+}
 
 /**
  * The `ConfigError` for declared output paths that lead nowhere in a succeeded pipeline's
@@ -1522,7 +1673,8 @@ const settle = (
         metrics: r.metrics,
         brokeConstraint: r.status === "failed" && (r.reason ?? "").startsWith("hard constraint"),
         // this run's settlement or an earlier one's (a trial not run now keeps its reason)
-        endpointFault: r.status === "incomplete" && (r.reason ?? "").startsWith(ENDPOINT_FAULT_REASON)
+        endpointFault: r.status === "incomplete" && (r.reason ?? "").startsWith(ENDPOINT_FAULT_REASON),
+        label: `${r.variantId} r${r.repeat}`
       })),
       stoppedEarly,
       interrupted

@@ -609,6 +609,18 @@ export const makeMemory: Effect.Effect<StudyCatalogService> = Effect.gen(functio
         const t = s.trials.get(trialId)
         if (t !== undefined) s.trials.set(trialId, { ...t, usage: addUsage(t.usage, delta), updatedAt: now })
       }),
+    // as the SQL ledger's: a trial's start and end in a run (a settled status stays)
+    markTrial: (trialId, phase, at) =>
+      Effect.map(get, (s) => {
+        const t = s.trials.get(trialId)
+        if (t === undefined) return
+        s.trials.set(
+          trialId,
+          phase === "running"
+            ? { ...t, status: FINAL_TRIAL_STATUSES.has(t.status) ? t.status : "running", startedAt: t.startedAt ?? at, endedAt: null, updatedAt: at }
+            : { ...t, endedAt: at, updatedAt: at }
+        )
+      }),
     recordStop: (stop) =>
       Effect.map(get, (s) => {
         const st = s.studies.get(studyId)

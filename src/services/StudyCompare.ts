@@ -613,10 +613,11 @@ const reducedRows = (
   byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>,
   metric: string,
   at: ReadonlyMap<number, number>,
-  width: number
+  width: number,
+  casesOf: (t: StudyMetrics.TrialValues, metric: string) => StudyMetrics.TrialCases | undefined = (t, m) => t.cases[m]
 ): Array<Array<number | null>> =>
   byRepeat.flatMap((t) => {
-    const cs = t?.cases[metric]
+    const cs = t === null ? undefined : casesOf(t, metric)
     if (cs === undefined) return []
     const row: Array<number | null> = Array.from({ length: width }, () => null)
     for (let k = 0; k < cs.value.length; k++) {
@@ -734,7 +735,9 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     }
     const defs = StudyMetrics.definitions(study.metrics ?? [], study.objectives)
     const usage = new Map(rows.map((r) => [r.trialId, r.usage]))
-    const values = yield* StudyMetrics.read({ studyId: study.id, trialIds: rows.map((r) => r.trialId), metrics: defs, usage })
+    // the usage objectives' per-pipeline shares: the Pareto front pairs them case by case
+    const perPipeline = new Set(study.objectives.map((o) => o.metric).filter((m) => StudyMetrics.PER_PIPELINE_METRICS.has(m)))
+    const values = yield* StudyMetrics.read({ studyId: study.id, trialIds: rows.map((r) => r.trialId), metrics: defs, usage, perPipeline })
     const objectives = study.objectives.map((o) => ({
       metric: o.metric,
       direction: o.direction,
@@ -897,6 +900,51 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         reduced = Statistics.bootstrapReduced(vals, reducerOf(d), { seed: seed + metricNo, level, resamples })
       }
 
+      // the per-pipeline shares of a usage objective (StudyMetrics.PER_PIPELINE_METRICS), built on
+      // first use: the cases some variant has, and one shared bootstrap of every variant's sum
+      let pipeShared: { readonly at: ReadonlyMap<number, number>; readonly width: number; readonly boot: Statistics.ReducedBootstrap; readonly no: ReadonlyMap<string, number> } | null | undefined
+      const pipeRows = (byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>, pipeAt: ReadonlyMap<number, number>, width: number) =>
+        reducedRows(byRepeat, d.name, pipeAt, width, (t, m) => t.perPipeline?.[m])
+      const pipelinePaired = (a: string, b: string): Statistics.Interval | null | undefined => {
+        if (kind !== "trial" || d.kind !== "builtin" || !StudyMetrics.PER_PIPELINE_METRICS.has(d.name)) return undefined
+        const onCommon = onCommonRepeats(comparedOf.get(a) ?? [], comparedOf.get(b) ?? [])
+        // the cases both have in a repeat both have
+        const present = (ts: ReadonlyArray<StudyMetrics.TrialValues | null>) => {
+          const has = new Uint8Array(caseKeys.length)
+          for (const t of ts) {
+            const cs = t?.perPipeline?.[d.name]
+            if (cs !== undefined) for (let k = 0; k < cs.caseIndex.length; k++) has[cs.caseIndex[k]!] = 1
+          }
+          return has
+        }
+        const pa = present(onCommon.a)
+        const pb = present(onCommon.b)
+        let common = 0
+        for (let c = 0; c < caseKeys.length; c++) common += pa[c]! & pb[c]!
+        if (common < Math.max(2, minPairedCases)) return undefined
+        if (pipeShared === undefined) {
+          const any = new Uint8Array(caseKeys.length)
+          for (const v of variantBase) {
+            const has = present(comparedOf.get(v.variantId) ?? [])
+            for (let c = 0; c < has.length; c++) any[c] = any[c]! | has[c]!
+          }
+          const cases = caseOrder.filter((c) => any[c] === 1)
+          const pipeAt = new Map(cases.map((c, i) => [c, i]))
+          const no = new Map(variantBase.map((v, i) => [v.variantId, i]))
+          pipeShared = cases.length === 0 ? null : {
+            at: pipeAt,
+            width: cases.length,
+            no,
+            boot: Statistics.bootstrapReduced(variantBase.map((v) => pipeRows(comparedOf.get(v.variantId)!, pipeAt, cases.length)), "sum", { seed: seed + metricNo, level, resamples })
+          }
+        }
+        if (pipeShared === null) return undefined
+        const difference = onCommon.same
+          ? pipeShared.boot.paired(pipeShared.no.get(a)!, pipeShared.no.get(b)!)
+          : Statistics.bootstrapReduced([pipeRows(onCommon.a, pipeShared.at, pipeShared.width), pipeRows(onCommon.b, pipeShared.at, pipeShared.width)], "sum", { seed: seed + metricNo, level, resamples }).paired(0, 1)
+        return difference ?? undefined
+      }
+
       if (objectiveMetrics.has(d.name)) {
         const dirOf = directionOf(d)
         pairedOf.set(d.name, (a, b) => {
@@ -925,14 +973,22 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
             const rb = reducedNo.get(b)
             return reduced === null || ra === undefined || rb === undefined ? undefined : reduced.paired(ra, rb)
           }
-          // one value per repeat: Student's t on the per-repeat differences, as against the baseline
+          // a usage metric with per-pipeline shares (costUsd, tokens): paired case by case, as a
+          // sum over the pipelines (the trial's figure) recomputed over the same drawn cases, with
+          // the spread between the repeats added (Statistics.bootstrapReduced, as a declared `sum`
+          // metric): a variant dearer on every case is beaten beyond noise even when its repeats
+          // all cost the same (tester16e F1). Below the minimum paired cases, the repeats decide
+          const byCase = pipelinePaired(a, b)
+          if (byCase !== undefined) return byCase
+          // one value per repeat: Student's t on the per-repeat differences, as against the
+          // baseline; a difference within the tie tolerance of its two values is exactly 0
           const ta = comparedOf.get(a) ?? []
           const tb = comparedOf.get(b) ?? []
           const ds: Array<number> = []
           for (let r = 0; r < Math.min(ta.length, tb.length); r++) {
             const x = ta[r]?.values[d.name]
             const y = tb[r]?.values[d.name]
-            if (x !== undefined && y !== undefined) ds.push(y - x)
+            if (x !== undefined && y !== undefined) ds.push(Statistics.nearlyEqual(x, y) ? 0 : y - x)
           }
           return studentOf(ds, level, "paired difference")
         })
@@ -1202,11 +1258,15 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         diff = base === null || a === baselineId ? base : { ...base, estimate: -base.estimate, lower: -base.upper, upper: -base.lower }
       }
       let out: boolean | undefined
-      // a zero-width interval over equal repeats is no certainty: never "beyond noise" on it
-      // (tester16d F3), nor on the marginal intervals when those are such
-      const flat = (id: string) => degenerateNote(valueOf.get(id)?.[o.metric]?.interval ?? null) !== ""
-      if (diff !== undefined && diff !== null && degenerateNote(diff) !== "") out = false
-      else if ((diff === undefined || diff === null) && (flat(a) || flat(b))) out = false
+      // monotonic (tester16e F1): the more the repeats (or cases) agree, the easier a variant is
+      // to beat, never harder. A zero-width interval over two or more values that all agree
+      // (every paired difference equal: the mark of degenerateNote) is that difference exactly,
+      // beyond noise when it is not 0 (the limit of the t interval as the spread goes to 0; the
+      // significance wording against the baseline still says "no width: no difference shown").
+      // With fewer than two paired repeats of a trial-only value there is no interval: unknown,
+      // never beyond noise (a bare number would read as a certainty)
+      const def = defOf.get(o.metric)
+      if (diff === null && def !== undefined && kindOf(def) === "trial") out = false
       else if (diff === undefined || diff === null) out = undefined
       else {
         const d = Statistics.bonferroniWiden(diff, pairwise)
@@ -2156,7 +2216,8 @@ export const renderEvidence = (e: Evidence): string => {
   const EVIDENCE_PIPELINES = 3
   const lines = [
     `${e.metric.name} of ${e.variantId} (${assignmentText(e.assignment)}), study ${e.studyId} version ${e.version}`,
-    `value: ${fmt(e.value.mean)}${intervalText(e.value.interval)} — ${e.value.aggregation}`,
+    // no value (no compared repeat): one dash, then why in parentheses (tester16e F6: not "— —")
+    e.value.mean === null ? `value: — (${e.value.aggregation})` : `value: ${fmt(e.value.mean)}${intervalText(e.value.interval)} — ${e.value.aggregation}`,
     "trials:"
   ]
   for (const t of e.trials) {

@@ -197,7 +197,27 @@ export interface TrialValues {
    * and `study run`'s per-trial line count them.
    */
   readonly cache?: { readonly hits: number; readonly misses: number } | undefined
+  /**
+   * Per-pipeline shares of trial-level usage metrics (since 0.14.0, fix16y), for the metrics
+   * `read` was asked for in `perPipeline` (among {@link PER_PIPELINE_METRICS}): metric -> each
+   * succeeded pipeline's figure summed over its attempts (`costUsd` in US dollars, `tokensIn`,
+   * `tokensOut`, `tokens` = in + out; a cache hit at what its entry recorded; every attempt,
+   * failed ones included). A pipeline with a call of unknown cost has no `costUsd` entry, and a
+   * trial without a `costUsd` value none at all. These pair two variants case by case in the
+   * Pareto front (`StudyCompare`); the trial's own value stays `values[metric]` (the metered
+   * usage), which may count calls no pipeline's attempts hold.
+   */
+  readonly perPipeline?: Readonly<Record<string, TrialCases>> | undefined
 }
+
+/**
+ * The built-in trial-level metrics that also have a per-pipeline share (each pipeline's
+ * attempts' figures): `costUsd`, `tokens`, `tokensIn`, `tokensOut`. See `TrialValues.perPipeline`.
+ *
+ * @since 0.14.0
+ * @category metrics
+ */
+export const PER_PIPELINE_METRICS: ReadonlySet<string> = new Set(["costUsd", "tokens", "tokensIn", "tokensOut"])
 
 /** A value as a number (booleans 0/1), else undefined. */
 const numeric = (v: unknown): number | undefined =>
@@ -339,6 +359,8 @@ interface Acc {
   hitPositions: Set<number>
   /** the cost its evaluator tasks' attempts recorded (cache hits at their entries' cost) */
   judgeCostUsd: number
+  /** per-pipeline usage metric -> its figure per position (0: none; NaN: unknown), when asked for */
+  perPipe: Map<string, Float64Array>
 }
 
 const CHUNK = 500
@@ -368,7 +390,8 @@ const newAcc = (trialId: string, member: string): Acc => ({
   hitUnpriced: 0,
   cache: CallCache.emptyStats,
   hitPositions: new Set(),
-  judgeCostUsd: 0
+  judgeCostUsd: 0,
+  perPipe: new Map()
 })
 
 /** Appends one pipeline (its id matches `Suite`'s member id shape) to a trial's columns. */
@@ -523,6 +546,11 @@ export const read = (input: {
   readonly view?: string | undefined
   /** The evaluator tasks' names (`judge`): their attempts' cost is each trial's `judgeCostUsd`. */
   readonly evaluatorTasks?: ReadonlySet<string> | undefined
+  /**
+   * The metrics of {@link PER_PIPELINE_METRICS} (and of `metrics`) whose per-pipeline shares to
+   * keep as `TrialValues.perPipeline` (8 bytes per pipeline each while reading; default none).
+   */
+  readonly perPipeline?: ReadonlySet<string> | undefined
 }): Effect.Effect<ReadonlyMap<string, TrialValues>, StoreUnavailable | ConfigError, SuiteCatalog> =>
   Effect.gen(function*() {
     const catalog = yield* SuiteCatalog
@@ -566,12 +594,36 @@ export const read = (input: {
     const scratch = new Uint8Array(ID_BYTES)
     // the judge's share of the cost: the attempts of the evaluator tasks (tester16b N7)
     const judges = input.evaluatorTasks ?? new Set<string>()
+    // per-pipeline shares of usage metrics (the Pareto front pairs variants case by case on them)
+    const perPipe = [...(input.perPipeline ?? [])].filter((m) => PER_PIPELINE_METRICS.has(m) && names.has(m))
+    const pipeColumn = (acc: Acc, name: string): Float64Array => {
+      let c = acc.perPipe.get(name)
+      if (c === undefined) {
+        c = new Float64Array(acc.n)
+        acc.perPipe.set(name, c)
+      }
+      return c
+    }
     if (names.has("retries") || names.has("rateLimited") || needHits || judges.size > 0) {
       yield* Stream.runForEach(store.streamAttempts(), (a) =>
         Effect.sync(() => {
           const d = memberDigestOf(a.pipelineId)
           const acc = d === undefined ? undefined : byDigest.get(d)
           if (acc === undefined) return
+          if (perPipe.length > 0) {
+            const i = positionOf(acc, a.pipelineId, scratch)
+            if (i >= 0) {
+              const hit = a.outcome === "cache_hit" ? hitUsageOf(a.decision) : undefined
+              const tin = a.outcome === "cache_hit" ? hit?.promptTokens ?? 0 : a.tokensIn ?? 0
+              const tout = a.outcome === "cache_hit" ? hit?.completionTokens ?? 0 : a.tokensOut ?? 0
+              // a call with tokens and no price has an unknown cost: NaN stays NaN
+              const cost = a.outcome === "cache_hit" ? hit?.costUsd ?? (tin + tout > 0 ? NaN : 0) : a.costUsd ?? (tin + tout > 0 ? NaN : 0)
+              for (const m of perPipe) {
+                const col = pipeColumn(acc, m)
+                col[i] = col[i]! + (m === "costUsd" ? cost : m === "tokensIn" ? tin : m === "tokensOut" ? tout : tin + tout)
+              }
+            }
+          }
           if (judges.has(a.taskName)) {
             const cost = a.outcome === "cache_hit" ? hitUsageOf(a.decision)?.costUsd : a.costUsd
             if (cost !== undefined && cost !== null) acc.judgeCostUsd += cost
@@ -650,7 +702,13 @@ export const read = (input: {
     for (const trialId of input.trialIds) {
       const acc = accs.get(trialId)!
       if (outputMetrics.length > 0) yield* readOutputs(store, acc, outputMetrics)
-      out.set(trialId, valuesOf(acc, input.metrics, input.usage.get(trialId), memberScoped.get(trialId), caseKeys, needTokens))
+      const values = valuesOf(acc, input.metrics, input.usage.get(trialId), memberScoped.get(trialId), caseKeys, needTokens)
+      if (perPipe.length > 0) {
+        // a trial without the metric's value (an unpriced call: no costUsd) has no shares of it
+        const shares: Record<string, TrialCases> = {}
+        for (const m of perPipe) if (values.values[m] !== undefined) shares[m] = casesOf(acc, acc.perPipe.get(m) ?? new Float64Array(acc.n))
+        out.set(trialId, { ...values, perPipeline: shares })
+      } else out.set(trialId, values)
       acc.caseIndex = new Int32Array(0)
       acc.ok = new Uint8Array(0)
       acc.latency = new Float64Array(0)
@@ -659,6 +717,7 @@ export const read = (input: {
       acc.positions = undefined
       acc.slots = undefined
       acc.hitPositions = new Set()
+      acc.perPipe = new Map()
     }
     return out
   })

@@ -202,6 +202,18 @@ describe("Study.settleStudy", () => {
     ["interrupted by a signal", { trials: [t("succeeded"), t("incomplete")], stoppedEarly: false, interrupted: true }, "interrupted"],
     ["some trials not run yet", { trials: [t("succeeded"), t("pending")], stoppedEarly: false, interrupted: false }, "pending"]
   ]
+  it("the reason counts the succeeded trials an objective's metric is missing for: all of them, or which (tester16e F3)", () => {
+    const named = (label: string, metrics: Record<string, number> | null) => ({ ...t("succeeded", metrics), label })
+    const all = Study.settleStudy({ trials: Array.from({ length: 18 }, (_, i) => named(`v0${1 + (i % 6)} r${1 + Math.floor(i / 6)}`, {})), stoppedEarly: false, interrupted: false }, objectives)
+    assert.strictEqual(all.reason, "18 of 18 trials succeeded, but objective metric accuracy is missing for all 18 trials")
+    const some = Study.settleStudy({
+      trials: [named("v01 r1", { accuracy: 1 }), named("v04 r1", {}), named("v04 r2", {}), named("v05 r1", {}), named("v05 r2", {}), t("failed")],
+      stoppedEarly: false,
+      interrupted: false
+    }, objectives)
+    assert.strictEqual(some.reason, "5 of 6 trials succeeded, but objective metric accuracy is missing for 4 of 5 succeeded trials (v04 r1, v04 r2, v05 r1, …)")
+  })
+
   for (const [title, f, status] of cases) {
     it(`${title} -> ${status}`, () => {
       assert.strictEqual(Study.settleStudy(f, objectives).status, status)
@@ -420,6 +432,60 @@ describe("StudyCatalog (SQLite) across processes", () => {
 // ---------------------------------------------------------------------------------------------
 
 describe("Study.run", () => {
+  it.effect("resume counts only what is left: a trial that ended before the interruption is not \"to run\" (tester16e F6)", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ qualities: ["good"], repeats: 3 })
+      // registered, never settled
+      yield* Study.prepare(study)
+      // as after kill -9: r1 ended (every pipeline terminal) but was never settled, r2 was running
+      const ledger = (yield* StudyCatalog).ledger("demo")
+      yield* ledger.markTrial!("p1-v01-r1", "running", 1)
+      yield* ledger.markTrial!("p1-v01-r1", "ended", 2)
+      yield* ledger.markTrial!("p1-v01-r2", "running", 1)
+      const prepared = yield* Study.prepare(study, { resume: true })
+      assert.strictEqual(prepared.toRun.length, 3)
+      assert.deepStrictEqual(prepared.endedBefore, ["p1-v01-r1"])
+      assert.strictEqual(Study.toRunText(prepared), "2 of 3 trials to run (1 ended before)")
+      assert.strictEqual(Study.toRunText({ ...prepared, endedBefore: [] }), "3 of 3 trials to run")
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("a declared objective's metric no pipeline reports stops the study after the first 5 succeeded pipelines (tester16e F3)", () =>
+    Effect.gen(function*() {
+      const { executions, study } = makeStudy({ qualities: ["good", "good"], cases: 10, repeats: 2 })
+      // the tasks report "accuracy"; the study reads "accurcy" (a misspelt name, or a task that never reports)
+      const misspelt: Study.StudyInput = {
+        ...study,
+        metrics: [{ name: "acc", reducer: "mean", from: { metric: "accurcy" } }],
+        objectives: [{ metric: "acc", direction: "maximize" }],
+        reportingTasks: ["score"]
+      }
+      const refused = yield* Effect.flip(Study.run(misspelt))
+      assert.strictEqual(refused._tag, "ConfigError")
+      assert.include(refused.message, "metrics[0].from.metric: metric \"acc\": none of the first 5 succeeded pipelines reported metric \"accurcy\"")
+      assert.include(refused.message, "the task that could is score")
+      assert.include(refused.message, "the study stopped there")
+      // stopped early: 4 trials × 10 cases planned, not all ran
+      assert.isBelow(executions.size, 40)
+      const catalog = yield* StudyCatalog
+      assert.strictEqual(Option.getOrThrow(yield* catalog.study("demo")).status, "interrupted")
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
+  it.effect("a declared objective's metric reported by some pipelines only is fine: the study runs to its end", () =>
+    Effect.gen(function*() {
+      // every case but case 0 reports it: with 4 trials, at most 4 of the first 5 succeeded
+      // pipelines are a case 0, whatever order they run in
+      const { study } = makeStudy({ qualities: ["good", "good"], cases: 10, repeats: 2, reportsAccuracy: (n) => n !== 0 })
+      const sparse: Study.StudyInput = {
+        ...study,
+        metrics: [{ name: "acc", reducer: "mean", from: { metric: "accuracy" } }],
+        objectives: [{ metric: "acc", direction: "maximize" }],
+        reportingTasks: ["score"]
+      }
+      const report = yield* Study.run(sparse)
+      assert.strictEqual(report.status, "completed")
+      assert.deepStrictEqual(report.trials.map((t) => t.status), ["succeeded", "succeeded", "succeeded", "succeeded"])
+    }).pipe(Effect.provide(studyEnv("demo"))))
+
   it.effect("runs every trial, settles each by its outcome and the study as completed; only succeeded trials are eligible", () =>
     Effect.gen(function*() {
       const { executions, study } = makeStudy({

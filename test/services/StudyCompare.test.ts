@@ -46,6 +46,8 @@ interface HandMade {
   readonly correctOf?: (trialId: string, n: number) => boolean | undefined
   /** With `flaky`: the tokens each call of variant number `arm` reports (default 100). */
   readonly tokensOf?: (arm: number) => number
+  /** With `flaky`: the cost (US dollars) the call of variant number `arm` on case `n` reports (default none). */
+  readonly costOf?: (arm: number, n: number) => number
 }
 
 /** A pseudo-random number in [0, 1) from a string (FNV-1a then fmix32; deterministic test noise). */
@@ -88,7 +90,8 @@ const handMade = (o: HandMade) => {
             yield* Effect.scoped(Effect.gen(function*() {
               const lease = yield* Effect.orDie(ctx.acquire())
               const tokens = o.tokensOf?.(arm) ?? 100
-              yield* lease.report({ ok: true, usage: { tokens, promptTokens: tokens * 0.6, completionTokens: tokens * 0.4 } })
+              const costUsd = o.costOf?.(arm, n)
+              yield* lease.report({ ok: true, usage: { tokens, promptTokens: tokens * 0.6, completionTokens: tokens * 0.4 }, ...(costUsd === undefined ? {} : { costUsd }) })
             }))
           }
           return {
@@ -371,6 +374,9 @@ describe("StudyCompare: what a fresh user read wrong (issue 16, tester16 F4, F5,
       // its value says why there is none, never "across 0 repeats" (tester16b N6)
       assert.include(text, "no compared repeat: every trial with a value broke the hard constraint accuracy >= 0.8")
       assert.notInclude(text, "across 0 repeats")
+      // one dash for the missing value, then the reason (tester16e F6: never "value: — —")
+      assert.match(text, /\nvalue: — \(per repeat: [^\n]*; no compared repeat: every trial with a value broke the hard constraint accuracy >= 0\.8\)\n/)
+      assert.notInclude(text, "— —")
       // 30 pipelines per trial: 3 ids, then the count of the rest
       assert.include(text, "… and 27 more (--json lists every pipeline)")
       assert.strictEqual(e.trials[0]!.pipelines.length, 30)
@@ -883,6 +889,11 @@ describe("StudyCompare: the paired test's unit is the case; ties; survivorship (
       // the Study page's Run tab says the same per-trial use; its empty "not compared" table says none (tester16d F5)
       const page = renderStudyPage(tiny)
       assert.include(page, "<td>$0.000220 (highest trial $0.000238, 108%)</td>")
+      // the total cost budget in dollars, as the CLI's line says it, never a bare number (tester16e F6)
+      assert.match(page, /<td>cost \(USD\)<\/td><td>[^<]*<\/td><td>\$0\.00250<\/td>/)
+      const dollar = renderStudyPage({ ...c, run: { ...c.run, budget: { perTrial: {}, total: { costUsd: 1 } } } })
+      assert.match(dollar, /<td>cost \(USD\)<\/td><td>[^<]*<\/td><td>\$1\.00<\/td>/)
+      assert.match(page, /<td>time<\/td><td>[^<]*<\/td><td>none<\/td>/)
       assert.include(page, "<tbody id=\"run-excluded\"><tr><td colspan=\"4\">none</td></tr></tbody>")
       assert.strictEqual(StudyControl.figureValue("timeMs", 34), "34 ms")
       assert.strictEqual(StudyControl.figureValue("timeMs", 1500), "1.5 s")
@@ -1367,7 +1378,7 @@ describe("StudyCompare: repeats a variant never had are not listed (tester16c F8
 })
 
 describe("StudyCompare: Student's t over equal repeats (tester16d F3)", () => {
-  it.effect("a zero-width t interval is marked, claims no difference, and drops no variant from the uncertainty-aware front", () =>
+  it.effect("a zero-width t interval is marked and claims no difference; the front pairs the tokens case by case (tester16e F1)", () =>
     Effect.gen(function*() {
       // the same answers; every call of v02 reports 120 tokens, v01's 100: each repeat's tokens
       // are the same figure, so Student's t over them (and over the paired differences) is [x, x]
@@ -1395,10 +1406,13 @@ describe("StudyCompare: Student's t over equal repeats (tester16d F3)", () => {
       const line = text.split("\n").find((l) => l.includes("v02 tokens: Δ")) ?? ""
       assert.include(line, "the 95% interval has no width: no difference shown", text)
       assert.notInclude(line, "excludes 0")
-      // on the point estimates v01 beats v02 (same accuracy, fewer tokens); not beyond noise
+      // v02 uses 20 tokens more on every one of the 40 cases, at the same accuracy: the front
+      // pairs the pipelines' tokens case by case, and that difference is beyond noise (the equal
+      // repeats make it more certain, never less: tester16e F1)
       assert.deepStrictEqual([v01!.pareto.strict, v02!.pareto.strict], [true, false])
-      assert.deepStrictEqual([v01!.pareto.uncertain, v02!.pareto.uncertain], [true, true])
-      assert.deepStrictEqual(v02!.pareto.dominatedBy.uncertain, [])
+      assert.deepStrictEqual([v01!.pareto.uncertain, v02!.pareto.uncertain], [true, false])
+      assert.deepStrictEqual(v02!.pareto.dominatedBy.uncertain, ["v01"])
+      assert.deepStrictEqual(c.conclusion.candidates, ["v01"])
     }).pipe(Effect.provide(studyEnv("flat-t"))))
 })
 
@@ -1443,4 +1457,84 @@ describe("StudyCompare: worst cases are worse than the best value (tester16d F7)
       const e = yield* StudyCompare.evidence(input, "accuracy", "v02", { seed: 7, worst: 5, best: 5 })
       assert.deepStrictEqual(e.worstCases.map((w) => w.value), [0, 0])
     }).pipe(Effect.provide(studyEnv("few-wrong"))))
+})
+
+describe("StudyCompare: certain costs separate variants on the uncertainty-aware front (tester16e F1)", () => {
+  /** Runs a hand-made study to its end on the TestClock. */
+  const runIt = (study: Study.StudyInput) =>
+    Effect.gen(function*() {
+      const fiber = yield* Effect.fork(Study.run(study))
+      for (let i = 0; i < 50; i++) yield* Effect.yieldNow().pipe(Effect.zipRight(Effect.sleep("0 millis")))
+      yield* TestClock.adjust("1 second")
+      yield* fiber.await.pipe(Effect.flatten)
+    })
+
+  it.effect("a variant dearer on every case at equal accuracy, its repeats all costing the same, is dominated; the baseline line still claims no difference", () =>
+    Effect.gen(function*() {
+      // the same answers; every call of v02 costs 6 times v01's on the same case (the cost
+      // varies from case to case), and every repeat of a variant costs the same in total
+      const { input, study } = handMade({
+        id: "dear",
+        correct: [BASE, BASE, BASE],
+        cases: 40,
+        repeats: 3,
+        flaky: true,
+        costOf: (arm, n) => (arm === 1 ? 0.006 : 0.001) * (1 + (n % 5)) + (arm === 2 ? (n % 2 === 0 ? 0.001 : -0.001) : 0),
+        objectives: [{ metric: "accuracy", direction: "maximize" }, { metric: "costUsd", direction: "minimize" }]
+      })
+      yield* runIt(study)
+      const c = yield* StudyCompare.compare(input, { seed: 7 })
+      const [v01, v02, v03] = c.variants
+      assert.strictEqual(v01!.values.accuracy!.mean, v02!.values.accuracy!.mean)
+      // every repeat's cost is the same: Student's t over them has no width
+      const per = v02!.values.costUsd!.perRepeat
+      assert.strictEqual(per.length, 3)
+      assert.isTrue(per.every((x) => x !== null && S.nearlyEqual(x, per[0]!)))
+      assert.include(v02!.values.costUsd!.interval!.method, "Student's t cannot show uncertainty")
+      // v02 is dearer than v01 on every case: dominated beyond noise, by v01 and v03
+      assert.isFalse(v02!.pareto.uncertain)
+      assert.includeMembers([...v02!.pareto.dominatedBy.uncertain], ["v01"])
+      // v03 costs v01's ± 0.001 by case (the same total): neither beats the other beyond noise
+      assert.isTrue(v01!.pareto.uncertain)
+      assert.isTrue(v03!.pareto.uncertain)
+      assert.notInclude(c.conclusion.candidates, "v02")
+      assert.notInclude(c.conclusion.summary, "are v01, v02")
+      // the claim against the baseline keeps its significance wording (no width: no difference shown)
+      const line = StudyCompare.renderText(c).split("\n").find((l) => l.includes("v02 costUsd: Δ")) ?? ""
+      assert.include(line, "no width: no difference shown")
+    }).pipe(Effect.provide(studyEnv("dear"))))
+
+  it.effect("a trial-only value whose repeats differ by the same amount each time is an exact difference: dominated", () =>
+    Effect.gen(function*() {
+      const same = new Set(range(0, 30))
+      const objectives = [{ metric: "accuracy", direction: "maximize" as const }, { metric: "wallMs", direction: "minimize" as const }]
+      // three repeats: v02 takes 50 ms more than v01 in every repeat (wallMs has no per-case value)
+      const three = handMade({ id: "exact", correct: [same, same], cases: 30, repeats: 3, objectives })
+      yield* Study.run(three.study)
+      const ledger = (yield* StudyCatalog).ledger("exact")
+      for (const r of [1, 2, 3]) {
+        yield* ledger.addUsage(`p1-v01-r${r}`, { calls: 0, tokens: 0, costUsd: 0, timeMs: 100 * r }, 1)
+        yield* ledger.addUsage(`p1-v02-r${r}`, { calls: 0, tokens: 0, costUsd: 0, timeMs: 100 * r + 50 }, 1)
+      }
+      const c = yield* StudyCompare.compare(three.input, { seed: 7 })
+      const vs = c.variants[1]!.vsBaseline.wallMs!
+      assert.include(vs.paired!.difference.method, "every paired difference equal: Student's t cannot show uncertainty; n = 3")
+      assert.deepStrictEqual([c.variants[0]!.pareto.uncertain, c.variants[1]!.pareto.uncertain], [true, false])
+      assert.deepStrictEqual(c.variants[1]!.pareto.dominatedBy.uncertain, ["v01"])
+    }).pipe(Effect.provide(studyEnv("exact"))))
+
+  it.effect("a trial-only value with one repeat has no interval: never beyond noise, whatever the minimum", () =>
+    Effect.gen(function*() {
+      const same = new Set(range(0, 30))
+      const objectives = [{ metric: "accuracy", direction: "maximize" as const }, { metric: "wallMs", direction: "minimize" as const }]
+      // one repeat (the minimum lowered to 1): no interval at all, so no claim beyond noise
+      const one = handMade({ id: "exact1", correct: [same, same], cases: 30, repeats: 1, objectives, analysis: { minRepeats: 1 } })
+      yield* Study.run(one.study)
+      const ledger1 = (yield* StudyCatalog).ledger("exact1")
+      yield* ledger1.addUsage("p1-v01-r1", { calls: 0, tokens: 0, costUsd: 0, timeMs: 100 }, 1)
+      yield* ledger1.addUsage("p1-v02-r1", { calls: 0, tokens: 0, costUsd: 0, timeMs: 150 }, 1)
+      const c1 = yield* StudyCompare.compare(one.input, { seed: 7 })
+      assert.deepStrictEqual([c1.variants[0]!.pareto.strict, c1.variants[1]!.pareto.strict], [true, false])
+      assert.deepStrictEqual([c1.variants[0]!.pareto.uncertain, c1.variants[1]!.pareto.uncertain], [true, true])
+    }).pipe(Effect.provide(studyEnv("exact1"))))
 })

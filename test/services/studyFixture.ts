@@ -38,6 +38,8 @@ export interface FixtureOptions {
   readonly callMs?: number
   /** Asked before each case runs: an error to fail it with (an endpoint fault), or undefined. */
   readonly fault?: ((trialId: string, n: number) => unknown) | undefined
+  /** Whether case `n` reports its `accuracy` metric (default every case). */
+  readonly reportsAccuracy?: ((n: number) => boolean) | undefined
 }
 
 export const variantId = (i: number) => `v${String(i + 1).padStart(2, "0")}`
@@ -75,7 +77,7 @@ export const makeStudy = (o: FixtureOptions) => {
               yield* lease.report({ ok: true, usage: { tokens: 100, promptTokens: 60, completionTokens: 40 } })
             }))
           }
-          yield* ctx.reportMetric("accuracy", quality === "good" ? 0.9 : 0.5)
+          if (o.reportsAccuracy?.(n) ?? true) yield* ctx.reportMetric("accuracy", quality === "good" ? 0.9 : 0.5)
           return n
         }))
     )

@@ -222,6 +222,12 @@ export interface LoadedStudy {
    * loading (see `Study.OutputCheck`): `Study.execute` checks them at the first succeeded pipeline.
    */
   readonly outputChecks: ReadonlyArray<Study.OutputCheck>
+  /**
+   * The experiments' tasks whose code could report a metric (every task but the built-in
+   * `chat` and `judge`), by name: `Study.execute` names them when no pipeline reports a declared
+   * objective's `from: { metric }` (since 0.14.0).
+   */
+  readonly reportingTasks: ReadonlyArray<string>
   readonly analysis: {
     readonly minPairedCases: number
     readonly minRepeats: number
@@ -1790,6 +1796,16 @@ export const load = (
       })
       if (issues.length > 0) return yield* invalid(abs, issues, guessed)
     }
+    // the tasks whose code could report a declared metric's `from: { metric }` (Study.execute
+    // names them when the first succeeded pipelines report none of it)
+    const reportingTasks = new Set<string>()
+    const codeTasks = (ts: ReadonlyArray<Task.Any>): void => {
+      for (const t of ts) {
+        if (t.children.length > 0) codeTasks(t.children)
+        else if (t.codeDigest !== CHAT_CODE_DIGEST && t.codeDigest !== JUDGE_CODE_DIGEST) reportingTasks.add(t.name)
+      }
+    }
+    for (const e of [experiment, ...experiments.values()]) codeTasks(e.template.tasks)
     if (outputRoot === undefined) return yield* invalid(abs, [issue("output.root", "is missing")], guessed)
 
     // the prices of every variant's model calls (the pricing tables the accounting uses)
@@ -2101,6 +2117,7 @@ export const load = (
       objectives: doc.objectives ?? [],
       metrics: declaredMetrics,
       outputChecks,
+      reportingTasks: [...reportingTasks],
       analysis: { ...Study.DEFAULT_ANALYSIS, ...(doc.analysis ?? {}) },
       trialConcurrency,
       run,

@@ -129,7 +129,9 @@ ${li("analysis", e(`level ${pct(c.level)}, ${c.resamples} bootstrap resamples, s
     const limit = budget.total?.[key]
     // the bar stops at its end; the figure is the real use (past 100 %, said so: issue 16 N1)
     const frac = typeof limit === "number" && limit > 0 ? used / limit : null
-    return `<tr><td>${e(name)}</td><td>${e(shownUsed)}</td><td>${typeof limit === "number" ? e(limit) : "none"}</td><td>${
+    // the limit in its unit, as the CLI report's budget line says it (`$1.00`, never a bare `1`: tester16e F6)
+    const limitText = typeof limit !== "number" ? "none" : e(distinctFigures(key as BudgetFigure, used, limit)[1])
+    return `<tr><td>${e(name)}</td><td>${e(shownUsed)}</td><td>${limitText}</td><td>${
       frac === null ? "" : `<div class="occ"><div class="fill" style="width:${(Math.min(1, frac) * 100).toFixed(1)}%"></div></div> ${
         (frac * 100).toFixed(0)
       }%${frac > 1 + 1e-9 ? ` <span class="over">(over the total budget)</span>` : ""}`

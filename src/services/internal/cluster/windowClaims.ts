@@ -143,6 +143,7 @@ export const make = (sql: SqlClient.SqlClient, options: WindowClaimOptions): Win
         Effect.suspend(() => {
           // read before the statement is sent: the database's expiry is counted from later
           const sent = clock.unsafeCurrentTimeMillis()
+          // `prev` is read (and its row locked) before the upsert writes it: the token it held
           return Effect.map(
             sql<{ won: boolean; prev: string | null }>`WITH prev AS (
                 SELECT token FROM ${sql(TABLE)} WHERE window_key = ${key} FOR UPDATE
@@ -153,7 +154,7 @@ export const make = (sql: SqlClient.SqlClient, options: WindowClaimOptions): Win
                 WHERE t.token IS NULL OR t.token = EXCLUDED.token OR t.expires_at IS NULL OR t.expires_at < now()
                 RETURNING 1
               )
-              SELECT EXISTS (SELECT 1 FROM up) AS won, (SELECT token FROM prev) AS prev`,
+              SELECT EXISTS (SELECT 1 FROM up) AS won, prev.token AS prev FROM (SELECT 1) AS one LEFT JOIN prev ON true`,
             (rows): WindowClaimResult => {
               const won = rows[0]?.won === true
               const prev = rows[0]?.prev ?? null

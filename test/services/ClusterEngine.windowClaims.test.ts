@@ -130,7 +130,7 @@ describe("cluster window claims", () => {
       assert.isFalse((yield* wc.claim("w1", "C")).won)
       yield* other.release("w1", "B")
       assert.deepStrictEqual(yield* wc.claim("w1", "C"), { won: true, tookOver: false })
-    }).pipe(Effect.provide(pgLayer("window_l3"))), 60_000)
+    }).pipe(Effect.provide(pgLayer("window_l3"))), 180_000)
 
   it.scoped("a window claimed by one runner is not run by another while its claim is live; the other returns the holder's verdicts", () =>
     Effect.gen(function*() {
@@ -172,7 +172,7 @@ describe("cluster window claims", () => {
       yield* assertSucceeded(specs)
     }).pipe(
       Effect.provide(Layer.mergeAll(MemoryStore.layer(), Pool.layer([]), pgLayer("window_held")))
-    ), 60_000)
+    ), 180_000)
 
   it.scoped("a runner whose local deadline passed calls nothing more: a zombie granted its lease after a takeover stops before its call", () =>
     Effect.gen(function*() {
@@ -225,7 +225,7 @@ describe("cluster window claims", () => {
         Pool.layer([Pool.make("llm", [Resource.make("llm", { id: "k", capacity: 1 })])]),
         pgLayer("window_zombie")
       ))
-    ), 60_000)
+    ), 180_000)
 
   it.live("a stale claim is taken over: one read of the window (rows and last checkpoints), only the tasks not committed run again", () =>
     Effect.gen(function*() {
@@ -268,7 +268,7 @@ describe("cluster window claims", () => {
       const out = Option.getOrThrow(yield* store.getArtifact(specs[1]!.pipelineId, 2))
       assert.strictEqual(JSON.parse(new TextDecoder().decode(out.payload!)), (2 + 1) * 2 + 100)
       yield* Fiber.interrupt(frozen)
-    }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(ArtifactBackends.layerInline, Pool.layer([]), pgLayer("window_takeover")))), 60_000)
+    }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(ArtifactBackends.layerInline, Pool.layer([]), pgLayer("window_takeover")))), 180_000)
 
   it.live("end to end: a runner with window claims runs submitted windows; each window's claim is released when it ends", () => {
     const count = counter()
@@ -298,5 +298,5 @@ describe("cluster window claims", () => {
       // no task claim was taken
       assert.strictEqual(inflight[0]!.n, 0)
     }).pipe(Effect.provide(MemoryStore.layer()), Effect.scoped)
-  }, 90_000)
+  }, 180_000)
 })

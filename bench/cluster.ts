@@ -31,7 +31,9 @@
  * experiment run by the embedded engine writing the Postgres store, no cluster, each process
  * with a local pool; `BENCH_CLUSTER_EMBEDDED_PROCS` processes at once, default 1, each with
  * 1/N of the pipelines, the capacity and `run.concurrency`: the floor of what a runner that
- * runs a whole window on the embedded engine would cost per pipeline, BENCHMARKS.md pg17n).
+ * runs a whole window on the embedded engine would cost per pipeline, BENCHMARKS.md pg17n),
+ * `BENCH_CLUSTER_WINDOW_CLAIMS=1` (the runners run with `--window-claims`: each window claimed
+ * whole, with local deadlines, instead of a claim and a fence per task; BENCHMARKS.md pg17o).
  */
 import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -48,6 +50,7 @@ const PROFILE = process.env.BENCH_CLUSTER_PROFILE
 const IDLE_S = Number(process.env.BENCH_CLUSTER_IDLE_S ?? 0)
 const EMBEDDED_PG = process.env.BENCH_CLUSTER_EMBEDDED_PG === "1"
 const EMBEDDED_PROCS = Number(process.env.BENCH_CLUSTER_EMBEDDED_PROCS ?? 1)
+const WINDOW_CLAIMS = process.env.BENCH_CLUSTER_WINDOW_CLAIMS === "1"
 /** How to start `bin/assay` (under `node --cpu-prof` when profiling: Node 20 refuses it in NODE_OPTIONS). */
 const assayCommand = (name: string, args: ReadonlyArray<string>): [string, Array<string>] =>
   PROFILE === undefined
@@ -197,7 +200,8 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
         "--listen",
         `127.0.0.1:${port}`,
         "--concurrency",
-        String(CAPACITY)
+        String(CAPACITY),
+        ...(WINDOW_CLAIMS ? ["--window-claims"] : [])
       ])
       const child = spawn(command, argv, {
         cwd: dir,
@@ -423,7 +427,7 @@ const embeddedPgRound = async (round: number, sqliteTasksPerS: number | undefine
   }
 }
 
-emit({ bench: "cluster.setup", pipelines: N, tasks: N * TASKS, capacity: CAPACITY, task_ms: TASK_MS, bound_tasks_per_s: BOUND, cores: os.cpus().length, load: uptime() })
+emit({ bench: "cluster.setup", pipelines: N, tasks: N * TASKS, window_claims: WINDOW_CLAIMS, capacity: CAPACITY, task_ms: TASK_MS, bound_tasks_per_s: BOUND, cores: os.cpus().length, load: uptime() })
 for (let round = 1; round <= ROUNDS; round++) {
   const sqlite = ONLY === "cluster" ? undefined : await sqliteRound(round)
   if (ONLY !== "sqlite" && ONLY !== "embedded-pg") await clusterRound(round, sqlite)

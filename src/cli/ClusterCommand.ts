@@ -200,6 +200,11 @@ const runnerOptions = {
     Options.withPseudoName("duration"),
     Options.optional,
     Options.withDescription("How often this runner renews the pool slots it holds (default a third of --lease-ttl; must be shorter).")
+  ),
+  windowClaims: Options.boolean("window-claims").pipe(
+    Options.withDescription(
+      "Claim each window of pipelines whole, with local deadlines, instead of a claim and a fence per task (experimental; needs `assay migrate` of this version)."
+    )
   )
 }
 
@@ -221,6 +226,7 @@ export const runner = Command.make("runner", runnerOptions, (o) =>
       address,
       store: o.store,
       concurrency: Option.getOrElse(o.concurrency, () => 64),
-      lease
+      lease,
+      windowClaims: o.windowClaims
     })
   })).pipe(Command.withDescription("Run a cluster runner: host shards and run pipelines as workflows (exit 2 invalid flags)."))

@@ -23,6 +23,7 @@ import * as CallCache from "../services/CallCache.js"
 import * as Flags from "./Flags.js"
 import * as ClusterEngine from "../layers/ClusterEngine.js"
 import * as InFlight from "../services/internal/cluster/inflight.js"
+import * as WindowClaims from "../services/internal/cluster/windowClaims.js"
 import * as Watchdog from "../services/internal/cluster/watchdog.js"
 import * as StoreResolver from "../layers/internal/storeResolver.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
@@ -109,6 +110,12 @@ const LIBRARY_TABLES = ["cluster_messages", "cluster_replies", "cluster_runners"
 /** Every table of the cluster part: the library's, and the engine's in-flight markers. */
 const CLUSTER_TABLES = [...LIBRARY_TABLES, InFlight.TABLE] as const
 
+/**
+ * What the cluster migration creates: {@link CLUSTER_TABLES} and the window claims' table
+ * (needed only by runners started with window claims, which check it themselves).
+ */
+const MIGRATED_TABLES = [...CLUSTER_TABLES, WindowClaims.TABLE] as const
+
 /** The advisory lock the cluster migration holds: "asy" and 3 (the store's holds 1, the pools' 2). */
 const CLUSTER_MIGRATION_LOCK = [0x617379, 3] as const
 
@@ -123,7 +130,7 @@ const clusterTablesPresent = (sql: SqlClient.SqlClient) =>
   Effect.map(
     sql.unsafe<{ readonly name: string }>(
       `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-       WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname IN (${CLUSTER_TABLES.map((t) => `'${t}'`).join(", ")})`
+       WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname IN (${MIGRATED_TABLES.map((t) => `'${t}'`).join(", ")})`
     ),
     (rows) => new Set(rows.map((r) => r.name))
   )
@@ -131,7 +138,8 @@ const clusterTablesPresent = (sql: SqlClient.SqlClient) =>
 /**
  * Creates the cluster's tables (`cluster_messages`, `cluster_replies`, `cluster_runners`,
  * `cluster_locks`, and `cluster_migrations`, as `@effect/cluster`'s SQL storage defines them,
- * and `assay_cluster_inflight`, the engine's in-flight markers)
+ * `assay_cluster_inflight`, the engine's in-flight markers, and `assay_cluster_window_claims`,
+ * its window claims)
  * in the database at `database`, under a session advisory lock of its own so that two
  * processes migrating at once wait for each other. What `assay migrate` runs after the store's
  * and the pools' tables. Returns the tables it created, as `[n, name]` (none when up to date);
@@ -157,9 +165,10 @@ export const migrateCluster = (database: string): Effect.Effect<ReadonlyArray<re
       )).pipe(Effect.catchAllDefect((d) => Effect.fail(d)))
     }
     yield* InFlight.createTable
+    yield* WindowClaims.createTable
     const after = yield* clusterTablesPresent(sql)
     yield* conn.executeRaw(`SELECT pg_advisory_unlock(${CLUSTER_MIGRATION_LOCK[0]}, ${CLUSTER_MIGRATION_LOCK[1]})`, [])
-    return CLUSTER_TABLES.filter((t) => after.has(t) && !before.has(t)).map((t, i) => [i + 1, t] as const)
+    return MIGRATED_TABLES.filter((t) => after.has(t) && !before.has(t)).map((t, i) => [i + 1, t] as const)
   }).pipe(
     Effect.scoped,
     Effect.provide(PgClient.layer({ url: Redacted.make(database), maxConnections: 4 })),
@@ -208,6 +217,11 @@ export interface RunnerArgs {
   readonly store: Option.Option<string>
   readonly concurrency: number
   readonly lease?: LeaseTiming | undefined
+  /**
+   * Window claims (`--window-claims`; default off): each window claimed whole, with local
+   * deadlines, in place of a claim, a fence and an input read per task (docs/scale-out.md).
+   */
+  readonly windowClaims?: boolean | undefined
 }
 
 /**
@@ -234,9 +248,16 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
     yield* Console.error(
       `runner: cluster database ${redactUrl(o.database)}${
         address === undefined ? "" : `, listening on ${address.host}:${address.port}`
-      }; pool slots held ${Duration.format(lease.leaseTtl)} without renewal, renewed every ${Duration.format(lease.renewEvery)}`
+      }; pool slots held ${Duration.format(lease.leaseTtl)} without renewal, renewed every ${Duration.format(lease.renewEvery)}${
+        o.windowClaims === true ? "; window claims on" : ""
+      }`
     )
-    const host = ClusterEngine.workflowLayer({ concurrency: o.concurrency, pricing: experiment.run.pricing, cache: cache.run }).pipe(
+    const host = ClusterEngine.workflowLayer({
+      concurrency: o.concurrency,
+      pricing: experiment.run.pricing,
+      cache: cache.run,
+      windowClaims: o.windowClaims === true
+    }).pipe(
       Layer.provideMerge(ClusterEngine.runnerLayer({
         shardingConfig: address === undefined ? {} : { runnerAddress: Option.some(RunnerAddress.make(address.host, address.port)) }
       })),

@@ -149,7 +149,10 @@ export const catalogStreamLayer = <E, R>(
  * (default 5 s, and once more when the process stops); `pricing`, the experiment's price table
  * (attempts record model, tokens and cost priced as the embedded engine prices them); `cache`,
  * the experiment's `run.cache` resolved (`CallCache.resolveRunCache`; default off), served from
- * the `CallCache` in context, else the store's own, else one in memory per process.
+ * the `CallCache` in context, else the store's own, else one in memory per process;
+ * `windowClaims` (default off), each window claimed whole with local deadlines instead of a
+ * claim, a fence and an input read per task (docs/scale-out.md "Window claims"; needs the
+ * window claim table, `assay migrate`).
  *
  * @since 0.7.0
  * @category models

@@ -18,6 +18,7 @@ import type * as Pipeline from "../../src/domain/Pipeline.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
 import * as InFlight from "../../src/services/internal/cluster/inflight.js"
+import * as WindowClaims from "../../src/services/internal/cluster/windowClaims.js"
 import * as Rows from "../../src/services/internal/runner/rows.js"
 import * as Pool from "../../src/services/Pool.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
@@ -73,7 +74,9 @@ export const singleRunner = <S = never>(pg: PgServer, db: string, options: Singl
 export const createClusterDatabase = (pg: PgServer, db: string) =>
   Effect.zipRight(
     Effect.promise(() => pg.createDatabase(db)),
-    InFlight.createTable.pipe(Effect.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })))
+    Effect.zipRight(InFlight.createTable, WindowClaims.createTable).pipe(
+      Effect.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) }))
+    )
   )
 
 /** A fresh database `db` on `pg` (created when the layer is built), its `SqlClient`, and inline artifacts. */

@@ -59,6 +59,13 @@ export const fastTimings: ClusterTimings = {
   disableAdvisory: false
 }
 
+/**
+ * Whether the runners run with window claims (`assay runner --window-claims`, issue 17 step 1):
+ * `ASSAY_CHAOS_WINDOW_CLAIMS=1`. Off by default, so that both modes stay covered by running the
+ * suite once each way.
+ */
+export const windowClaims = process.env.ASSAY_CHAOS_WINDOW_CLAIMS === "1"
+
 /** A duration of {@link ClusterTimings} in milliseconds. */
 export const timingMs = (d: string): number => Duration.toMillis(Duration.decode(d as Duration.DurationInput))
 
@@ -189,7 +196,18 @@ export const startCluster = async (options: {
   const ports: Array<number> = []
   for (let i = 0; i < (options.runners ?? 3); i++) ports.push(await freePort())
   const spawnRunner = (i: number, port: number): CliProcess =>
-    start(["runner", "-c", file, "--database", url, "--listen", `127.0.0.1:${port}`, "--concurrency", "64"], { cwd: dir, env })
+    start([
+      "runner",
+      "-c",
+      file,
+      "--database",
+      url,
+      "--listen",
+      `127.0.0.1:${port}`,
+      "--concurrency",
+      "64",
+      ...(windowClaims ? ["--window-claims"] : [])
+    ], { cwd: dir, env })
   const logs: Array<Array<CliProcess>> = []
   const launch = (i: number) => {
     const proc = spawnRunner(i, ports[i]!)

@@ -95,7 +95,7 @@ export interface TaskEnv {
   /** The scope task executions run in (the runner process's: closing it interrupts them). */
   readonly scope: Scope.Scope
   /** The execution of each (pipeline, task) running in this process, by `pipelineId/seq`. */
-  readonly running: Map<string, Deferred.Deferred<TaskVerdict, StoreUnavailable>>
+  readonly running: Map<string, Deferred.Deferred<TaskVerdict | "lost", StoreUnavailable>>
   /**
    * The task claims (`inflight.ts`): one live execution of a task across the cluster, and an
    * execution cut short recorded as abandoned. Without them (not PostgreSQL) neither holds.
@@ -121,6 +121,11 @@ export interface TaskEnv {
    * attempt again.
    */
   readonly fencedTasks: WeakSet<Task.Any>
+  /**
+   * The execution of each claimed window running in this process (window claims on,
+   * `window.ts`), by window key: a second run of the same window's activity awaits it.
+   */
+  readonly windows: Map<string, Deferred.Deferred<ReadonlyArray<"succeeded" | "failed" | "gone">, StoreUnavailable>>
 }
 
 /**
@@ -169,10 +174,17 @@ export const makeTaskEnv = (options: {
     storeHere: options.storeHere === true && options.claims !== undefined,
     pricing: options.pricing,
     cache: options.cache,
-    fencedTasks: new WeakSet()
+    fencedTasks: new WeakSet(),
+    windows: new Map()
   }))
 
-const registryFor = (env: TaskEnv, task: Task.Any): CodecRegistry => {
+/**
+ * The codec registry of `task`'s output (its output schema registered under a name derived
+ * from the task, the same in every process).
+ *
+ * @internal
+ */
+export const registryFor = (env: TaskEnv, task: Task.Any): CodecRegistry => {
   let r = env.registries.get(task)
   if (r === undefined) {
     // a schema without an identifier (a `Schema.Struct`) is registered under a name derived from
@@ -304,7 +316,8 @@ const recheckingPools = (
   seq: number,
   found: Deferred.Deferred<TaskVerdict>,
   claim: ClaimState | undefined,
-  watch: (lease: Lease<any>) => Effect.Effect<void>
+  watch: (lease: Lease<any>) => Effect.Effect<void>,
+  windowed?: WindowedTask | undefined
 ): PoolsService => {
   const settle = (verdict: TaskVerdict | undefined) =>
     verdict === undefined ? Effect.void : Effect.zipRight(Deferred.succeed(found, verdict), Effect.interrupt)
@@ -378,9 +391,24 @@ const recheckingPools = (
           })
       }
     })()
+  /**
+   * The fence of a task in a claimed window (window claims on): no statement. The lease's
+   * local deadline has not passed (its slot cannot have expired and been claimed by another
+   * runner), else the lease is lost and another one acquired; the window's claim is within its
+   * local deadline (no other execution can have taken the window over), else the execution
+   * stops before its call (`fence.lost`: the window is claimed again, or waited for).
+   */
+  const inWindow = (w: WindowedTask, lease: Lease<any>): Effect.Effect<boolean> =>
+    Effect.suspend(() => {
+      const deadline = PgPools.deadlineOf(lease)
+      if (deadline !== undefined && env.clock.unsafeCurrentTimeMillis() >= deadline) return Effect.succeed(false)
+      if (w.live()) return Effect.succeed(true)
+      if (claim !== undefined) claim.fence.lost = true
+      return Effect.interrupt
+    })
   /** Acquires, fences, and acquires again while the fence finds the slot lost. */
   const ready = <L extends Lease<any>, E, R>(get: Effect.Effect<L, E, R>): Effect.Effect<L, E, R> => {
-    const acquire = atClaim === undefined ? get : Effect.locally(get, PgPools.currentClaimFence, atClaim)
+    const acquire = atClaim === undefined || windowed !== undefined ? get : Effect.locally(get, PgPools.currentClaimFence, atClaim)
     const loop: Effect.Effect<L, E, R> = Effect.flatMap(acquire, (lease) =>
       Effect.flatMap(
         // a lease its renewal fiber already saw lost (taken, or past its local deadline) is not
@@ -388,7 +416,14 @@ const recheckingPools = (
         // process froze between the claim and now (`freshAtClaim`)
         Effect.flatMap(
           PgPools.knownLost(lease),
-          (lost) => lost ? Effect.succeed(false) : PgPools.fencedAtClaim(lease) && freshAtClaim(lease) ? Effect.succeed(true) : fenced(lease)
+          (lost) =>
+            lost
+              ? Effect.succeed(false)
+              : windowed !== undefined
+              ? inWindow(windowed, lease)
+              : PgPools.fencedAtClaim(lease) && freshAtClaim(lease)
+              ? Effect.succeed(true)
+              : fenced(lease)
         ),
         (ok) =>
           ok
@@ -407,8 +442,12 @@ const recheckingPools = (
   }
 }
 
-/** The input of task `seq`: the seed, or the artifact task `seq - 1` committed. */
-const inputOf = (env: TaskEnv, spec: AnySpec, seq: number) =>
+/**
+ * The input of task `seq`: the seed, or the artifact task `seq - 1` committed (read from the store).
+ *
+ * @internal
+ */
+export const inputOf = (env: TaskEnv, spec: AnySpec, seq: number) =>
   Effect.gen(function*() {
     if (seq === 0) return Option.some<unknown>(JSON.parse(spec.seedJson))
     const loaded = yield* env.store.getArtifact(spec.pipelineId, seq - 1)
@@ -442,22 +481,67 @@ export const runTask = (
   seq: number,
   carried?: ClaimState | undefined
 ): Effect.Effect<TaskVerdict, StoreUnavailable> =>
+  // "lost" is a windowed execution's only (`runWindowedTask`)
+  Effect.map(runTaskWith(env, spec, seq, carried, undefined), (v) => v === "lost" ? "gone" as const : v)
+
+/**
+ * A task of a claimed window (window claims on, `window.ts`): as {@link runTask}, without a
+ * task claim, a fence statement or an input read. The run and the input are `windowed`'s
+ * (the window's one read, or the output this process committed for the task before); before
+ * each attempt, and after each lease (the last step before the call), the window's claim is
+ * checked against its local deadline in memory (`windowed.live`) and each global lease
+ * against its own. Past the window's deadline the execution calls nothing more and answers
+ * `"lost"` (the window is claimed again before anything else runs); a call already under way
+ * finishes and commits (first writer wins). On `"done"` by this execution,
+ * `windowed.committed` holds the output it committed (encoded).
+ *
+ * @internal
+ */
+export const runWindowedTask = (
+  env: TaskEnv,
+  spec: AnySpec,
+  seq: number,
+  windowed: WindowedTask
+): Effect.Effect<TaskVerdict | "lost", StoreUnavailable> => runTaskWith(env, spec, seq, undefined, windowed)
+
+/**
+ * A task run inside a claimed window: its run and input, the window claim's liveness (local
+ * deadline, in memory), and (set by the execution) the output it committed.
+ *
+ * @internal
+ */
+export interface WindowedTask {
+  readonly runId: RunId
+  readonly input: unknown
+  /** Whether the window's claim is within its local deadline now. */
+  readonly live: () => boolean
+  /** The output this execution committed for the task (encoded), once `"done"` by it. */
+  committed: { readonly typeName: string; readonly codec: string; readonly data: Uint8Array } | undefined
+}
+
+const runTaskWith = (
+  env: TaskEnv,
+  spec: AnySpec,
+  seq: number,
+  carried: ClaimState | undefined,
+  windowed: WindowedTask | undefined
+): Effect.Effect<TaskVerdict | "lost", StoreUnavailable> =>
   // registering the execution, forking it and attaching the observer that settles `done` (however
   // the execution ends, interrupted before it started included) happen with no interruption
   // in between: a registered execution always settles; only the waiting is interruptible
   Effect.uninterruptibleMask((restore) =>
     Effect.suspend(() => {
-      const key = `${spec.pipelineId}/${seq}`
+      const key = `${windowed === undefined ? "" : "w:"}${spec.pipelineId}/${seq}`
       const running = env.running.get(key)
       if (running !== undefined) return restore(Deferred.await(running))
-      const done = Deferred.unsafeMake<TaskVerdict, StoreUnavailable>(FiberId.none)
+      const done = Deferred.unsafeMake<TaskVerdict | "lost", StoreUnavailable>(FiberId.none)
       env.running.set(key, done)
       const execution = Effect.interruptible(Effect.flatMap(carried === undefined ? newClaim : Effect.succeed(carried), (claim) => {
         // one claim per execution (or per pipeline, carried from task to task): an L5 retry
         // of the body claims again with the same token
         const token = claim.token
         const claims = env.claims
-        return Effect.retry(runTaskOnce(env, spec, seq, claim), env.infraRetry).pipe(
+        return Effect.retry(runTaskOnce(env, spec, seq, claim, windowed), env.infraRetry).pipe(
           withAttemptServices,
           // an execution stopped before its commit (its runner stopping) gives its claim up, so
           // that the next owner of the task need not wait for it to go stale
@@ -477,8 +561,12 @@ export const runTask = (
     })
   )
 
-/** A token unique to one execution (96 random bits, from `Random`). */
-const executionToken = Effect.map(
+/**
+ * A token unique to one execution (96 random bits, from `Random`).
+ *
+ * @internal
+ */
+export const executionToken = Effect.map(
   Effect.all([Random.nextIntBetween(0, 2 ** 32), Random.nextIntBetween(0, 2 ** 32), Random.nextIntBetween(0, 2 ** 32)]),
   (parts) => parts.map((n) => n.toString(16).padStart(8, "0")).join("")
 )
@@ -649,10 +737,13 @@ const runTaskOnce = (
   env: TaskEnv,
   spec: AnySpec,
   seq: number,
-  claim: ClaimState
-): Effect.Effect<TaskVerdict, StoreUnavailable> =>
+  claim: ClaimState,
+  windowed: WindowedTask | undefined
+): Effect.Effect<TaskVerdict | "lost", StoreUnavailable> =>
   Effect.gen(function*() {
-    const { clock, slots, store, claims } = env
+    const { clock, slots, store } = env
+    // a task of a claimed window has no task claim: the window's claim and its deadline stand for it
+    const claims = windowed === undefined ? env.claims : undefined
     const pipelineId = spec.pipelineId
     const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
     const task = tasks[seq]
@@ -691,7 +782,12 @@ const runTaskOnce = (
           if (other !== undefined) return other
         }
       })
-    if (
+    if (windowed !== undefined) {
+      // the window's read gave the run and the input (L1 for the whole window)
+      runId = windowed.runId
+      taskStarted = clock.unsafeCurrentTimeMillis()
+      input = windowed.input
+    } else if (
       claims !== undefined && env.storeHere && claim.held && claim.runId !== undefined &&
       claim.current !== undefined && claim.current.seq === seq - 1
     ) {
@@ -788,7 +884,7 @@ const runTaskOnce = (
       runId,
       bus: env.bus,
       store: readOnlyView(store),
-      pools: recheckingPools(env, task, pipelineId, seq, found, claims === undefined ? undefined : claim, watch),
+      pools: recheckingPools(env, task, pipelineId, seq, found, claims === undefined && windowed === undefined ? undefined : claim, watch, windowed),
       emit: (kind, pid, data) =>
         Effect.suspend(() => store.emitEvent({ kind, pipelineId: pid, runId, data, ts: clock.unsafeCurrentTimeMillis() })),
       reportMetric: (name, value, o) => reportMetric(store, runId, name, value, o),
@@ -816,6 +912,8 @@ const runTaskOnce = (
       attempt++
       claim.attempt = attempt
       if (claims !== undefined && attempt > 1 && !(yield* claims.renew(pipelineId, claim.token, attempt))) claim.fence.lost = true
+      // a claimed window past its local deadline calls nothing more
+      if (windowed !== undefined && !windowed.live()) claim.fence.lost = true
       if (!claim.fence.lost) {
         yield* slots.take(holder)
         const result = yield* Effect.ensuring(
@@ -879,6 +977,7 @@ const runTaskOnce = (
               // kept for the pipeline's next task, which takes it as its input once a fence
               // confirms the store kept this digest (an earlier writer may have won)
               claim.last = { seq, encoded: { typeName: enc.typeName, codec: enc.codec, data: enc.data }, digest: outputDigest }
+              if (windowed !== undefined) windowed.committed = claim.last.encoded
               return "done" as const
             }
             exit = Exit.fail(encoded.left)
@@ -917,6 +1016,8 @@ const runTaskOnce = (
       // zombie); it stopped before its call (nothing is recorded: the other execution recorded
       // this one as abandoned) and waits for the other's checkpoint, or claims the task again
       // once the other's claim went stale
+      // a task of a claimed window whose deadline passed: the window is claimed again first
+      if (windowed !== undefined) return "lost" as const
       claim.fence.lost = false
       attempt--
       const other = yield* acquireClaim(env, claims!, spec, seq, task.name, runId, current.taskRunId, claim)

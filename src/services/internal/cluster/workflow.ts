@@ -42,6 +42,8 @@ import { Store, type StoreService } from "../../Store.js"
 import * as Infra from "./infra.js"
 import * as InFlight from "./inflight.js"
 import { makeTaskEnv, newClaim, runTask, type TaskEnv } from "./task.js"
+import { runWindow } from "./window.js"
+import * as WindowClaims from "./windowClaims.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
@@ -225,6 +227,16 @@ export interface WorkflowLayerOptions {
   readonly resourcesEvery?: Duration.DurationInput | undefined
   readonly claimTtl?: Duration.DurationInput | undefined
   readonly claimHeartbeat?: Duration.DurationInput | undefined
+  /**
+   * Window claims (issue 17, step 1; default off): a window's activity claims its window whole
+   * (`windowClaims.ts`, TTL `claimTtl`, all of the process's window claims renewed every
+   * `claimHeartbeat` in one statement), reads its pipelines' rows and last checkpoints in one
+   * statement, and runs their tasks without a task claim, a fence statement or an input read,
+   * checking the window's local deadline in memory before each call (`window.ts`). Needs a
+   * Postgres `SqlClient` in context and the window claim table (`assay migrate`); without a
+   * Postgres client it is ignored.
+   */
+  readonly windowClaims?: boolean | undefined
 }
 
 /** The run this process worked for last (what its pool events and resource rows are filed under). */
@@ -310,7 +322,12 @@ const runPipeline = (env: TaskEnv, spec: AnySpec): Effect.Effect<"succeeded" | "
     return "succeeded" as const
   })
 
-const windowBody = (env: TaskEnv, catalog: SpecCatalogService, ownStore: string | undefined) =>
+const windowBody = (
+  env: TaskEnv,
+  catalog: SpecCatalogService,
+  ownStore: string | undefined,
+  claimed: { readonly claims: WindowClaims.WindowClaims; readonly sql: SqlClient.SqlClient | undefined } | undefined
+) =>
 ({ pipelineIds, specDigests, storeId }: {
   readonly pipelineIds: ReadonlyArray<string>
   readonly specDigests: ReadonlyArray<string>
@@ -328,7 +345,9 @@ const windowBody = (env: TaskEnv, catalog: SpecCatalogService, ownStore: string 
       success: WindowOutcome,
       error: StoreUnavailable,
       execute: Effect.map(
-        Effect.forEach(specs, (spec) => runPipeline(env, spec), { concurrency: "unbounded" }),
+        claimed === undefined
+          ? Effect.forEach(specs, (spec) => runPipeline(env, spec), { concurrency: "unbounded" })
+          : runWindow(env, claimed.claims, claimed.sql, windowKey({ pipelineIds, storeId }), specs),
         (verdicts) => ({ verdicts })
       )
     })
@@ -434,11 +453,28 @@ export const workflowLayer = (
     yield* Effect.forkScoped(Effect.delay(Effect.repeat(persist, Schedule.spaced(every)), every))
     const catalog = yield* SpecCatalog
     const run = body(env, catalog, ownStore)
-    const runWindow = windowBody(env, catalog, ownStore)
+    // window claims (step 1 of the design): one claim per window, renewed all at once
+    const windowClaims = options.windowClaims === true && Option.isSome(sql)
+      ? WindowClaims.make(sql.value, {
+        clock: env.clock,
+        ttl: options.claimTtl ?? Option.getOrUndefined(Option.map(sharding, (c) => c.shardLockExpiration)),
+        heartbeat: options.claimHeartbeat ?? Option.getOrUndefined(Option.map(sharding, (c) => c.shardLockRefreshInterval))
+      })
+      : undefined
+    if (windowClaims !== undefined && Option.isSome(sql)) {
+      yield* WindowClaims.requireTable(sql.value)
+      yield* Effect.forkScoped(Effect.repeat(windowClaims.renewAll, Schedule.spaced(windowClaims.heartbeat)))
+    }
+    const runWindowed = windowBody(
+      env,
+      catalog,
+      ownStore,
+      windowClaims === undefined ? undefined : { claims: windowClaims, sql: env.storeHere ? Option.getOrUndefined(sql) : undefined }
+    )
     // the submitter starts windows; pipeline workflows stay hosted for executions started
     // before windows (a re-submission joins them)
     return Layer.merge(
       PipelineWorkflow.toLayer((payload) => Effect.provide(run(payload), context)),
-      WindowWorkflow.toLayer((payload) => Effect.provide(runWindow(payload), context))
+      WindowWorkflow.toLayer((payload) => Effect.provide(runWindowed(payload), context))
     )
   }))

@@ -1,0 +1,259 @@
+/**
+ * A window of pipelines run under one window claim (window claims on; issue 17, step 1 of
+ * docs/scale-out.md "Next: windows claimed whole"): what a window workflow's activity executes
+ * in place of a task claim, a fence and an input read per task.
+ *
+ * 1. The window is claimed whole (`windowClaims.ts`: one row, a token, a TTL on the database's
+ *    clock; the process renews all of its window claims in one statement per heartbeat).
+ *    While another live execution holds it, this one waits (one heartbeat at a time), reading
+ *    the window's rows: once they are all settled, it returns their verdicts without running.
+ * 2. Its pipelines' rows and the last committed checkpoint of each are read in one statement
+ *    (`pipeline_id = ANY($1)`, when the store lives in the cluster's database; through the
+ *    store otherwise): L1 for the whole window; each pipeline resumes from its stored cursor.
+ * 3. Each pipeline's tasks run in order (`task.ts`, `runWindowedTask`): a task's input is the
+ *    output this process committed for the task before it, held in memory; before each call
+ *    the window's local deadline is checked in memory. Checkpoints stay per task and
+ *    first-writer-wins in the store's group commit (L1).
+ * 4. A window whose deadline passed (its renewals failing, or the database saying the row is
+ *    another's) calls nothing more: once its pipelines stopped, it is claimed again (its own
+ *    token wins back a claim nobody took over) and read again, and only what is not committed
+ *    runs.
+ *
+ * After a takeover (the claim won over another execution's expired token), that execution
+ * may have had a call in flight when it stopped, whose late commit can win over this one's:
+ * the first task each pipeline runs after a takeover has its output read back from the store
+ * before the next task takes it as input (the winner's value).
+ *
+ * @internal
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Deferred, Effect, FiberId, Option } from "effect"
+import { StoreUnavailable } from "../../../domain/Errors.js"
+import type { RunId } from "../../../domain/Ids.js"
+import type * as Pipeline from "../../../domain/Pipeline.js"
+import type * as Task from "../../../domain/Task.js"
+import { executionToken, inputOf, registryFor, runWindowedTask, type TaskEnv, type WindowedTask } from "./task.js"
+import type { WindowClaims } from "./windowClaims.js"
+
+type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
+
+/**
+ * How one pipeline of a window ended.
+ *
+ * @internal
+ */
+export type PipelineVerdict = "succeeded" | "failed" | "gone"
+
+/** A pipeline's stored row as the window's read gives it, with its last checkpoint's output when inline. */
+interface WindowRow {
+  readonly runId: string
+  readonly state: string
+  readonly nTasksDone: number
+  /** The output of task `nTasksDone - 1` (inline payload), `undefined` when none or stored as a blob. */
+  readonly last: { readonly typeName: string; readonly codec: string; readonly data: Uint8Array } | undefined
+}
+
+const settled = (row: WindowRow | undefined): PipelineVerdict | undefined =>
+  row === undefined ? "gone" : row.state === "succeeded" ? "succeeded" : row.state === "failed" ? "failed" : undefined
+
+/**
+ * The rows of `ids` in one statement on `sql` (the store's database): each pipeline's run,
+ * state, cursor and the output of its last committed task (inline payloads only).
+ */
+const readRows = (sql: SqlClient.SqlClient, ids: ReadonlyArray<string>): Effect.Effect<Map<string, WindowRow>, StoreUnavailable> =>
+  sql.unsafe<{
+    pipeline_id: string
+    run_id: string
+    state: string
+    n_tasks_done: number
+    type_name: string | null
+    codec: string | null
+    payload: Uint8Array | null
+  }>(
+    `SELECT p.pipeline_id, p.run_id, p.state, p.n_tasks_done, a.type_name, a.codec, a.payload
+     FROM assay_pipelines p
+     LEFT JOIN LATERAL (
+       SELECT type_name, codec, payload FROM assay_artifacts a
+       WHERE a.pipeline_id = p.pipeline_id AND a.seq = p.n_tasks_done - 1 AND a.active = 1
+       ORDER BY a.artifact_id DESC LIMIT 1
+     ) a ON p.n_tasks_done > 0
+     WHERE p.pipeline_id = ANY($1::text[])`,
+    [ids]
+  ).pipe(
+    Effect.map((rows) => {
+      const out = new Map<string, WindowRow>()
+      for (const r of rows) {
+        out.set(r.pipeline_id, {
+          runId: r.run_id,
+          state: r.state,
+          nTasksDone: Number(r.n_tasks_done),
+          last: r.payload === null || r.type_name === null || r.codec === null
+            ? undefined
+            : { typeName: r.type_name, codec: r.codec, data: r.payload }
+        })
+      }
+      return out
+    }),
+    Effect.mapError((e) => new StoreUnavailable({ message: `cannot read the window's pipelines: ${e.message}`, cause: e }))
+  )
+
+/** The rows of `ids` through the store (a store outside the cluster's database): one read per pipeline. */
+const readThroughStore = (env: TaskEnv, ids: ReadonlyArray<string>): Effect.Effect<Map<string, WindowRow>, StoreUnavailable> =>
+  Effect.map(
+    Effect.forEach(ids, (id) => env.store.getPipeline(id as never)),
+    (rows) => {
+      const out = new Map<string, WindowRow>()
+      for (const row of rows) {
+        if (Option.isNone(row)) continue
+        out.set(row.value.pipelineId, { runId: row.value.runId, state: row.value.state, nTasksDone: row.value.nTasksDone, last: undefined })
+      }
+      return out
+    }
+  )
+
+/**
+ * Runs one pipeline of a claimed window from its stored row to its verdict, or `"lost"` when
+ * the window's deadline passed before it ended. `verify`: read the first task's committed
+ * output back from the store (after a takeover).
+ */
+const runPipeline = (
+  env: TaskEnv,
+  spec: AnySpec,
+  row: WindowRow | undefined,
+  live: () => boolean,
+  verify: boolean
+): Effect.Effect<PipelineVerdict | "lost", StoreUnavailable> =>
+  Effect.gen(function*() {
+    const done = settled(row)
+    if (done !== undefined || row === undefined) return done ?? "gone"
+    const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
+    const start = row.nTasksDone
+    if (start >= tasks.length) return "succeeded"
+    let input: unknown
+    if (start === 0) input = JSON.parse(spec.seedJson)
+    else {
+      const decoded = row.last === undefined ? undefined : registryFor(env, tasks[start - 1]!).load(row.last)
+      if (decoded !== undefined && decoded._tag === "Right") input = decoded.right
+      else {
+        const loaded = yield* inputOf(env, spec, start)
+        if (Option.isNone(loaded)) return "gone"
+        input = loaded.value
+      }
+    }
+    for (let seq = start; seq < tasks.length; seq++) {
+      const windowed: WindowedTask = { runId: row.runId as RunId, input, live, committed: undefined }
+      const verdict = yield* runWindowedTask(env, spec, seq, windowed)
+      if (verdict !== "done") return verdict
+      if (seq + 1 === tasks.length) break
+      const own = windowed.committed
+      const decoded = own === undefined || (verify && seq === start) ? undefined : registryFor(env, tasks[seq]!).load(own)
+      if (decoded !== undefined && decoded._tag === "Right") input = decoded.right
+      else {
+        // read back: the store's value (another execution's commit may have won)
+        const loaded = yield* inputOf(env, spec, seq + 1)
+        if (Option.isNone(loaded)) return "gone"
+        input = loaded.value
+      }
+    }
+    return "succeeded"
+  })
+
+/**
+ * Runs window `key` (its pipelines `specs`, in order) under a window claim to every
+ * pipeline's verdict (see the module comment). `sql`: the cluster's client when the store
+ * lives in its database (the window's read is then one statement), else `undefined`.
+ *
+ * The execution runs in a fiber of the process's scope (`env.scope`), not the caller's: an
+ * activity interrupted by the engine stops waiting, not the window; a second run of the same
+ * window in this process awaits the first. Store errors are retried with `env.infraRetry`
+ * (L5). Interrupted (the process stopping), it releases its claim.
+ *
+ * @internal
+ */
+export const runWindow = (
+  env: TaskEnv,
+  claims: WindowClaims,
+  sql: SqlClient.SqlClient | undefined,
+  key: string,
+  specs: ReadonlyArray<AnySpec>
+): Effect.Effect<ReadonlyArray<PipelineVerdict>, StoreUnavailable> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.suspend(() => {
+      const running = env.windows.get(key)
+      if (running !== undefined) return restore(Deferred.await(running))
+      const done = Deferred.unsafeMake<ReadonlyArray<PipelineVerdict>, StoreUnavailable>(FiberId.none)
+      env.windows.set(key, done)
+      const execution = Effect.interruptible(Effect.flatMap(executionToken, (token) =>
+        windowExecution(env, claims, sql, key, specs, token).pipe(
+          Effect.onInterrupt(() => Effect.ignore(claims.release(key, token))),
+          Effect.ensuring(Effect.sync(() => claims.forget(token)))
+        )))
+      return Effect.zipRight(
+        Effect.map(Effect.forkIn(execution, env.scope), (fiber) =>
+          fiber.addObserver((exit) => {
+            if (env.windows.get(key) === done) env.windows.delete(key)
+            Deferred.unsafeDone(done, exit)
+          })),
+        restore(Deferred.await(done))
+      )
+    })
+  )
+
+const windowExecution = (
+  env: TaskEnv,
+  claims: WindowClaims,
+  sql: SqlClient.SqlClient | undefined,
+  key: string,
+  specs: ReadonlyArray<AnySpec>,
+  token: string
+): Effect.Effect<ReadonlyArray<PipelineVerdict>, StoreUnavailable> =>
+  Effect.gen(function*() {
+    const verdicts: Array<PipelineVerdict | undefined> = specs.map(() => undefined)
+    const read = (indices: ReadonlyArray<number>) => {
+      const ids = indices.map((i) => specs[i]!.pipelineId)
+      // this process's own writes are committed before the read (the store's front may hold some)
+      return Effect.zipRight(env.store.flush, sql === undefined ? readThroughStore(env, ids) : readRows(sql, ids)).pipe(
+        Effect.retry(env.infraRetry)
+      )
+    }
+    const live = () => claims.live(token)
+    let pending: ReadonlyArray<number> = specs.map((_, i) => i)
+    while (pending.length > 0) {
+      // 1. the claim; while another live execution holds it, its pipelines are waited for
+      let tookOver = false
+      while (true) {
+        const won = yield* claims.claim(key, token).pipe(Effect.retry(env.infraRetry))
+        if (won.won) {
+          tookOver = won.tookOver
+          break
+        }
+        const rows = yield* read(pending)
+        const left: Array<number> = []
+        for (const i of pending) {
+          const v = settled(rows.get(specs[i]!.pipelineId))
+          if (v === undefined) left.push(i)
+          else verdicts[i] = v
+        }
+        pending = left
+        if (pending.length === 0) return verdicts as ReadonlyArray<PipelineVerdict>
+        yield* Effect.sleep(claims.heartbeat)
+      }
+      // 2. one read of the window's rows and their last checkpoints; 3. the pipelines
+      const rows = yield* read(pending)
+      const results = yield* Effect.forEach(
+        pending,
+        (i) => Effect.retry(runPipeline(env, specs[i]!, rows.get(specs[i]!.pipelineId), live, tookOver), env.infraRetry),
+        { concurrency: "unbounded" }
+      )
+      // 4. a window past its deadline: claimed again, and only what did not end runs again
+      const left: Array<number> = []
+      results.forEach((r, k) => {
+        const i = pending[k]!
+        if (r === "lost") left.push(i)
+        else verdicts[i] = r
+      })
+      pending = left
+    }
+    yield* Effect.ignore(claims.release(key, token))
+    return verdicts as ReadonlyArray<PipelineVerdict>
+  })

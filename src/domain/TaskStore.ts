@@ -129,7 +129,7 @@ export interface CacheFigures {
   readonly costSavedUsd: number | null
   /**
    * Answers the cache stored (since 0.12.0): the misses and refreshes whose attempt succeeded
-   * and whose output was kept (`stored` not `false`). Absent on a store that does not count it.
+   * and whose output was kept (`stored` not `false`, and not `lostRace`: an answer stored first was kept). Absent on a store that does not count it.
    */
   readonly stored?: number | undefined
 }

@@ -23,7 +23,7 @@
 import Database from "better-sqlite3"
 import { Effect, Layer, Option, Scope } from "effect"
 import type { StoreUnavailable } from "../domain/Errors.js"
-import { CallCache, type CallCacheService } from "../services/CallCache.js"
+import { CallCache, type CallCacheService, putFirst } from "../services/CallCache.js"
 import { cacheError, isMissingFile, makeOn, openReadOnlyDb, storeCacheOf } from "./internal/sqlite/callCache.js"
 import { CALL_CACHE_TABLE } from "./internal/sqlite/migrations.js"
 
@@ -52,6 +52,7 @@ const emptyReadOnly = (filename: string): CallCacheService => ({
   location: filename,
   get: () => Effect.succeed(Option.none()),
   put: () => Effect.fail(cacheError(filename, "write failed")("the cache is open read-only (mode readOnly)")),
+  putFirst: () => Effect.fail(cacheError(filename, "write failed")("the cache is open read-only (mode readOnly)")),
   size: Effect.succeed(0)
 })
 
@@ -77,7 +78,8 @@ const openReadOnly = (options: SqliteCallCacheOptions): Effect.Effect<CallCacheS
     })
     if (!hasTable) return emptyReadOnly(options.filename)
     const on = makeOn(d, options.filename)
-    return { ...on, put: emptyReadOnly(options.filename).put } satisfies CallCacheService
+    const refuse = emptyReadOnly(options.filename)
+    return { ...on, put: refuse.put, putFirst: refuse.putFirst } satisfies CallCacheService
   })
 
 /** Opens a connection of the cache's own on the file, creating the table (closed with the scope). */
@@ -136,6 +138,7 @@ export const make = (options: SqliteCallCacheOptions): Effect.Effect<CallCacheSe
       location: options.filename,
       get: (key) => Effect.flatMap(resolve, (c) => c.get(key)),
       put: (entry) => Effect.flatMap(resolve, (c) => c.put(entry)),
+      putFirst: (entry, ttlMs) => Effect.flatMap(resolve, (c) => putFirst(c, entry, ttlMs)),
       size: Effect.flatMap(resolve, (c) => c.size)
     } satisfies CallCacheService
   })

@@ -65,7 +65,14 @@ export interface CacheUsageTokens {
  *
  * - `kind`: `"memory"` or `"sqlite"`; `location`: the database path (`":memory:"` for memory);
  * - `get`: the entry stored under `key`, whatever its age (the caller checks the TTL);
- * - `put`: stores `entry`, replacing any entry under its key;
+ * - `put`: stores `entry`, replacing any entry under its key (what `refresh` does);
+ * - `putFirst` (optional, since 0.15.0): stores `entry` unless an unexpired entry is already
+ *   under its key, in one atomic step, and returns the entry under the key afterwards
+ *   (`entry` itself when it was stored, else the one kept): what `readWrite` does, so that
+ *   two pipelines or two processes sending the same request keep the first answer. An
+ *   existing entry is expired when `ttlMs` is a number and
+ *   `entry.createdAt - existing.createdAt >= ttlMs` (`null`: never). A cache without it is
+ *   asked `get`, then `put` when nothing unexpired was there (not atomic across processes);
  * - `size`: how many entries are stored.
  *
  * Every method fails only with `StoreUnavailable` (a locked or unwritable database).
@@ -78,8 +85,46 @@ export interface CallCacheService {
   readonly location: string
   readonly get: (key: string) => Effect.Effect<Option.Option<CacheEntry>, StoreUnavailable>
   readonly put: (entry: CacheEntry) => Effect.Effect<void, StoreUnavailable>
+  readonly putFirst?: ((entry: CacheEntry, ttlMs: number | null) => Effect.Effect<CacheEntry, StoreUnavailable>) | undefined
   readonly size: Effect.Effect<number, StoreUnavailable>
 }
+
+/**
+ * Whether `existing` may be kept over `entry` under {@link CallCacheService.putFirst}'s rule:
+ * it is not expired (`ttlMs` null, or `entry.createdAt - existing.createdAt < ttlMs`).
+ *
+ * @param existing the entry already stored under the key
+ * @param entry the entry being stored (its `createdAt`, epoch ms, is "now")
+ * @param ttlMs how long an entry may be served (ms), `null`: forever
+ * @since 0.15.0
+ * @category predicates
+ */
+export const keepsExisting = (existing: CacheEntry, entry: CacheEntry, ttlMs: number | null): boolean =>
+  ttlMs === null || entry.createdAt - existing.createdAt < ttlMs
+
+/**
+ * Stores `entry` on `cache` keeping the first answer ({@link CallCacheService.putFirst}): the
+ * cache's own atomic `putFirst` when it has one, else `get` then `put` when nothing unexpired
+ * is stored (a cache written before 0.15.0).
+ *
+ * @param cache the cache
+ * @param entry the entry to store
+ * @param ttlMs how long an entry may be served (ms), `null`: forever
+ * @returns the entry under the key afterwards (`entry` itself when it was stored)
+ * @since 0.15.0
+ * @category combinators
+ */
+export const putFirst = (
+  cache: CallCacheService,
+  entry: CacheEntry,
+  ttlMs: number | null
+): Effect.Effect<CacheEntry, StoreUnavailable> =>
+  cache.putFirst !== undefined
+    ? cache.putFirst(entry, ttlMs)
+    : Effect.flatMap(cache.get(entry.key), (found) =>
+      Option.isSome(found) && keepsExisting(found.value, entry, ttlMs)
+        ? Effect.succeed(found.value)
+        : Effect.as(cache.put(entry), entry))
 
 /**
  * The call cache of a run.
@@ -102,6 +147,13 @@ export const makeMemory = (): CallCacheService => {
     location: ":memory:",
     get: (key) => Effect.sync(() => Option.fromNullable(entries.get(key))),
     put: (entry) => Effect.sync(() => void entries.set(entry.key, entry)),
+    putFirst: (entry, ttlMs) =>
+      Effect.sync(() => {
+        const existing = entries.get(entry.key)
+        if (existing !== undefined && keepsExisting(existing, entry, ttlMs)) return existing
+        entries.set(entry.key, entry)
+        return entry
+      }),
     size: Effect.sync(() => entries.size)
   }
 }
@@ -214,6 +266,7 @@ export const addAttempt = (before: CacheStats, outcome: string, decision: unknow
     readonly usage?: unknown
     readonly stored?: unknown
     readonly lookupFailed?: unknown
+    readonly lostRace?: unknown
   }
   // a miss or refresh whose output the cache failed to store (`stored: false`)
   const w = c.stored === false && (c.status === "miss" || c.status === "refresh")
@@ -235,7 +288,8 @@ export const addAttempt = (before: CacheStats, outcome: string, decision: unknow
     }
   }
   // an answer kept for the next run: a miss or refresh that succeeded, its write not failed
-  const k = outcome === "succeeded" && c.stored !== false ? { ...s, stored: (s.stored ?? 0) + 1 } : s
+  // and not lost to an answer stored first (`lostRace`)
+  const k = outcome === "succeeded" && c.stored !== false && c.lostRace !== true ? { ...s, stored: (s.stored ?? 0) + 1 } : s
   if (c.status === "miss") return { ...k, misses: s.misses + 1 }
   if (c.status === "refresh") return { ...k, refreshed: s.refreshed + 1 }
   if (c.status === "bypass") return { ...s, bypassed: s.bypassed + 1 }

@@ -46,7 +46,26 @@ export const makeOn = (db: Database.Database, path: string): CallCacheService =>
     `INSERT OR REPLACE INTO call_cache (key, task_name, namespace, type_name, codec, payload, usage, created_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
   )
+  // the first answer is kept (`putFirst`): an existing row is replaced only when it expired
+  const insertFirst = db.prepare(
+    `INSERT INTO call_cache (key, task_name, namespace, type_name, codec, payload, usage, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+     ON CONFLICT (key) DO UPDATE SET task_name = excluded.task_name, namespace = excluded.namespace,
+       type_name = excluded.type_name, codec = excluded.codec, payload = excluded.payload, usage = excluded.usage,
+       created_at = excluded.created_at
+     WHERE ? IS NOT NULL AND excluded.created_at - call_cache.created_at >= ?`
+  )
   const count = db.prepare<[], { readonly n: number }>("SELECT count(*) AS n FROM call_cache")
+  const entryOf = (key: string, row: Row): CacheEntry => ({
+    key,
+    taskName: row.task_name,
+    namespace: JSON.parse(row.namespace) as CacheEntry["namespace"],
+    typeName: row.type_name,
+    codec: row.codec,
+    data: new Uint8Array(row.payload.buffer, row.payload.byteOffset, row.payload.byteLength),
+    usage: row.usage === null ? null : JSON.parse(row.usage) as CacheEntry["usage"],
+    createdAt: row.created_at
+  })
   return {
     kind: "sqlite",
     location: path,
@@ -54,17 +73,7 @@ export const makeOn = (db: Database.Database, path: string): CallCacheService =>
       Effect.try({
         try: () => {
           const row = select.get(key)
-          if (row === undefined) return Option.none()
-          return Option.some<CacheEntry>({
-            key,
-            taskName: row.task_name,
-            namespace: JSON.parse(row.namespace) as CacheEntry["namespace"],
-            typeName: row.type_name,
-            codec: row.codec,
-            data: new Uint8Array(row.payload.buffer, row.payload.byteOffset, row.payload.byteLength),
-            usage: row.usage === null ? null : JSON.parse(row.usage) as CacheEntry["usage"],
-            createdAt: row.created_at
-          })
+          return row === undefined ? Option.none() : Option.some(entryOf(key, row))
         },
         catch: cacheError(path, "read failed")
       }),
@@ -72,6 +81,16 @@ export const makeOn = (db: Database.Database, path: string): CallCacheService =>
       Effect.try({
         try: () =>
           void upsert.run(...entryParams(e)),
+        catch: cacheError(path, "write failed")
+      }),
+    putFirst: (e, ttlMs) =>
+      Effect.try({
+        try: () => {
+          // one statement: atomic against every other connection on the file
+          if (insertFirst.run(...entryParams(e), ttlMs, ttlMs).changes > 0) return e
+          const row = select.get(e.key)
+          return row === undefined ? e : entryOf(e.key, row)
+        },
         catch: cacheError(path, "write failed")
       }),
     size: Effect.try({ try: () => count.get()!.n, catch: cacheError(path, "read failed") })

@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import { Effect, Either, Exit, Option } from "effect"
+import { Deferred, Effect, Either, Exit, FiberId, Option } from "effect"
 import { roundUsd } from "../../../domain/Pricing.js"
 import * as CallCache from "../../../domain/CallCache.js"
 import { type CodecRegistry, type Encoded, JsonCodec } from "../../../domain/Codec.js"
@@ -15,9 +15,10 @@ import { canonicalJson, digestFull, type Json } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import * as RetryPolicy from "../../../domain/RetryPolicy.js"
 import * as Task from "../../../domain/Task.js"
-import type { CallCacheService, CacheUsageTokens } from "../../CallCache.js"
+import { type CacheEntry, type CallCacheService, type CacheUsageTokens, putFirst } from "../../CallCache.js"
 import type { Pools } from "../../Pool.js"
 import type { Context } from "effect"
+import type { StoreUnavailable } from "../../../domain/Errors.js"
 import type { CacheCounters } from "./state.js"
 import type { AttemptUsage } from "./attemptContext.js"
 
@@ -53,6 +54,12 @@ export interface CacheNote {
   readonly storedAt?: number | undefined
   readonly usage?: CacheUsageTokens | null | undefined
   readonly pool?: string | undefined
+  /**
+   * On a `miss` whose call was made while another (a process sharing the cache file) stored
+   * an answer to the same request first: the stored answer was kept, and it is the attempt's
+   * output (pipelines sending the same request share one answer).
+   */
+  readonly lostRace?: true | undefined
 }
 
 /**
@@ -186,6 +193,30 @@ export interface Hit {
 }
 
 /**
+ * `entry` served under `plan`: decoded by the run's registry (`None` when it cannot be), with
+ * its hit note (when it was stored, the usage stored with it, the pool).
+ */
+const hitOf = (plan: Plan, entry: CacheEntry, registry: CodecRegistry): Option.Option<Hit> => {
+  const stored: Encoded = { typeName: entry.typeName, codec: entry.codec, data: entry.data }
+  const decoded = registry.load(stored)
+  if (Either.isLeft(decoded)) return Option.none()
+  const value = decoded.right
+  // (JSON's type name is always "json")
+  const reusable = entry.codec === JsonCodec.name && entry.typeName === "json" && registry.codecFor(value) === JsonCodec
+  return Option.some({
+    value,
+    note: {
+      status: "hit" as const,
+      key: plan.key.slice(0, 16),
+      storedAt: entry.createdAt,
+      usage: entry.usage,
+      ...(plan.pool === null ? {} : { pool: plan.pool })
+    },
+    encoded: reusable ? stored : undefined
+  })
+}
+
+/**
  * The stored output of a plan, decoded, when the plan serves (`readWrite`, `readOnly`) and an
  * unexpired entry decodes; else `None`. A cache that fails answers `None`, marks the plan
  * (`lookupFailed`) and is logged (once per run as a warning, see `logFailure`).
@@ -200,26 +231,9 @@ export const lookup = (
 ): Effect.Effect<Option.Option<Hit>> => {
   if (plan.mode !== "readWrite" && plan.mode !== "readOnly") return Effect.succeed(Option.none())
   return cache.service.get(plan.key).pipe(
-    Effect.map(Option.flatMap((entry): Option.Option<Hit> => {
-      if (plan.ttlMs !== null && nowMs - entry.createdAt >= plan.ttlMs) return Option.none()
-      const stored: Encoded = { typeName: entry.typeName, codec: entry.codec, data: entry.data }
-      const decoded = registry.load(stored)
-      if (Either.isLeft(decoded)) return Option.none()
-      const value = decoded.right
-      // (JSON's type name is always "json")
-      const reusable = entry.codec === JsonCodec.name && entry.typeName === "json" && registry.codecFor(value) === JsonCodec
-      return Option.some({
-        value,
-        note: {
-          status: "hit" as const,
-          key: plan.key.slice(0, 16),
-          storedAt: entry.createdAt,
-          usage: entry.usage,
-          ...(plan.pool === null ? {} : { pool: plan.pool })
-        },
-        encoded: reusable ? stored : undefined
-      })
-    })),
+    Effect.map(Option.flatMap((entry) =>
+      plan.ttlMs !== null && nowMs - entry.createdAt >= plan.ttlMs ? Option.none() : hitOf(plan, entry, registry)
+    )),
     Effect.catchAll((e) => {
       plan.lookupFailed = true
       return Effect.as(logFailure(cache, "lookup failed, running the task", e.message), Option.none())
@@ -243,14 +257,33 @@ const usageToStore = (value: unknown, accounted: AttemptUsage | undefined) => {
 }
 
 /**
+ * What {@link afterRun} did: the attempt's {@link CacheNote}; `encoded`, the bytes of the
+ * attempt's output when it encoded them (the checkpoint writes them rather than encoding the
+ * output again); `entry`, the entry under the key afterwards when the output was stored or the
+ * stored answer kept (what the attempt's waiters are served, see {@link coalesce});
+ * `replaced`, when another answer to the same request was stored first (`lostRace`): that
+ * answer, decoded, which the attempt records instead of its own.
+ *
+ * @internal
+ */
+export interface AfterRun {
+  readonly note: CacheNote | undefined
+  readonly encoded?: Encoded | undefined
+  readonly entry?: CacheEntry | undefined
+  readonly replaced?: { readonly value: unknown } | undefined
+}
+
+/**
  * After an attempt ran under `plan`: stores its successful output (not a control directive,
  * not an output the registry cannot encode) unless the plan is `readOnly`, and returns the
  * attempt's {@link CacheNote} (a failed attempt's too: it called, a miss with nothing stored)
- * with the bytes it encoded the output to (`encoded`, when it did: the checkpoint writes them
- * rather than encoding the output a second time). A failed write is logged (once per run as a
- * warning), never fails the attempt: its note says `stored: false` (the attempt still counts
- * as a miss, and as a failed write); a failed lookup before it (`plan.lookupFailed`) is said
- * as `lookupFailed`.
+ * with the bytes it encoded the output to (see {@link AfterRun}). `readWrite` keeps the first
+ * answer (`putFirst`): when an unexpired answer to the same request was stored meanwhile (by
+ * another process on a shared cache), it is kept and becomes the attempt's output (`replaced`,
+ * note `lostRace`), unless the run cannot decode it (then this answer replaces it). `refresh`
+ * replaces what was stored. A failed write is logged (once per run as a warning), never fails
+ * the attempt: its note says `stored: false` (the attempt still counts as a miss, and as a
+ * failed write); a failed lookup before it (`plan.lookupFailed`) is said as `lookupFailed`.
  *
  * @internal
  */
@@ -262,7 +295,7 @@ export const afterRun = (
   registry: CodecRegistry,
   nowMs: number,
   accounted?: AttemptUsage | undefined
-): Effect.Effect<{ readonly note: CacheNote | undefined; readonly encoded?: Encoded | undefined }> => {
+): Effect.Effect<AfterRun> => {
   const key = plan.key.slice(0, 16)
   const failed = plan.lookupFailed === true ? { lookupFailed: true as const } : {}
   // a failed attempt called too: a miss (refresh, bypass) with nothing to store
@@ -278,8 +311,7 @@ export const afterRun = (
     return Effect.succeed({ note: plan.lookupFailed === true ? { status: "miss", key, ...failed } : undefined })
   }
   const note: CacheNote = { status: plan.mode === "refresh" ? "refresh" : "miss", key, ...failed }
-  const done = { note, encoded: encoded.right }
-  return cache.service.put({
+  const entry: CacheEntry = {
     key: plan.key,
     taskName,
     namespace: plan.namespace,
@@ -288,15 +320,132 @@ export const afterRun = (
     data: encoded.right.data,
     usage: usageToStore(exit.value, accounted),
     createdAt: nowMs
-  }).pipe(
-    Effect.as(done),
+  }
+  const done: AfterRun = { note, encoded: encoded.right, entry }
+  const store: Effect.Effect<AfterRun, StoreUnavailable> = plan.mode === "refresh"
+    ? Effect.as(cache.service.put(entry), done)
+    : Effect.flatMap(putFirst(cache.service, entry, plan.ttlMs), (kept): Effect.Effect<AfterRun, StoreUnavailable> => {
+      if (kept === entry) return Effect.succeed(done)
+      const served = hitOf(plan, kept, registry)
+      // an answer this run cannot read is replaced, as a miss would have replaced it
+      if (Option.isNone(served)) return Effect.as(cache.service.put(entry), done)
+      const value = served.value.value
+      const bytes = served.value.encoded ?? registry.dump(value).pipe(Either.getOrUndefined)
+      return Effect.succeed({
+        note: { ...note, lostRace: true as const },
+        encoded: bytes,
+        entry: kept,
+        replaced: { value }
+      })
+    })
+  return store.pipe(
     Effect.catchAll((e) =>
       Effect.as(logFailure(cache, "could not store an output", e.message), {
         note: { ...note, stored: false as const },
-        encoded: encoded.right
+        encoded: encoded.right,
+        entry
       })
     )
   )
+}
+
+/**
+ * The misses being answered in this process, by cache and key (see {@link coalesce}): the
+ * flight of the attempt making the call, with the deferred its waiters wait on (made when the
+ * first waiter comes).
+ */
+interface Flight {
+  done: Deferred.Deferred<Option.Option<CacheEntry>> | undefined
+}
+
+const flights = new WeakMap<CallCacheService, Map<string, Flight>>()
+
+const flightsOf = (service: CallCacheService): Map<string, Flight> => {
+  let m = flights.get(service)
+  if (m === undefined) {
+    m = new Map()
+    flights.set(service, m)
+  }
+  return m
+}
+
+/**
+ * How {@link coalesce} serves or runs one attempt: `serve` a served output (a hit, its
+ * {@link Hit}); `lead` runs the attempt as a miss and calls `publish` with the entry its
+ * waiters are to be served (the one stored under the key, {@link AfterRun.entry}), if any;
+ * `waiting` runs before the attempt first waits for another's call (it gives back what the
+ * attempt holds: its worker slot); `leading` before it runs after having waited (it takes
+ * them again).
+ *
+ * @internal
+ */
+export interface CoalesceOptions<A> {
+  readonly serve: (hit: Hit) => Effect.Effect<A>
+  readonly lead: (publish: (entry: CacheEntry) => void) => Effect.Effect<A>
+  readonly waiting: Effect.Effect<void>
+  readonly leading: Effect.Effect<void>
+}
+
+/**
+ * One attempt under the call cache, with the misses of one key coalesced within the process
+ * (single flight, `readWrite` only): the first attempt that misses a key (the leader) makes
+ * the call while the others that miss it meanwhile wait, holding no lease and no worker slot,
+ * and are then served the leader's stored answer as hits. When the leader ends without an
+ * answer for them (its call failed, it was interrupted, its output cannot be stored), the
+ * waiters look up again and one of them leads the next call. `readOnly` and `refresh`
+ * attempts are not coalesced (each calls). Interrupting a waiter affects nobody else;
+ * interrupting the leader wakes its waiters.
+ *
+ * @internal
+ */
+export const coalesce = <A>(
+  cache: CacheEnv,
+  plan: Plan,
+  registry: CodecRegistry,
+  nowMs: () => number,
+  o: CoalesceOptions<A>
+): Effect.Effect<A> => {
+  if (plan.mode !== "readWrite") {
+    return Effect.flatMap(lookup(cache, plan, registry, nowMs()), (hit) =>
+      Option.isSome(hit) ? o.serve(hit.value) : o.lead(() => {}))
+  }
+  const inFlight = flightsOf(cache.service)
+  const attempt = (waited: boolean): Effect.Effect<A> =>
+    Effect.uninterruptibleMask((restore) =>
+      Effect.suspend(() => {
+        const current = inFlight.get(plan.key)
+        if (current !== undefined) {
+          // another attempt is making this call: wait for its answer, holding nothing
+          const done = current.done ??= Deferred.unsafeMake<Option.Option<CacheEntry>>(FiberId.none)
+          return restore(Effect.zipRight(
+            waited ? Effect.void : o.waiting,
+            Effect.flatMap(Deferred.await(done), (got) => {
+              const hit = Option.flatMap(got, (entry) => hitOf(plan, entry, registry))
+              return Option.isSome(hit) ? o.serve(hit.value) : attempt(true)
+            })
+          ))
+        }
+        // lead: claimed before the lookup, so a miss meanwhile waits rather than calls
+        const flight: Flight = { done: undefined }
+        inFlight.set(plan.key, flight)
+        let published: Option.Option<CacheEntry> = Option.none()
+        const settle = Effect.sync(() => {
+          if (inFlight.get(plan.key) === flight) inFlight.delete(plan.key)
+          if (flight.done !== undefined) Deferred.unsafeDone(flight.done, Exit.succeed(published))
+        })
+        return Effect.ensuring(
+          restore(Effect.flatMap(lookup(cache, plan, registry, nowMs()), (hit) => {
+            if (Option.isSome(hit)) return o.serve(hit.value)
+            const lead = o.lead((entry) => {
+              published = Option.some(entry)
+            })
+            return waited ? Effect.zipRight(o.leading, lead) : lead
+          })),
+          settle
+        )
+      })
+    )
+  return attempt(false)
 }
 
 /** A first attempt's success without a cache note: one frozen value for every such attempt. */

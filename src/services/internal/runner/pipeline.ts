@@ -45,7 +45,7 @@ import { effectBodyOf, isSyncRun, syncBodyOf } from "../../../domain/internal/sy
 import { HoldNowTypeId } from "../holdNow.js"
 import { afterClose, AttemptGenerator, attemptExit, attemptScoped, AttemptScope } from "./attemptScope.js"
 import { evalNow, neverHolds, Pending } from "./evalNow.js"
-import { afterRun, type CacheEnv, type CacheNote, countNote, failedWithNote, lookup, planOf, succeededAs } from "./cache.js"
+import { afterRun, type CacheEnv, type CacheNote, coalesce, countNote, failedWithNote, planOf, succeededAs } from "./cache.js"
 import { type AttemptShared, AttemptContext, type AttemptUsage, type MemberFacts, memberOf } from "./attemptContext.js"
 import * as Rows from "./rows.js"
 import type { SlotGate, SlotHold } from "./slotGate.js"
@@ -1193,15 +1193,16 @@ export const runAttempt = (
   const registry = env.registryFor(task)
   return Effect.flatMap(planOf(cache, task, spec, visit, input, shared.pools, registry, seq), (plan) => {
     if (plan === undefined) return runBody(env, spec, task, seq, attempt, input, slot, taskStartedAt, visit)
-    return Effect.flatMap(lookup(cache, plan, registry, env.clock.unsafeCurrentTimeMillis()), (hit) => {
-      if (Option.isSome(hit)) {
+    const now = () => env.clock.unsafeCurrentTimeMillis()
+    return coalesce<AttemptResult>(cache, plan, registry, now, {
+      serve: (hit) => {
         if (env.state.stopping) return Effect.interrupt
         const served: AttemptResult = {
-          exit: Exit.succeed(hit.value.value),
+          exit: Exit.succeed(hit.value),
           leaseIds: noLeases,
-          startedAt: env.clock.unsafeCurrentTimeMillis(),
-          cache: hit.value.note,
-          ...(hit.value.encoded === undefined ? {} : { encoded: hit.value.encoded })
+          startedAt: now(),
+          cache: hit.note,
+          ...(hit.encoded === undefined ? {} : { encoded: hit.encoded })
         }
         const onHit = task.options.onCacheHit
         if (onHit === null) return Effect.succeed(served)
@@ -1209,7 +1210,7 @@ export const runAttempt = (
         // failure fails the attempt as the body's would
         const pipelineId = spec.pipelineId
         return Effect.map(
-          Effect.exit(onHit(hit.value.value, {
+          Effect.exit(onHit(hit.value, {
             pipelineId,
             seq,
             visit,
@@ -1218,16 +1219,26 @@ export const runAttempt = (
           })),
           (exit): AttemptResult => Exit.isSuccess(exit) ? served : { ...served, exit, encoded: undefined }
         )
-      }
-      return Effect.flatMap(
-        runBody(env, spec, task, seq, attempt, input, slot, taskStartedAt, visit),
-        (result) =>
-          Effect.map(
-            afterRun(cache, plan, task.name, result.exit, registry, env.clock.unsafeCurrentTimeMillis(), result.usage),
-            ({ encoded, note }) =>
-              note === undefined ? result : { ...result, cache: note, ...(encoded === undefined ? {} : { encoded }) }
-          )
-      )
+      },
+      lead: (publish) =>
+        Effect.flatMap(
+          runBody(env, spec, task, seq, attempt, input, slot, taskStartedAt, visit),
+          (result) =>
+            Effect.map(
+              afterRun(cache, plan, task.name, result.exit, registry, now(), result.usage),
+              ({ encoded, entry, note, replaced }) => {
+                if (entry !== undefined) publish(entry)
+                if (note === undefined) return result
+                // another answer to this request was stored first: it is this attempt's output
+                const exit = replaced === undefined ? result.exit : Exit.succeed(replaced.value)
+                return { ...result, exit, cache: note, ...(encoded === undefined ? {} : { encoded }) }
+              }
+            )
+        ),
+      // a waiter holds no worker slot while another attempt makes its call; it takes one
+      // again (in turn, as any attempt) only to make the call itself
+      waiting: Effect.sync(() => env.slots.release(slot)),
+      leading: Effect.suspend(() => slot.holding ? Effect.void : env.slots.take(slot))
     })
   })
 }

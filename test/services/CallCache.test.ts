@@ -351,12 +351,14 @@ describe("call cache: a write that fails mid-run", () => {
   /** A memory cache whose `put` fails for the outputs of the rows in `failFor` (by `q`). */
   const failingFor = (failFor: ReadonlySet<string>): CallCache.CallCacheService => {
     const inner = CallCache.makeMemory()
+    const fails = (entry: CallCache.CacheEntry) =>
+      failFor.has((JSON.parse(Buffer.from(entry.data).toString("utf8")) as { q: string }).q)
+    const error = new StoreUnavailable({ message: "disk I/O error (test)" })
     return {
       ...inner,
-      put: (entry) => {
-        const q = (JSON.parse(Buffer.from(entry.data).toString("utf8")) as { q: string }).q
-        return failFor.has(q) ? Effect.fail(new StoreUnavailable({ message: "disk I/O error (test)" })) : inner.put(entry)
-      }
+      put: (entry) => fails(entry) ? Effect.fail(error) : inner.put(entry),
+      // what readWrite stores with (it keeps the first answer)
+      putFirst: (entry, ttlMs) => fails(entry) ? Effect.fail(error) : CallCache.putFirst(inner, entry, ttlMs)
     }
   }
 

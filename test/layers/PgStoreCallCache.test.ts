@@ -1,7 +1,7 @@
 /**
  * The call cache of a Postgres store (`PgCallCache`, table `assay_call_cache`): what a run
  * cached is there for the next run and for every other process on the database; a write
- * replaces its key; an unmigrated database is refused naming `assay migrate`; a runner over
+ * replaces its key (`putFirst` keeps the first answer); an unmigrated database is refused naming `assay migrate`; a runner over
  * `PgStore.layer` uses that table by default (the store's own cache), a provided `CallCache`
  * layer wins. One throwaway server for the file (test/support/postgres.ts).
  */
@@ -59,6 +59,29 @@ describe("PgCallCache", { timeout: 120_000 }, () => {
         assert.strictEqual(replaced.createdAt, 2000)
         assert.isNull(replaced.usage)
         assert.strictEqual(yield* second.size, 2)
+      }))
+    }))
+
+  it.live("putFirst keeps the first answer across clients (two processes agree); an expired one is replaced (tester18g F1)", () =>
+    Effect.gen(function*() {
+      yield* Effect.promise(() => pg.createDatabase("cachefirst"))
+      const url = pg.url("cachefirst")
+      yield* PgStore.migrate(url)
+      yield* Effect.scoped(Effect.gen(function*() {
+        const a = yield* PgCallCache.make({ url })
+        const b = yield* PgCallCache.make({ url })
+        const text = (e: CacheEntry) => Buffer.from(e.data).toString("utf8")
+        const first = entry("k", "first", 1000)
+        assert.strictEqual(yield* CallCache.putFirst(a, first, null), first, "stored: the entry itself")
+        const kept = yield* CallCache.putFirst(b, entry("k", "second", 2000), null)
+        assert.strictEqual(text(kept), JSON.stringify({ content: "first" }))
+        assert.strictEqual(kept.createdAt, 1000)
+        assert.strictEqual(text(Option.getOrThrow(yield* b.get("k"))), JSON.stringify({ content: "first" }))
+        // within the TTL kept; past it replaced
+        assert.strictEqual(text(yield* CallCache.putFirst(b, entry("k", "third", 1500), 1000)), JSON.stringify({ content: "first" }))
+        const fourth = entry("k", "fourth", 2000)
+        assert.strictEqual(yield* CallCache.putFirst(b, fourth, 1000), fourth)
+        assert.strictEqual(text(Option.getOrThrow(yield* a.get("k"))), JSON.stringify({ content: "fourth" }))
       }))
     }))
 

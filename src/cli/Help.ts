@@ -459,6 +459,11 @@ export type Route =
     readonly option: string
     /** What it takes: `integer`, `float`, its choices (`readWrite | readOnly`), or a placeholder (`file`). */
     readonly expected: string
+    /**
+     * The option found where its value should be (`--cache` in `--cache-db --cache`), when it
+     * was not left out at the end of the line (since 0.15.0).
+     */
+    readonly got?: string | undefined
   }
   | {
     readonly _tag: "Parse"
@@ -489,6 +494,17 @@ const valueOk = (placeholder: string, value: string): boolean =>
     : choicesOf(placeholder)?.includes(value) ?? true
 
 const isHelp = (token: string) => token === "--help" || token === "-h"
+
+/**
+ * Whether `token`, found where an option's value should be, is an option rather than a value:
+ * any `--word` (`--cache`, `--cache-mode=off`), or a short option `known` declares (`-c`,
+ * `-cfile.yaml`); a negative number (`-5`) and `-` are values.
+ */
+const isOptionToken = (token: string, known: ReadonlyArray<OptionSpec>): boolean => {
+  if (token.startsWith("--") && token.length > 2) return true
+  const name = optionName(token)
+  return name !== undefined && known.some((o) => o.names.some((n) => !n.startsWith("--") && name.startsWith(n)))
+}
 
 /** The option name of a token (`--store=x` → `--store`), none for a value or a positional. */
 const optionName = (token: string): string | undefined =>
@@ -542,12 +558,21 @@ export const route = (args: ReadonlyArray<string>, commands: ReadonlyArray<AnyCo
         // its value: after `=`, else the next token (which it consumes)
         const eq = token.indexOf("=")
         const value = eq !== -1 && token.startsWith("--") ? token.slice(eq + 1) : option.names.includes(token) ? tokens[i + 1] : undefined
-        if (option.names.includes(token)) i++
+        const separate = option.names.includes(token)
+        // `--cache-db --help`: the help screen, not a file named `--help`
+        if (separate && value !== undefined && isHelp(value)) continue
+        if (separate) i++
         // its value left out: the option ends the line (`@effect/cli` answered `Received
-        // unknown argument: '--cache-mode'`; tester18f F5). A next token that looks like an
-        // option is its value, as `@effect/cli` reads it (`--run-id --log-level`)
-        if (option.names.includes(token) && value === undefined) {
+        // unknown argument: '--cache-mode'`; tester18f F5)
+        if (separate && value === undefined) {
           return { help, logLevel, unknown: { _tag: "MissingValue", option: name, expected: option.value.value } }
+        }
+        // or another option stands where its value should be: `@effect/cli` would take it as
+        // the value (a store or cache file named `--cache`, a label `--cache`; tester18g F2).
+        // Any `--word` is an option there (a value that starts with `--` is written
+        // `--label=--x`), and so is a short option of the command (`-c`); `-5` is a number.
+        if (separate && value !== undefined && isOptionToken(value, known)) {
+          return { help, logLevel, unknown: { _tag: "MissingValue", option: name, expected: option.value.value, got: value } }
         }
         if (value !== undefined && !valueOk(option.value.value, value)) {
           return { help, logLevel, unknown: { _tag: "BadValue", option: name, value, expected: option.value.value } }
@@ -640,7 +665,8 @@ export const badValueMessage = (bad: Extract<Route, { readonly _tag: "BadValue" 
  * `@effect/cli`'s `Received unknown argument: '--cache-mode'`: `--cache-mode needs a value
  * (one of readWrite, readOnly, refresh, off)`, `--concurrency needs a value (a whole
  * number)`, `--latency-ms needs a value (a number)`, else the placeholder `--help` shows
- * (`--cache-db needs a value (file)`).
+ * (`--cache-db needs a value (file)`); when another option stands where the value should be,
+ * it is named: `--cache-db needs a value (path), got the option --cache` (since 0.15.0).
  *
  * @since 0.14.0
  * @category routing
@@ -654,7 +680,7 @@ export const missingValueMessage = (missing: Extract<Route, { readonly _tag: "Mi
     : missing.expected === "float"
     ? "a number"
     : missing.expected
-  return `${missing.option} needs a value (${what})`
+  return `${missing.option} needs a value (${what})${missing.got === undefined ? "" : `, got the option ${missing.got}`}`
 }
 
 /** Negations users type from other tools, and the option (with its value) that does it in assay. */

@@ -39,12 +39,12 @@ describe("Help.route", () => {
     assert.strictEqual(route("report", "--", "--help")._tag, "Parse")
   })
 
-  it("known options, values that look like options, attached values and `--` go to the parser", () => {
+  it("known options, values that look like numbers, attached values and `--` go to the parser", () => {
     for (
       const args of [
         ["run", "-c", "x.yaml", "--concurrency", "4"],
         ["run", "-cx.yaml", "--concurrency=4", "--quiet"],
-        ["report", "--run-id", "--concurency", "a.db"],
+        ["report", "--run-id=--concurency", "a.db"],
         ["export", "a.db", "-", "--limit", "-1"],
         ["--log-level", "debug", "report", "a.db"],
         ["report", "a.db", "--", "--concurency"],
@@ -86,7 +86,9 @@ describe("Help.route: --log-level anywhere among a command's options (tester18d 
     assert.deepStrictEqual(parsed("report", "a.db", "--json", "--log-level", "warning"), ["report", "--log-level", "warning", "a.db", "--json"])
     // already where it is read: unchanged; a value that looks like it is not moved; after `--` neither
     assert.deepStrictEqual(parsed("run", "--log-level", "debug", "-c", "x.yaml"), ["run", "--log-level", "debug", "-c", "x.yaml"])
-    assert.deepStrictEqual(parsed("report", "--run-id", "--log-level", "a.db"), ["report", "--run-id", "--log-level", "a.db"])
+    assert.deepStrictEqual(parsed("report", "--run-id=--log-level", "a.db"), ["report", "--run-id=--log-level", "a.db"])
+    // an option where another's value should be is refused, not taken as that value (tester18g F2)
+    assert.strictEqual(route("report", "--run-id", "--log-level", "a.db")._tag, "MissingValue")
     assert.deepStrictEqual(parsed("report", "a.db", "--", "--log-level", "debug"), ["report", "a.db", "--", "--log-level", "debug"])
     // a subcommand of a group
     const group = Help.route(["study", "plan", "s.yaml", "--log-level", "debug"], [StudyCommand.study] as unknown as ReadonlyArray<Parameters<typeof Help.renderCommand>[0]>, ["study"])
@@ -202,6 +204,15 @@ describe("Help.route: an option given without its value (tester18f F5: `Received
             const routed = Help.route(args, every, names)
             assert.strictEqual(routed._tag, "MissingValue", args.join(" "))
             if (routed._tag === "MissingValue") assert.match(Help.missingValueMessage(routed), new RegExp(`^${spelled} needs a value \\(.+\\)$`))
+            // followed by another option of the command: that option is not taken as its value
+            // (a file named `--cache`; tester18g F2)
+            const options = [...Help.specOf(target).options, ...Help.commonOptions]
+            const next = options.flatMap((o) => o.names).find((n) => n.startsWith("--") && !option.names.includes(n) && n !== "--help")!
+            const followed = Help.route([...args, next], every, names)
+            assert.strictEqual(followed._tag, "MissingValue", [...args, next].join(" "))
+            if (followed._tag === "MissingValue") {
+              assert.match(Help.missingValueMessage(followed), new RegExp(`^${spelled} needs a value \\(.+\\), got the option ${next}$`))
+            }
             checked++
           }
         }
@@ -215,6 +226,23 @@ describe("Help.route: an option given without its value (tester18f F5: `Received
     assert.strictEqual(message("run", "-c", "x.yaml", "--cache-mode"), "--cache-mode needs a value (one of readWrite, readOnly, refresh, off)")
     assert.strictEqual(message("run", "-c", "x.yaml", "--concurrency"), "--concurrency needs a value (a whole number)")
     assert.strictEqual(message("run", "-c"), "-c needs a value (file)")
+    // another option where the value should be (tester18g F2)
+    assert.strictEqual(message("run", "-c", "x.yaml", "--cache-db", "--cache"), "--cache-db needs a value (path), got the option --cache")
+    assert.strictEqual(message("run", "-c", "x.yaml", "--store", "--cache"), "--store needs a value (store), got the option --cache")
+    assert.strictEqual(message("run", "-c", "x.yaml", "--label", "--cache"), "--label needs a value (label), got the option --cache")
+    assert.strictEqual(
+      message("run", "-c", "x.yaml", "--cache-db", "--cache-mode", "readOnly"),
+      "--cache-db needs a value (path), got the option --cache-mode"
+    )
+    assert.strictEqual(message("run", "-c", "x.yaml", "--cache-db", "--store=x.db"), "--cache-db needs a value (path), got the option --store=x.db")
+    assert.strictEqual(message("run", "--store", "-c", "x.yaml"), "--store needs a value (store), got the option -c")
+    assert.strictEqual(message("run", "-c", "x.yaml", "--cache-mode", "--cache"), "--cache-mode needs a value (one of readWrite, readOnly, refresh, off), got the option --cache")
+    // values that only look like options: a negative number, `-`, a value after `=`
+    assert.strictEqual(route("run", "-c", "x.yaml", "--cache-ttl", "-5 seconds")._tag, "Parse")
+    assert.strictEqual(route("run", "-c", "-")._tag, "Parse")
+    assert.strictEqual(route("run", "-c", "x.yaml", "--label=--cache")._tag, "Parse")
+    // `--help` after it: the help screen
+    assert.strictEqual(route("run", "-c", "x.yaml", "--cache-db", "--help")._tag, "CommandHelp")
     // given a value, or its value attached: parsed as before
     assert.strictEqual(route("run", "-c", "x.yaml", "--cache-mode", "off")._tag, "Parse")
     assert.strictEqual(route("run", "-c", "x.yaml", "--cache-mode=off")._tag, "Parse")

@@ -1,6 +1,7 @@
 /**
  * Mistakes in the call cache flags are exit 2 with one line naming the flag (`--cache-mode`,
- * `--cache-ttl`, an unopenable `--cache-db`), refused before any pipeline runs; and the mock's
+ * `--cache-ttl`, an unopenable `--cache-db`, an option where its value should be), refused
+ * before any pipeline runs; and the mock's
  * random answers are `random-<16 hex>` as documented.
  */
 import { NodeContext } from "@effect/platform-node"
@@ -33,6 +34,24 @@ describe("call cache flags: config mistakes", () => {
         assert.include(bare.stderr, needs)
         assert.notInclude(bare.stderr, "Received unknown argument")
       }
+      // another option where the value should be: refused naming both, no file named `--cache`
+      // made (tester18g F2: a cache or store file `--cache`, a label `--cache`)
+      for (const [args, says] of [
+        [["--cache-db", "--cache"], "--cache-db needs a value (path), got the option --cache"],
+        [["--cache-db", "--cache-mode", "readOnly"], "--cache-db needs a value (path), got the option --cache-mode"],
+        [["--label", "--cache"], "--label needs a value (label), got the option --cache"]
+      ] as const) {
+        const slipped = yield* run(args)
+        assert.strictEqual(slipped.code, 2, slipped.stderr)
+        assert.include(slipped.stderr, says)
+        assert.notInclude(slipped.stderr, "Received unknown argument")
+        assert.isFalse(fs.existsSync(NodePath.join(dir, "--cache")))
+        assert.isFalse(fs.existsSync(NodePath.join(dir, "s.db")), "nothing run")
+      }
+      const storeSlip = yield* assay(["run", "-c", exp, "--store", "--cache"], { cwd: dir })
+      assert.strictEqual(storeSlip.code, 2, storeSlip.stderr)
+      assert.include(storeSlip.stderr, "--store needs a value (store), got the option --cache")
+      assert.isFalse(fs.existsSync(NodePath.join(dir, "--cache")))
       const slip = yield* run(["--cache-mode", "readwrite"])
       assert.strictEqual(slip.code, 2)
       assert.include(slip.stderr, "did you mean readWrite?")

@@ -7,7 +7,8 @@
  * fix `validate` passed and `run` spent its retries on "connection" errors (the header value
  * was refused by the HTTP client), degrading the endpoint. `--strict-env` also refuses an
  * unset variable named by `apiKeyEnv` (before: it passed, and every pipeline then failed one
- * by one).
+ * by one). An inline `apiKey: "${VAR}"` whose variable is unset is the same unset key as
+ * `apiKeyEnv: VAR` (tester18g F5: it was sent as no key, a 401 per pipeline).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -75,4 +76,64 @@ describe("C13: a key read from a file", () => {
       const ok = await assay(["validate", "-c", file, "--strict-env"], { MY_UNSET_KEY: "sk-fine" })
       assert.strictEqual(ok.code, 0, ok.stderr)
     }), 60_000)
+
+  it.live("an inline apiKey: \"${VAR}\" whose variable is unset is an unset key, as apiKeyEnv: the specific warning, nothing sent (tester18g F5)", () =>
+    Effect.promise(async () => {
+      const dir = tmp()
+      const seen: Array<string | undefined> = []
+      const server = await loopbackServer((req, res) => {
+        seen.push(req.headers.authorization)
+        res.writeHead(401, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: "missing API key" } }))
+      })
+      try {
+        const outcome = async (name: string, options: Record<string, unknown>) => {
+          const store = path.join(dir, `${name}.db`)
+          const file = write(dir, `${name}.json`, chatExperiment({
+            store,
+            n: 3,
+            resources: [{ id: "k", options: { baseUrl: `${server.url}/v1`, model: "m", ...options } }]
+          }))
+          const before = seen.length
+          const r = await assay(["run", "-c", file], { MY_INLINE_KEY: undefined })
+          const exported = await assay(["export", store, "-", "--rows", "attempts", "--format", "jsonl"], {})
+          return { r, requests: seen.length - before, exported }
+        }
+        const inline = await outcome("inline", { apiKey: "${MY_INLINE_KEY}" })
+        const byName = await outcome("byname", { apiKeyEnv: "MY_INLINE_KEY" })
+        for (const [what, o, at] of [
+          ["inline", inline, "pools.llm.resources[0].options.apiKey"],
+          ["apiKeyEnv", byName, "pools.llm.resources[0].options.apiKeyEnv"]
+        ] as const) {
+          assert.strictEqual(o.requests, 0, `${what}: no request sent`)
+          assert.strictEqual(o.r.code, 1, `${what}: ${o.r.stderr}`)
+          assert.include(o.r.stderr, `warning: ${at}: environment variable MY_INLINE_KEY (the key) is not set: every call to this resource will fail`)
+          assert.notInclude(o.r.stderr, "expands to")
+          assert.include(o.r.stdout + o.r.stderr, "pipelines: 3 (failed 3)")
+        }
+        // the same typed failure in both stores
+        const errorsOf = (text: string) => [
+          ...new Set(text.split("\n").filter((l) => l.startsWith("{")).map((l) => {
+            const a = JSON.parse(l) as { outcome: string; errorClass: string; errorType: string; errorMessage: string }
+            return `${a.outcome} ${a.errorClass} ${a.errorType}: ${a.errorMessage}`
+          }))
+        ]
+        assert.deepStrictEqual(errorsOf(inline.exported.stdout), errorsOf(byName.exported.stdout))
+        assert.deepStrictEqual(errorsOf(inline.exported.stdout), [
+          "failed fatal ChatError: chat endpoint of resource k: the environment variable MY_INLINE_KEY is not set"
+        ])
+        // set: the key is sent as written
+        const set = write(dir, "set.json", chatExperiment({
+          store: path.join(dir, "set.db"),
+          n: 1,
+          resources: [{ id: "k", options: { baseUrl: `${server.url}/v1`, model: "m", apiKey: "${MY_INLINE_KEY}" } }]
+        }))
+        const before = seen.length
+        const withKey = await assay(["run", "-c", set], { MY_INLINE_KEY: "sk-inline-set-0042" })
+        assert.notInclude(withKey.stdout + withKey.stderr, "sk-inline-set-0042")
+        assert.isAbove(seen.length, before)
+        assert.strictEqual(seen[before], "Bearer sk-inline-set-0042")
+      } finally {
+        await server.close()
+      }
+    }), 120_000)
 })

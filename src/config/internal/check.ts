@@ -27,7 +27,7 @@ import {
   suggestPool,
   type TaskSection
 } from "./build.js"
-import { expandEnv, hidingEnvValues, type Interpolation } from "./env.js"
+import { expandEnv, hidingEnvValues, type Interpolation, unsetInlineKeysAsEnv } from "./env.js"
 import { unboundRefIssues } from "./refs.js"
 import {
   decodeIssues,
@@ -159,6 +159,9 @@ export const check = (
         issues.push(issue(u.path, `environment variable ${u.name} is set but empty (--strict-env)`, `export ${u.name}=... with a value, or write \${${u.name}:-default}`))
       }
     }
+    // an inline key naming an unset variable is an unset key variable (tester18g F5): nothing
+    // is sent without it (under --strict-env refused above, as any unset variable)
+    const inlineKeys = options.strictEnv === true ? [] : unsetInlineKeysAsEnv(expanded, unresolved)
     const schema = (ctx.format === "module" ? ExperimentDefinition : ExperimentFile) as unknown as Schema.Schema<Definition, unknown>
     const strict = Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "error" })(expanded)
     if (Either.isLeft(strict)) issues.push(...decodeIssues(strict.left, expanded))
@@ -261,7 +264,9 @@ export const check = (
         for (const k of ["apiKeyEnv", "api_key_env"]) {
           const v = r["options"][k]
           if (typeof v !== "string" || !Chat.isEnvName(v) || (env[v] ?? "") !== "") continue
-          unsetKeys.set(v, [...(unsetKeys.get(v) ?? []), `${at}.${k}`])
+          // an inline `apiKey: "${VAR}"` is named where it was written
+          const inline = inlineKeys.find((i) => i.path.startsWith(`${at}.`))
+          unsetKeys.set(v, [...(unsetKeys.get(v) ?? []), inline?.path ?? `${at}.${k}`])
         }
       })
     }

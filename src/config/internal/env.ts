@@ -75,6 +75,61 @@ export const expandEnv = (
   return value
 }
 
+/**
+ * An inline key that named an unset variable (`apiKey: "${OPENAI_API_KEY}"`), made the same as
+ * `apiKeyEnv: OPENAI_API_KEY` (tester18g F5): where the key stood (`path`, e.g.
+ * `pools.llm.resources[0].options.apiKey`) and the variable.
+ *
+ * @internal
+ */
+export interface UnsetInlineKey {
+  readonly path: string
+  readonly name: string
+}
+
+/**
+ * Rewrites, in an expanded config, each resource's inline key (`apiKey` / `api_key` under
+ * `pools.NAME.resources[i].options`) that holds an unset `${VAR}` (listed in `unresolved` at
+ * its path) as `apiKeyEnv: VAR`, when the resource names no `apiKeyEnv` of its own: an unset
+ * key is then one case whichever way it is written (the specific warning, and every call to
+ * the resource fails with the typed "the environment variable VAR is not set" without a request
+ * sent; before, the key expanded to `""` and each call went out without one, a 401 each). The
+ * rewritten places are taken out of `unresolved` (their generic "expands to \"\"" warning would
+ * repeat the specific one) and returned. `expanded` is changed in place (a fresh value from
+ * {@link expandEnv}).
+ *
+ * @param expanded the config after {@link expandEnv}
+ * @param unresolved the unset references {@link expandEnv} listed (changed in place)
+ * @returns the rewritten keys
+ * @internal
+ */
+export const unsetInlineKeysAsEnv = (
+  expanded: unknown,
+  unresolved: Array<{ name: string; path: string }>
+): ReadonlyArray<UnsetInlineKey> => {
+  if (unresolved.length === 0 || !isRecord(expanded) || !isRecord(expanded["pools"])) return []
+  const out: Array<UnsetInlineKey> = []
+  for (const [pool, p] of Object.entries(expanded["pools"])) {
+    if (!isRecord(p) || !Array.isArray(p["resources"])) continue
+    p["resources"].forEach((r: unknown, j: number) => {
+      if (!isRecord(r) || !isRecord(r["options"])) return
+      const options = r["options"]
+      if (options["apiKeyEnv"] !== undefined || options["api_key_env"] !== undefined) return
+      for (const k of ["apiKey", "api_key"]) {
+        const path = formatPath(["pools", pool, "resources", j, "options", k])
+        const unset = unresolved.find((u) => u.path === path)
+        if (unset === undefined || typeof options[k] !== "string") continue
+        delete options[k]
+        options["apiKeyEnv"] = unset.name
+        for (let i = unresolved.length - 1; i >= 0; i--) if (unresolved[i]!.path === path) unresolved.splice(i, 1)
+        out.push({ path, name: unset.name })
+        return
+      }
+    })
+  }
+  return out
+}
+
 /** Values shorter than this are not hidden in messages (a `3` or a `gpt` is no secret, and hiding it would garble the text). */
 const HIDDEN_MIN_LENGTH = 6
 

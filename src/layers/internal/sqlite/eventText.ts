@@ -75,21 +75,32 @@ export const encodeEventData = (kind: string, pipelineId: string | null, data: u
   if (Array.isArray(data)) return `[0,${JSON.stringify(data)}]`
   if (Object.getPrototypeOf(data) !== Object.prototype) return JSON.stringify(data)
   const d = data as Record<string, unknown>
-  const keys = Object.keys(d)
-  if (keys.length !== FIELDS.length) return JSON.stringify(data)
-  const out: Array<unknown> = [1]
+  // exactly the runner's keys, in its order (no key list or value array allocated)
+  let n = 0
+  for (const k in d) {
+    if (k !== FIELDS[n]) return JSON.stringify(data)
+    n++
+  }
+  if (n !== FIELDS.length) return JSON.stringify(data)
+  let text = "[1"
   for (let i = 0; i < FIELDS.length; i++) {
     const v = d[FIELDS[i]!]
-    if (keys[i] !== FIELDS[i] || !isPlainScalar(v)) return JSON.stringify(data)
-    out.push(v)
+    if (!isPlainScalar(v)) return JSON.stringify(data)
+    if (i === ENTRY) {
+      if (typeof v !== "string") return JSON.stringify(data)
+      text += `,${entryText(pipelineId, v)}`
+    } else text += typeof v === "string" ? `,${JSON.stringify(v)}` : `,${String(v)}`
   }
-  const entry = out[ENTRY + 1]
-  if (typeof entry !== "string") return JSON.stringify(data)
+  return `${text}]`
+}
+
+/** The stored entry of the event data: its seq when it is `<pipelineId>:<seq>`, its JSON string otherwise. */
+const entryText = (pipelineId: string | null, entry: string): string => {
   if (pipelineId !== null && entry.length > pipelineId.length + 1 && entry.startsWith(pipelineId) && entry[pipelineId.length] === ":") {
     const rest = entry.slice(pipelineId.length + 1)
-    if (SEQ.test(rest)) out[ENTRY + 1] = Number(rest)
+    if (SEQ.test(rest)) return rest
   }
-  return JSON.stringify(out)
+  return JSON.stringify(entry)
 }
 
 /**

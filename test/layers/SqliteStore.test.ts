@@ -846,6 +846,75 @@ describe("SqliteStore (SQLite only)", () => {
     })
   })
 
+  it.effect("pipeline.handoff events and ledger entries are stored compactly and read back as written (schema version 16)", () => {
+    const file = tempStorePath()
+    const P = "0123456789abcdef0123456789abcdef"
+    // the runner's data for a transition (controlled.ts), then what users may emit under that kind
+    const runnerData = {
+      operation: "rewind", fromSeq: 1, fromTask: "t1", visit: 0, toSeq: 0, toTask: "t0", entry: `${P}:3`,
+      entryReused: false, reason: "again", handoffs: 1, limit: 5
+    }
+    const datas: ReadonlyArray<unknown> = [runnerData, [1, "rewind"], [0, 7], { reason: "mine" }, { ...runnerData, entry: `${P}:3#1` }]
+    return Effect.gen(function*() {
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file })
+        yield* controlledToRewind(store, P)
+        for (const [i, data] of datas.entries()) {
+          yield* store.emitEvent({ ...event("pipeline.handoff", P, 3000 + i), data })
+        }
+        yield* store.emitEvent({ ...event("other.kind", P, 4000), data: [1, "rewind"] })
+      }))
+      for (const readonly of [false, true]) {
+        yield* Effect.scoped(Effect.gen(function*() {
+          const store = yield* open({ filename: file, readonly })
+          const events = yield* store.events({ pipelineId: pid(P) })
+          // exactly what the JSON of each gives back, key order included
+          assert.strictEqual(JSON.stringify(events.map((e) => e.data)), JSON.stringify([...datas, [1, "rewind"]]))
+          assert.deepStrictEqual(
+            Chunk.toArray(yield* Stream.runCollect(store.streamEvents({ kind: "pipeline.handoff" }))).map((e) => e.data),
+            datas
+          )
+          const [ledger] = yield* store.traversal!.handoffs({ pipelineId: pid(P) })
+          assert.strictEqual(ledger!.entryArtifactId, `${P}:3`)
+        }))
+      }
+      const db = new Database(file, { readonly: true })
+      try {
+        const stored = (db.prepare("SELECT data FROM events WHERE kind = 'pipeline.handoff' ORDER BY event_id").all() as Array<{ data: string }>)
+          .map((r) => r.data)
+        assert.deepStrictEqual(stored.slice(0, 3), [`[1,"rewind",1,"t1",0,0,"t0",3,false,"again",1,5]`, `[0,[1,"rewind"]]`, `[0,[0,7]]`])
+        assert.isBelow(stored[0]!.length, JSON.stringify(runnerData).length / 3)
+        assert.strictEqual((db.prepare("SELECT entry_artifact_id AS e FROM handoffs").get() as { e: string }).e, "")
+      } finally {
+        db.close()
+      }
+    })
+  })
+
+  it.effect("a version-15 store's pipeline.handoff events read unchanged, read-only and after the writer migrates it", () => {
+    const file = tempStorePath()
+    return Effect.gen(function*() {
+      yield* buildOldStore(file, 15, (db) => {
+        const insert = db.prepare("INSERT INTO events (kind, pno, pipeline_id, run_id, data, ts) VALUES ('pipeline.handoff', NULL, NULL, 'run-1', ?, ?)")
+        insert.run("[1,2,3]", 1)
+        insert.run("[0,5]", 2)
+        insert.run(`{"operation":"end","entry":"p:1"}`, 3)
+      })
+      const expected = [[1, 2, 3], [0, 5], { operation: "end", entry: "p:1" }]
+      for (const readonly of [true, false]) {
+        yield* Effect.scoped(Effect.gen(function*() {
+          const store = yield* open({ filename: file, readonly })
+          assert.deepStrictEqual((yield* store.events()).map((e) => e.data), expected)
+        }))
+      }
+      assert.strictEqual(storeMeta(file).version, String(SCHEMA_VERSION))
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* open({ filename: file, readonly: true })
+        assert.deepStrictEqual((yield* store.events()).map((e) => e.data), expected)
+      }))
+    })
+  })
+
   it.effect("a second writer in the same process fails fast; readers are allowed", () => {
     const file = tempStorePath()
     return Effect.scoped(Effect.gen(function*() {

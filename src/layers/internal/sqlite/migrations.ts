@@ -1,5 +1,5 @@
 /**
- * The SQLite schema of the store: migrations 1 to 16, the schema version and feature levels
+ * The SQLite schema of the store: migrations 1 to 15, the schema version and feature levels
  * this build knows, and the constants queries share (`UNADMITTED_PNO`, `TIMED_TERMINAL`).
  *
  * @since 0.1.0
@@ -15,7 +15,7 @@ import { defaultPipelineId } from "../../../domain/Pipeline.js"
  * @since 0.1.0
  * @category constants
  */
-export const SCHEMA_VERSION = 16
+export const SCHEMA_VERSION = 15
 
 /**
  * The SQL condition of a terminal pipeline with a duration: the rows `stats` takes latency
@@ -621,23 +621,6 @@ export const MIGRATION_0015: ReadonlyArray<string> = [
 ]
 
 /**
- * Schema version 16 (issue 13, perf13aa): `pipeline.handoff` event data and the ledger's entry
- * addresses may be stored compactly (see `eventText.ts`: the runner's event data as a tagged
- * positional array, an entry `<pipeline_id>:<entry_seq>` as `""`), about 300 bytes less per
- * rewinding pipeline of the benchmark. Nothing is rewritten except the `pipeline.handoff`
- * events whose data is an array (only `emitEvent` writes such), which are tagged `[0, data]`
- * so that they read as before; a build that knows version 16 decodes both forms, an older one
- * refuses the store (a newer schema).
- *
- * @since 0.15.0
- * @category migrations
- */
-export const MIGRATION_0016: ReadonlyArray<string> = [
-  `UPDATE events SET data = '[0,' || data || ']' WHERE kind = 'pipeline.handoff' AND data LIKE '[%'`,
-  `UPDATE store_meta SET value = '16' WHERE key = 'schema_version'`
-]
-
-/**
  * The migrations in order: what a writer applies to bring a store to {@link SCHEMA_VERSION},
  * and what benchmarks apply to build the same schema with plain better-sqlite3 (the statements;
  * the data steps have nothing to do on a fresh file).
@@ -660,6 +643,5 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
   ["0012_attempt_accounting", MIGRATION_0012],
   ["0013_visits_guard_index", MIGRATION_0013, visitsGuardStep],
   ["0014_study_trials_unpriced", MIGRATION_0014],
-  ["0015_study_trials_settled", MIGRATION_0015],
-  ["0016_compact_handoff_events", MIGRATION_0016]
+  ["0015_study_trials_settled", MIGRATION_0015]
 ]

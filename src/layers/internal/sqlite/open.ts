@@ -44,8 +44,6 @@ export interface SqliteEnv {
   readonly visits: boolean
   /** Version 12: token and cost accounting columns on attempts. */
   readonly accounting: boolean
-  /** Version 16: `pipeline.handoff` event data and ledger entries may be stored compactly (`eventText.ts`). */
-  readonly compactEvents: boolean
   /** The feature level in `store_meta` at open. */
   readonly featureLevel: string
   readonly roError: StoreUnavailable
@@ -576,7 +574,6 @@ export const openSqlite = (
     const numbered = schemaVersion >= 3
     const visits = schemaVersion >= 6
     const accounting = schemaVersion >= 12
-    const compactEvents = schemaVersion >= 16
 
     const w = db
     const roError = unavailable(path, `store ${path} is open read-only`)
@@ -590,5 +587,5 @@ export const openSqlite = (
           try: () => runTx.immediate(f) as A,
           catch: (cause) => unavailable(path, `write to store ${path} failed: ${describeSqlError(cause)}`, cause)
         })
-    return { path, readOnly, db: w, sql, fromSql, indexed, numbered, visits, accounting, compactEvents, featureLevel, roError, tx }
+    return { path, readOnly, db: w, sql, fromSql, indexed, numbered, visits, accounting, featureLevel, roError, tx }
   })

@@ -65,7 +65,7 @@ import {
   toArtifact,
   toArtifactValues,
   toAttempt,
-  eventMapper,
+  toEvent,
   toHandoff,
   toMetric,
   toPipeline,
@@ -155,8 +155,7 @@ export const makeReads = (
   env: SqliteEnv,
   backend: ArtifactBackendService
 ): Pick<StoreDriver, "getRun" | "latestRun" | "listRuns" | "getPipelines" | "getPipeline" | "getArtifact" | "listArtifacts" | "metrics" | "resources" | "stats" | "resourceUsage" | "pipelineAccounting" | "succeededPipelines" | "errors" | "events" | "countEvents" | "pipelinesBySpec" | "pipelinesPage" | "completions" | "loadBundles" | "streamPipelines" | "streamTasks" | "streamAttempts" | "streamEvents" | "streamArtifacts"> & { readonly traversal: NonNullable<StoreDriver["traversal"]> } => {
-  const { accounting, compactEvents, fromSql, indexed, numbered, path, sql, visits } = env
-  const toEvent = eventMapper(compactEvents)
+  const { accounting, fromSql, indexed, numbered, path, sql, visits } = env
   /** Artifact columns: an older schema (read-only) has no visit columns. */
   const META = visits ? ARTIFACT_META : ARTIFACT_META_V5
   /** Only the active occurrence of a station (every row of an older schema is). */

@@ -21,7 +21,6 @@ import {
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
 import { HandoffRecord } from "../../../domain/Handoff.js"
 import type { PipelineFields, TaskFields } from "../../../services/Store.js"
-import { decodeEntry, decodeEventData } from "./eventText.js"
 
 type Row = Record<string, unknown>
 
@@ -283,37 +282,20 @@ export const toArtifactValues = (v: ReadonlyArray<unknown>): ArtifactRecord =>
   })
 
 /**
- * The mapper of `events` rows for a store whose `data` may be in the tagged forms of
- * `eventText.ts` (`compact`: SQLite schema version 16 or later) or is JSON only: either way the
- * record's `data` is what `JSON.parse` of the event's JSON gives.
- *
- * @param compact - whether the rows may hold the tagged forms.
- * @returns the row mapper.
- *
- * @since 0.15.0
- * @category mappers
- */
-export const eventMapper = (compact: boolean) => (r: Row): EventRecord => {
-  const kind = str(r.kind)
-  const pipelineId = npid(r.pipeline_id)
-  return trusted(EventRecord, {
-    eventId: num(r.event_id),
-    kind,
-    pipelineId,
-    runId: nrid(r.run_id),
-    data: decodeEventData(kind, pipelineId, r.data, compact),
-    ts: num(r.ts)
-  })
-}
-
-/**
- * Maps an `events` row whose `data` is JSON (a store before SQLite schema version 16, and the
- * Postgres store); see {@link eventMapper}.
+ * Maps an `events` row.
  *
  * @since 0.1.0
  * @category mappers
  */
-export const toEvent: (r: Row) => EventRecord = eventMapper(false)
+export const toEvent = (r: Row): EventRecord =>
+  trusted(EventRecord, {
+    eventId: num(r.event_id),
+    kind: str(r.kind),
+    pipelineId: npid(r.pipeline_id),
+    runId: nrid(r.run_id),
+    data: json(r.data),
+    ts: num(r.ts)
+  })
 
 /**
  * Maps a `runs` row.
@@ -385,7 +367,7 @@ export const toHandoff = (r: Row): HandoffRecord =>
     toTask: nstr(r.to_task),
     operation: r.operation as HandoffRecord["operation"],
     entrySeq: num(r.entry_seq),
-    entryArtifactId: decodeEntry(str(r.pipeline_id), num(r.entry_seq), str(r.entry_artifact_id)),
+    entryArtifactId: str(r.entry_artifact_id),
     entryReused: num(r.entry_reused) === 1,
     reason: str(r.reason),
     ts: num(r.ts)

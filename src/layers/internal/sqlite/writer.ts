@@ -26,7 +26,6 @@ import type {
   TraversalWrite
 } from "../../../services/Store.js"
 import { describeSqlError, type SqliteEnv, unavailable } from "./open.js"
-import { encodeEntry, encodeEventData } from "./eventText.js"
 import { UNADMITTED_PNO, VISITS_GUARD } from "./migrations.js"
 import * as Traversal from "../../../domain/Traversal.js"
 import * as TraversalText from "./traversalText.js"
@@ -464,8 +463,7 @@ export const makeWriter = (
       a.costUsd ?? null
     ]
     const eventRow = (e: NewEvent): Array<unknown> => [
-      nextEventId++, e.kind, e.pipelineId === null ? null : pnoOf(e.pipelineId), e.pipelineId, e.runId,
-      encodeEventData(e.kind, e.pipelineId, e.data), e.ts
+      nextEventId++, e.kind, e.pipelineId === null ? null : pnoOf(e.pipelineId), e.pipelineId, e.runId, jsonOrNull(e.data), e.ts
     ]
     const artifactRow = (id: number, pno: number, a: NewArtifact, placed: PlacedArtifact): Array<unknown> => [
       id, pno, a.pipelineId, a.runId, a.seq, a.taskName, a.typeName, a.codec, a.digest, a.payload.byteLength,
@@ -836,7 +834,7 @@ export const makeWriter = (
                 if (h !== undefined) {
                   handoffs.push([
                     pnoOf(pid), h.pipelineId, h.runId, h.fromSeq, h.fromTask, h.toSeq, h.toTask, h.operation, h.entrySeq,
-                    encodeEntry(h.pipelineId, h.entrySeq, h.entryArtifactId), h.entryReused ? 1 : 0, h.reason, h.ts
+                    h.entryArtifactId, h.entryReused ? 1 : 0, h.reason, h.ts
                   ])
                 }
                 if (t.entry !== undefined && op.entryPlaced !== undefined) {

@@ -75,8 +75,7 @@ import type { StoreService } from "../../../services/Store.js"
 import { KNOWN_FEATURE_LEVELS, TIMED_TERMINAL, UNADMITTED_PNO } from "../sqlite/migrations.js"
 import type { SqliteEnv } from "../sqlite/open.js"
 import { describeSqlError } from "../sqlite/open.js"
-import { eventMapper, toAttempt, toPipeline, toTask } from "../sqlite/rows.js"
-import { decodeEventData } from "../sqlite/eventText.js"
+import { toAttempt, toEvent, toPipeline, toTask } from "../sqlite/rows.js"
 
 type Row = Record<string, unknown>
 
@@ -294,8 +293,6 @@ interface Candidate {
   readonly id: number
   readonly src: number
   readonly row: ReadonlyArray<unknown>
-  /** Whether the row's database may store `data` compactly (`SqliteEnv.compactEvents`). */
-  readonly compact: boolean
 }
 
 const byEventDesc = (a: Candidate, b: Candidate) =>
@@ -581,7 +578,7 @@ export const makeView = (parts: ViewParts): SuiteView => {
                 [...p, ...(st.last === undefined ? [] : [st.last.ts, st.last.id]), ...(n === undefined ? [] : [n])]
               )
               for (const r of rows) {
-                const c: Candidate = { ts: Number(r[0]), id: Number(r[1]), src, row: r, compact: db.env.compactEvents }
+                const c: Candidate = { ts: Number(r[0]), id: Number(r[1]), src, row: r }
                 candidates.push(c)
                 st.last = c
               }
@@ -607,16 +604,13 @@ export const makeView = (parts: ViewParts): SuiteView => {
       const chosen = limit === undefined ? candidates : candidates.slice(0, limit)
       const out: Array<EventRecord> = []
       for (let i = chosen.length - 1; i >= 0; i--) {
-        const c = chosen[i]!
-        const r = c.row
-        const kind = String(r[2])
-        const pipelineId = r[3] === null ? null : String(r[3]) as PipelineId
+        const r = chosen[i]!.row
         out.push(trusted(EventRecord, {
           eventId: Number(r[1]),
-          kind,
-          pipelineId,
+          kind: String(r[2]),
+          pipelineId: r[3] === null ? null : String(r[3]) as PipelineId,
           runId: r[4] === null ? null : String(r[4]) as RunId,
-          data: decodeEventData(kind, pipelineId, r[5], c.compact),
+          data: typeof r[5] === "string" ? JSON.parse(r[5]) : null,
           ts: Number(r[0])
         }))
       }
@@ -999,7 +993,7 @@ export const makeView = (parts: ViewParts): SuiteView => {
             query(db, `SELECT * FROM events WHERE ${w} AND event_id <= ?${ac} ORDER BY ts, event_id LIMIT ?`, [...p, hwm, ...ap, n]),
             (rows) =>
               rows.map((r) => {
-                const e = eventMapper(db.env.compactEvents)(r)
+                const e = toEvent(r)
                 return [[e.ts, e.eventId] as const, e] as const
               })
           )

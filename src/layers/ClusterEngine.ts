@@ -246,7 +246,8 @@ export const clientLayer = (
 
 /**
  * Options of {@link submit}: `maxAdmitted` (pipelines running at once across the cluster,
- * default 256), `window` (pipelines per workflow, default 64, at most `maxAdmitted`: one
+ * default 256), `window` (pipelines per workflow, default 64 or a quarter of `maxAdmitted` when
+ * that is less, so that four windows run at once; at most `maxAdmitted`: one
  * {@link WindowWorkflow} per window, admitted once that many pipelines are free), `pollInterval` (how often running pipelines' rows are read, default 500 ms),
  * `resultEvery` (every how many polls the running windows' workflows are asked whether they
  * ended without settling their pipelines' rows, default 5), `admitBatch` (specs admitted together: one

@@ -332,6 +332,16 @@ export interface VariantComparison {
   readonly vsBaseline: Readonly<Record<string, VersusBaseline>>
   readonly breaches: ReadonlyArray<string>
   /**
+   * Why a variant with no compared trial is excluded by a hard constraint, per metric (since
+   * 0.15.0; fix16aa): present when the mean over its judged repeats breaks the constraint and
+   * its interval either includes the bound (`zeroWidth` false: `v01 excluded: accuracy 0.6875 <
+   * 0.7000, but its 95% interval [0.5625, 0.8125] includes 0.7000: its exclusion is not beyond
+   * noise`) or has zero width (`zeroWidth` true: every repeat, or every case, equal: no spread,
+   * so the value is what it is: `v02 excluded: its tokens 4800 breaks tokens <= 4500 (its 95%
+   * interval [4800, 4800] … has zero width)`). The same sentences as the conclusion's limitations.
+   */
+  readonly exclusions?: ReadonlyArray<{ readonly metric: string; readonly zeroWidth: boolean; readonly text: string }> | undefined
+  /**
    * Pareto membership: on the strict front (point estimates), on the uncertainty-aware front;
    * `dominatedBy` (since 0.10.0): the variants that dominate it, `strict` on the point
    * estimates and `uncertain` beyond the (widened) intervals; empty on that front.
@@ -1398,12 +1408,21 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       )
     }
     // a variant excluded on a point estimate whose own interval includes the constraint's
-    // value: the exclusion is not beyond noise, said so (tester16c F4)
-    const nearMisses = (): Array<string> =>
-      variants.flatMap((v) => {
+    // value: the exclusion is not beyond noise, said so (tester16c F4); one whose interval has
+    // no width (every repeat, or case, equal): no spread, so its value is what it is and breaks
+    // the bound, said so (fix16aa; before, it too was "not beyond noise")
+    interface Miss {
+      readonly variantId: string
+      readonly metric: string
+      readonly zeroWidth: boolean
+      readonly head: string
+      readonly text: string
+    }
+    const nearMisses = (): Array<Miss> =>
+      variants.flatMap((v): Array<Miss> => {
         if (v.succeeded > 0 || v.breaches.length === 0) return []
         const judged = v.trials.filter((t) => t.status === "succeeded" || (t.status === "failed" && (t.reason ?? "").startsWith("hard constraint")))
-        return objectives.flatMap((o) => {
+        return objectives.flatMap((o): Array<Miss> => {
           const c = o.hardConstraint
           const d = defs.find((x) => x.name === o.metric)
           if (c === undefined || d === undefined) return []
@@ -1423,11 +1442,17 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
             interval = markEqualCases(rows.length >= 2 ? Statistics.bootstrapMean(rows, { seed, level, resamples }) : null, m.present)
           } else interval = studentOf(perTrial, level, "repeat")
           if (interval === null) return []
-          const head = `${v.variantId} excluded: ${o.metric} ${fmt(mean)} ${BROKEN_OP[c.op] ?? `not ${c.op}`} ${fmt(c.value)}, but its ${pct(level)} interval${intervalText(interval)}`
-          // no width: it cannot show the breach is beyond noise, whatever its bounds
-          if (degenerateNote(interval) !== "") return [`${head} has no width`]
+          const bound = `${o.metric} ${c.op} ${fmt(c.value)}`
+          // no width: no spread to be noise; the value is what it is, and it breaks the bound
+          if (degenerateNote(interval) !== "") {
+            const text = `${v.variantId} excluded: its ${o.metric} ${fmt(mean)} breaks ${bound} (its ${pct(level)} interval${intervalText(interval)} has zero width: the value is what it is)`
+            return [{ variantId: v.variantId, metric: o.metric, zeroWidth: true, head: text, text }]
+          }
           if (!(interval.lower <= c.value && c.value <= interval.upper)) return []
-          return [`${head} includes ${fmt(c.value)}`]
+          const head = `${v.variantId} excluded: ${o.metric} ${fmt(mean)} ${BROKEN_OP[c.op] ?? `not ${c.op}`} ${fmt(c.value)}, but its ${pct(level)} interval${
+            intervalText(interval)
+          } includes ${fmt(c.value)}`
+          return [{ variantId: v.variantId, metric: o.metric, zeroWidth: false, head, text: `${head}: its exclusion is not beyond noise` }]
         })
       })
     const misses = nearMisses()
@@ -1484,7 +1509,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       candidates = variants.filter((v) => v.succeeded > 0).map((v) => v.variantId)
       pointFront = candidates
       summary = `${candidates[0]} is ${WORDING.only}: every other variant broke a hard constraint or has no succeeded trial, so nothing was compared and it is not shown better than any other`
-      if (misses.length > 0) summary += `; ${misses.join("; ")}`
+      if (misses.length > 0) summary += `; ${misses.map((x) => x.head).join("; ")}`
     } else {
       wording = WORDING.best
       // lead with the uncertainty-aware front (what the intervals do not rule out); the strict
@@ -1542,7 +1567,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       }
     }
     for (const s of insufficient) limitations.push(`${s}: no significance statement`)
-    for (const n of misses) limitations.push(`${n}: its exclusion is not beyond noise`)
+    for (const n of misses) limitations.push(n.text)
     // a variant whose mean over all its repeats breaks a hard constraint: said loudly
     for (const v of variants) {
       for (const b of v.breaches) {
@@ -1601,7 +1626,10 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         notStarted: rows.filter((r) => r.status === "not_started").map((r) => r.trialId),
         ...cacheTotal(values)
       },
-      variants,
+      variants: variants.map((v) => {
+        const exclusions = misses.filter((x) => x.variantId === v.variantId).map(({ metric, text, zeroWidth }) => ({ metric, zeroWidth, text }))
+        return exclusions.length === 0 ? v : { ...v, exclusions }
+      }),
       weightedRanking: ranking.map((r) => ({ variantId: r.id, score: r.score })),
       conclusion: { status, wording, candidates, pointEstimateFront: pointFront, ...(notRuledOut === undefined ? {} : { notRuledOut }), summary, limitations }
     }
@@ -1655,9 +1683,19 @@ export interface Evidence {
   /**
    * A variant with no compared trial (every one broke a hard constraint, or failed; since
    * 0.11.0): the worst and best cases are read from `trials`, which are not compared, and
-   * `breaches` lists the constraints they broke.
+   * `breaches` lists the constraints they broke; `trials` is empty when the metric has no
+   * per-case values and the variant is there for its `exclusion`.
    */
-  readonly notCompared?: { readonly trials: ReadonlyArray<string>; readonly breaches: ReadonlyArray<string> } | undefined
+  readonly notCompared?: {
+    readonly trials: ReadonlyArray<string>
+    readonly breaches: ReadonlyArray<string>
+    /**
+     * Why the variant is excluded on this metric when its interval cannot settle it (since
+     * 0.15.0): {@link VariantComparison.exclusions}' sentence for the metric (an interval that
+     * includes the bound, or one of zero width). Absent otherwise.
+     */
+    readonly exclusion?: string | undefined
+  } | undefined
 }
 
 /**
@@ -1717,9 +1755,16 @@ const evidenceOf = (
       const byRepeat = v.trials.map((t) => values.get(t.trialId) ?? null)
       const caseKeys = [...values.values()][0]?.caseKeys ?? []
       const matrix = caseMatrix(byRepeat, metric, caseKeys.length)
+      const exclusion = v.exclusions?.find((x) => x.metric === metric)?.text
+      // a metric without per-case values (tokens, wallMs): no cases, but the exclusion stands
+      if (matrix.present === 0 && exclusion !== undefined) notCompared = { trials: [], breaches: v.breaches, exclusion }
       if (matrix.present > 0) {
         ev = rankedCases(matrix, caseKeys, goalOf(m.direction, comparison.objectives.find((o) => o.metric === metric)), Math.max(worst, best))
-        notCompared = { trials: v.trials.filter((t) => values.get(t.trialId)?.cases[metric] !== undefined).map((t) => t.trialId), breaches: v.breaches }
+        notCompared = {
+          trials: v.trials.filter((t) => values.get(t.trialId)?.cases[metric] !== undefined).map((t) => t.trialId),
+          breaches: v.breaches,
+          ...(exclusion === undefined ? {} : { exclusion })
+        }
       }
     }
     return {
@@ -2234,7 +2279,9 @@ export const renderEvidence = (e: Evidence): string => {
     for (const c of list) lines.push(`  ${c.caseKey} ${caseValueText(c)} · ${c.pipelineIds.join(", ")}`)
   }
   if (e.notCompared !== undefined) {
-    lines.push(`cases of ${Words.labelled("trial", e.notCompared.trials)}, not compared${e.notCompared.breaches.length === 0 ? "" : ` (${e.notCompared.breaches.join("; ")})`}:`)
+    if (e.notCompared.exclusion !== undefined) lines.push(e.notCompared.exclusion)
+    const why = e.notCompared.breaches.length === 0 ? "" : ` (${e.notCompared.breaches.join("; ")})`
+    lines.push(e.notCompared.trials.length === 0 ? `not compared${why}` : `cases of ${Words.labelled("trial", e.notCompared.trials)}, not compared${why}:`)
   }
   if (e.tie !== undefined) lines.push(`worst and best cases: ${tieText(e.tie)}`)
   else {

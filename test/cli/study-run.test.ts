@@ -305,6 +305,47 @@ describe("assay study run", () => {
     }))
 })
 
+describe("assay study run: a declared metric no task reports (fix16y's early stop, through bin/assay)", () => {
+  it.live("stops after the first 5 succeeded pipelines: exit 2 naming metrics[0].from.metric, their checkpoints kept; once the file is fixed, --new-version runs the study to its end", () =>
+    Effect.gen(function*() {
+      const s = studyDir({ variants: 2, repeats: 2, cases: 8, concurrency: 2, trialConcurrency: 1 })
+      // the tasks report "accuracy"; the study reads "accurcy"
+      const withMetric = (from: string) => (x: Record<string, unknown>) => ({
+        ...x,
+        metrics: [{ name: "acc", reducer: "mean", from: { metric: from } }],
+        objectives: [{ metric: "acc", direction: "maximize" }]
+      })
+      s.rewrite(withMetric("accurcy"))
+      const r = yield* assay(["study", "run", s.file, "-q"], { cwd: s.dir })
+      assert.strictEqual(r.code, 2, r.stdout + r.stderr)
+      assert.include(r.stderr, "metrics[0].from.metric: metric \"acc\": none of the first 5 succeeded pipelines reported metric \"accurcy\"")
+      assert.match(r.stderr, /the tasks? that could (?:is|are) [^;]*second/)
+      assert.notMatch(r.stderr, /\n\s+at /) // a message, not a stack
+      // stopped early, and nothing lost: every pipeline whose tasks both ran is stored succeeded
+      const ran = executions(s.log)
+      assert.isBelow(ran.length, 2 * 2 * 2 * 8)
+      const finished = new Set(ran.filter((e) => e.key.endsWith(" 1 0")).map((e) => e.key.split(" ")[0]!))
+      assert.isAtLeast(finished.size, 5)
+      const stored = new Set(query<{ pipeline_id: string }>(s.db, "SELECT pipeline_id FROM pipelines WHERE state = 'succeeded'").map((p) => p.pipeline_id))
+      for (const id of finished) assert.isTrue(stored.has(id), `pipeline ${id} ran to its end but is not stored succeeded`)
+      assert.deepStrictEqual(query<{ status: string }>(s.db, "SELECT status FROM studies WHERE study_id = 'kstudy'").map((x) => x.status), ["interrupted"])
+      // the file fixed: the metric is part of the protocol, so a plain resume is refused and
+      // names --new-version (as the stop's message says); --new-version runs to the end
+      s.rewrite(withMetric("accuracy"))
+      const resumed = yield* assay(["study", "resume", s.file, "-q"], { cwd: s.dir })
+      assert.strictEqual(resumed.code, 2, resumed.stderr)
+      assert.include(resumed.stderr, "--new-version")
+      const v2 = yield* assay(["study", "run", s.file, "--new-version", "--json", "-q"], { cwd: s.dir })
+      assert.strictEqual(v2.code, 0, v2.stderr)
+      const out = JSON.parse(v2.stdout.trim().split("\n").pop()!)
+      assert.deepStrictEqual([out.version, out.status], [2, "completed"])
+      assert.isTrue(out.trials.every((t: { status: string }) => t.status === "succeeded"))
+      // version 1's stored pipelines are still there beside version 2's
+      const after = new Set(query<{ pipeline_id: string }>(s.db, "SELECT pipeline_id FROM pipelines WHERE state = 'succeeded'").map((p) => p.pipeline_id))
+      for (const id of stored) assert.isTrue(after.has(id))
+    }), 180_000)
+})
+
 describe("assay study: refused commands leave nothing behind", () => {
   it.live("an unknown --trial and a past deadline exit 2 before the protocol is frozen; plan and validate warn of the deadline", () =>
     Effect.gen(function*() {

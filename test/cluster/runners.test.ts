@@ -18,7 +18,8 @@ import * as RunnerAddress from "@effect/cluster/RunnerAddress"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, FiberRef, Layer, Logger, LogLevel, Option, Redacted, Stream } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Effect, Fiber, FiberRef, Layer, Logger, LogLevel, Option, Redacted, Schedule, Stream } from "effect"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
@@ -110,6 +111,23 @@ const createDatabase = (db: string) =>
     InFlight.createTable.pipe(Effect.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })))
   )
 
+/**
+ * Waits until `n` runners are registered and healthy in `db`'s runner storage: a runner that
+ * registers late (a loaded machine) finds every window of a short run already started on the
+ * runners that were there.
+ */
+const registered = (db: string, n: number) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* Effect.repeat(
+      Effect.map(
+        Effect.catchAll(sql<{ n: number }>`SELECT count(*)::int AS n FROM cluster_runners WHERE healthy`, () => Effect.succeed([{ n: 0 }])),
+        (rows) => rows[0]?.n ?? 0
+      ),
+      { until: (up) => up >= n, schedule: Schedule.spaced("100 millis") }
+    )
+  }).pipe(Effect.scoped, Effect.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })))
+
 describe("ClusterEngine: three runners on PostgreSQL (in one process)", () => {
   it.live("C1: no fault: every pipeline succeeds once, work spread over the runners", () => {
     const calls: Array<Call> = []
@@ -126,6 +144,8 @@ describe("ClusterEngine: three runners on PostgreSQL (in one process)", () => {
         )))
         yield* Effect.sleep(i === 0 ? "1500 millis" : "300 millis")
       }
+      yield* registered("c1", 3)
+      // windows of 3 (a quarter of --max-admitted): four at once, over the runners' shards
       const report = yield* ClusterEngine.submit(Stream.fromIterable(specs), { maxAdmitted: 12, pollInterval: "100 millis" }).pipe(
         Effect.provide(clientOf("c1"))
       )
@@ -155,6 +175,7 @@ describe("ClusterEngine: three runners on PostgreSQL (in one process)", () => {
         )))
         yield* Effect.sleep(i === 0 ? "1500 millis" : "300 millis")
       }
+      yield* registered("c2", 3)
       const submitter = yield* Effect.fork(
         ClusterEngine.submit(Stream.fromIterable(specs), { maxAdmitted: 12, pollInterval: "100 millis" }).pipe(
           Effect.provide(clientOf("c2"))

@@ -779,17 +779,22 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           // v2: two calls, the second estimated and unpriced
           yield* store.recordAttempt(at("v2", call(300, 30, 0.25, ["llm/a#3"])))
           yield* store.recordAttempt(at("v2", { ...call(7, 3, null, ["llm/a#4"]), tokensEstimated: true }))
-          // v3: no model call (no figures, not listed); v4: a call in run-2
-          yield* store.recordAttempt(at("v3", { leaseIds: ["llm/a#5"] }))
+          // v3: no model call (it leased nothing: no figures, not listed); v4: a call in run-2
+          yield* store.recordAttempt(at("v3", { leaseIds: [] }))
           yield* store.recordAttempt(at("v4", { ...call(5, 5, 1, ["llm/b#6"]), runId: rid("run-2") }))
           // calls sent and not answered (tester18c F4): v2 refused with a 429 and failed with a
           // 5xx on a resource; a 429 of a task that leased nothing is no call to a provider
           yield* store.recordAttempt(at("v2", { outcome: "failed", errorClass: "rate_limit", leaseIds: ["llm/a#7"] }))
           yield* store.recordAttempt(at("v2", { outcome: "failed", errorClass: "upstream", leaseIds: ["llm/a#8"] }))
           yield* store.recordAttempt(at("v3", { outcome: "failed", errorClass: "rate_limit", leaseIds: [] }))
+          // one definition with a study trial's meter (fix16aa): a call answered with a 400 (class
+          // fatal, no tokens) was sent, so it is a call (neither refused nor failed at the
+          // endpoint); a connection that never reached the provider is none
+          yield* store.recordAttempt(at("v2", { outcome: "failed", errorClass: "fatal", leaseIds: ["llm/a#9"] }))
+          yield* store.recordAttempt(at("v3", { outcome: "failed", errorClass: "connection", leaseIds: ["llm/a#10"] }))
           const s1 = yield* store.stats(rid("run-1"))
           assert.deepStrictEqual(s1.accounting, {
-            calls: 6,
+            calls: 7,
             refused: 1,
             failedCalls: 1,
             cacheHits: 2,
@@ -800,16 +805,16 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
             estimated: 1,
             unpriced: 1
           })
-          assert.strictEqual((yield* store.stats()).accounting?.calls, 7)
+          assert.strictEqual((yield* store.stats()).accounting?.calls, 8)
           // the resources count v1's call on each of a and b: more than the total
           const usage = yield* store.resourceUsage(rid("run-1"))
           assert.strictEqual(usage.reduce((n, u) => n + u.tokensIn, 0), 507)
           // read again after resourceUsage (SQLite: its one scan's totals serve this stats)
           const s2 = yield* store.stats(rid("run-1"))
-          assert.deepStrictEqual([s2.accounting?.cacheHits, s2.accounting?.modelCallHits], [2, 1])
+          assert.deepStrictEqual([s2.accounting?.calls, s2.accounting?.cacheHits, s2.accounting?.modelCallHits], [7, 2, 1])
 
           const v1 = { pipelineId: P("v1"), calls: 2, refused: 0, failedCalls: 0, cacheHits: 2, modelCallHits: 1, tokensIn: 100, tokensOut: 10, costUsd: 0.5, estimated: 0, unpriced: 0 }
-          const v2 = { pipelineId: P("v2"), calls: 4, refused: 1, failedCalls: 1, cacheHits: 0, modelCallHits: 0, tokensIn: 307, tokensOut: 33, costUsd: 0.25, estimated: 1, unpriced: 1 }
+          const v2 = { pipelineId: P("v2"), calls: 5, refused: 1, failedCalls: 1, cacheHits: 0, modelCallHits: 0, tokensIn: 307, tokensOut: 33, costUsd: 0.25, estimated: 1, unpriced: 1 }
           const v4 = { pipelineId: P("v4"), calls: 1, refused: 0, failedCalls: 0, cacheHits: 0, modelCallHits: 0, tokensIn: 5, tokensOut: 5, costUsd: 1, estimated: 0, unpriced: 0 }
           // without an order: by pipeline id (a suite member's ids are prefixed: sorted here too)
           const byId = <A extends { readonly pipelineId: string }>(xs: ReadonlyArray<A>) =>

@@ -13,6 +13,7 @@ import * as Pipeline from "../../src/domain/Pipeline.js"
 import type { PipelineRecord } from "../../src/domain/Records.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
+import { defaultWindow } from "../../src/services/internal/cluster/submit.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Pool from "../../src/services/Pool.js"
 import type { PoolsService } from "../../src/services/Pools.js"
@@ -118,6 +119,32 @@ describe("ClusterEngine (in process)", () => {
       // no workflow of one pipeline was started
       const single = yield* ClusterEngine.PipelineWorkflow.executionId({ pipelineId: specs[0]!.pipelineId, specDigest: specs[0]!.specDigest, storeId })
       assert.isUndefined(yield* ClusterEngine.PipelineWorkflow.poll(single))
+    }).pipe(Effect.provide(hostOf(specs)))
+  })
+
+  it.live("the default window leaves room for four windows at once: 12 pipelines with --max-admitted 8 are six workflows of 2 (not one window of 8 at a time, which one runner would run alone)", () => {
+    const template = Pipeline.make("spread", Task.make("t", (n: number) => Effect.succeed(n)))
+    const specs = Array.from({ length: 12 }, (_, i) => template.bind(i))
+    return Effect.gen(function*() {
+      const report = yield* ClusterEngine.submit(Stream.fromIterable(specs), { maxAdmitted: 8, pollInterval: "20 millis" })
+      assert.strictEqual(report.succeeded, 12)
+      const storeId = yield* Effect.flatMap(Store, (s) => s.storeId ?? Effect.succeed(undefined))
+      const started = (part: ReadonlyArray<AnySpec>) =>
+        Effect.flatMap(
+          ClusterEngine.WindowWorkflow.executionId({ pipelineIds: part.map((s) => s.pipelineId), specDigests: part.map((s) => s.specDigest), storeId }),
+          (id) =>
+            ClusterEngine.WindowWorkflow.poll(id).pipe(
+              Effect.filterOrFail((r) => r !== undefined, () => "not ended yet"),
+              Effect.retry({ schedule: Schedule.spaced("20 millis"), times: 200 }),
+              Effect.option
+            )
+        )
+      for (let i = 0; i < 12; i += 2) assert.isTrue(Option.isSome(yield* started(specs.slice(i, i + 2))), `window ${i / 2}`)
+      assert.isTrue(Option.isNone(yield* Effect.flatMap(
+        ClusterEngine.WindowWorkflow.executionId({ pipelineIds: specs.slice(0, 8).map((s) => s.pipelineId), specDigests: specs.slice(0, 8).map((s) => s.specDigest), storeId }),
+        (id) => Effect.map(ClusterEngine.WindowWorkflow.poll(id), Option.fromNullable)
+      )), "no window of 8")
+      assert.deepStrictEqual([defaultWindow(256), defaultWindow(40), defaultWindow(3)], [64, 10, 1])
     }).pipe(Effect.provide(hostOf(specs)))
   })
 

@@ -174,6 +174,76 @@ describe("cluster window claims", () => {
       Effect.provide(Layer.mergeAll(MemoryStore.layer(), Pool.layer([]), pgLayer("window_held")))
     ), 180_000)
 
+  it.scoped("a window whose activity the engine interrupted (its shard moved) drains: the calls under way commit, nothing more is called there, the claim goes to the new owner", () =>
+    Effect.gen(function*() {
+      const count = counter()
+      const gate = yield* Deferred.make<void>()
+      const a = Task.make("a", (n: number, ctx) =>
+        Effect.zipRight(Effect.sync(() => count.add(`a/${ctx.pipelineId}`)), Effect.as(Deferred.await(gate), n + 1)))
+      const b = Task.make("b", (n: number, ctx) => Effect.sync(() => (count.add(`b/${ctx.pipelineId}`), n * 2)))
+      const template = Pipeline.make("moved", a, b)
+      const specs: ReadonlyArray<AnySpec> = [template.bind(1), template.bind(2)]
+      const store = yield* Store
+      const pools = yield* Pool.Pools
+      const sql = yield* SqlClient.SqlClient
+      yield* admitAll(store, specs, "run-m" as RunId)
+      const key = windowKey({ pipelineIds: specs.map((s) => s.pipelineId) })
+      const runner = Effect.gen(function*() {
+        const env = yield* makeTaskEnv({ store, pools, bus: yield* makeBus, concurrency: 8 })
+        const claims = yield* claimsOn({ ttl: "1 hour", heartbeat: "1 second" })
+        return { env, claims }
+      })
+      const r1 = yield* runner
+      const r2 = yield* runner
+      const activity = yield* Effect.fork(runWindow(r1.env, r1.claims, undefined, key, specs))
+      yield* until(() => specs.every((s) => count.of(`a/${s.pipelineId}`) === 1))
+      // the window's shard moves: the engine interrupts runner 1's activity while task a is in its call
+      yield* Fiber.interrupt(activity)
+      yield* Deferred.succeed(gate, undefined)
+      // the calls under way finish and commit; runner 1 calls nothing more and gives the claim up
+      yield* until(() => !r1.env.windows.has(key))
+      assert.strictEqual(count.calls.size, 2, "only the two calls of task a under way at the move")
+      const rows = yield* sql<{ token: string | null }>`SELECT token FROM ${sql(WindowClaims.TABLE)} WHERE window_key = ${key}`
+      assert.deepStrictEqual(rows.map((r) => r.token), [null], "the claim is free for the new owner")
+      for (const spec of specs) assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(spec.pipelineId)).nTasksDone, 1)
+      // the new owner's replay claims the window at once and runs only task b
+      assert.deepStrictEqual(yield* drive(yield* Effect.fork(runWindow(r2.env, r2.claims, undefined, key, specs)), "1 second"), [
+        "succeeded",
+        "succeeded"
+      ])
+      for (const spec of specs) assert.deepStrictEqual([count.of(`a/${spec.pipelineId}`), count.of(`b/${spec.pipelineId}`)], [1, 1])
+      yield* assertSucceeded(specs)
+    }).pipe(
+      Effect.provide(Layer.mergeAll(MemoryStore.layer(), Pool.layer([]), pgLayer("window_moved")))
+    ), 180_000)
+
+  it.scoped("an activity that comes back to a draining window (its shard came back) stops the drain: the window runs on, each task once", () =>
+    Effect.gen(function*() {
+      const count = counter()
+      const gate = yield* Deferred.make<void>()
+      const a = Task.make("a", (n: number, ctx) =>
+        Effect.zipRight(Effect.sync(() => count.add(`a/${ctx.pipelineId}`)), Effect.as(Deferred.await(gate), n + 1)))
+      const b = Task.make("b", (n: number, ctx) => Effect.sync(() => (count.add(`b/${ctx.pipelineId}`), n * 2)))
+      const specs: ReadonlyArray<AnySpec> = [Pipeline.make("back", a, b).bind(1)]
+      const store = yield* Store
+      const pools = yield* Pool.Pools
+      yield* admitAll(store, specs, "run-b" as RunId)
+      const key = windowKey({ pipelineIds: specs.map((s) => s.pipelineId) })
+      const env = yield* makeTaskEnv({ store, pools, bus: yield* makeBus, concurrency: 8 })
+      const claims = yield* claimsOn({ ttl: "1 hour", heartbeat: "1 second" })
+      const first = yield* Effect.fork(runWindow(env, claims, undefined, key, specs))
+      yield* until(() => count.of(`a/${specs[0]!.pipelineId}`) === 1)
+      yield* Fiber.interrupt(first)
+      // the replay on the same runner (a Postgres restart: the shard's lock lost and taken back)
+      const again = yield* Effect.fork(runWindow(env, claims, undefined, key, specs))
+      yield* Deferred.succeed(gate, undefined)
+      assert.deepStrictEqual(yield* drive(again, "1 second"), ["succeeded"])
+      assert.deepStrictEqual([count.of(`a/${specs[0]!.pipelineId}`), count.of(`b/${specs[0]!.pipelineId}`)], [1, 1])
+      yield* assertSucceeded(specs)
+    }).pipe(
+      Effect.provide(Layer.mergeAll(MemoryStore.layer(), Pool.layer([]), pgLayer("window_back")))
+    ), 180_000)
+
   it.scoped("a runner whose local deadline passed calls nothing more: a zombie granted its lease after a takeover stops before its call", () =>
     Effect.gen(function*() {
       const count = counter()

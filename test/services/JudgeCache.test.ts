@@ -25,6 +25,7 @@ import * as Pool from "../../src/services/Pool.js"
 import * as Runner from "../../src/services/Runner.js"
 import { Store } from "../../src/services/Store.js"
 import { builtins } from "../../src/tasks/Builtins.js"
+import { fanout } from "../../src/tasks/Fanout.js"
 import { chatClientFactory } from "../../src/tasks/Chat.js"
 import { judge, type JudgeOptions, type JudgeOutput, type RubricInput } from "../../src/tasks/Judge.js"
 
@@ -88,6 +89,8 @@ const runJudged = (
     readonly judge?: Partial<JudgeOptions>
     readonly rows?: ReadonlyArray<Row>
     readonly concurrency?: number
+    /** The judge as a branch of a fanout (beside a plain `gold` branch) at the same place. */
+    readonly inFanout?: boolean
   } = {}
 ) =>
   Effect.gen(function*() {
@@ -102,7 +105,9 @@ const runJudged = (
       ...options.judge
     })
     const keep = Task.sync("keep", (v: JudgeOutput) => v)
-    const template = Pipeline.make("judged", j, keep)
+    const template = options.inFanout === true
+      ? Pipeline.make("judged", fanout(j, Task.sync("gold", (r: Row) => r.gold)), Task.sync("keep", (v: Record<string, unknown>) => v["judge"] as JudgeOutput))
+      : Pipeline.make("judged", j, keep)
     const env = Layer.provideMerge(
       Runner.layer({
         handleSignals: false,
@@ -130,7 +135,8 @@ const runJudged = (
       for (const p of yield* Stream.runCollect(store.streamPipelines({ runId: report.runId }))) {
         const art = yield* store.getArtifact(p.pipelineId, 0)
         if (art._tag === "Some" && art.value.payload !== undefined) {
-          verdicts.set(p.pipelineId, JSON.parse(Buffer.from(art.value.payload).toString("utf8")))
+          const out = JSON.parse(Buffer.from(art.value.payload).toString("utf8"))
+          verdicts.set(p.pipelineId, options.inFanout === true ? out.judge : out)
         }
       }
       const attempts = Chunk.toReadonlyArray(yield* Stream.runCollect(store.streamAttempts({ runId: report.runId })))
@@ -142,7 +148,7 @@ const runJudged = (
       assert.strictEqual(report.stats.byState.succeeded, verdicts.size)
       return {
         verdicts,
-        outcomes: attempts.filter((a) => a.taskName === "judge").map((a) => a.outcome),
+        outcomes: attempts.filter((a) => a.taskName === (options.inFanout === true ? "fanout" : "judge")).map((a) => a.outcome),
         leasesTotal,
         accounting: stats.accounting!,
         cache: stats.cache!,
@@ -207,6 +213,37 @@ describe("judge: the call cache", () => {
       assert.strictEqual(more.calls, 3)
       assert.strictEqual(more.cache.hits, 6)
       assert.strictEqual(more.cache.misses, 3)
+    }))
+
+  it.scopedLive("a judge inside a fanout is cached with the key of a judge task at its place: rerun unchanged → 0 judge calls (fix18e)", () =>
+    Effect.gen(function*() {
+      const server = yield* mock()
+      const cacheFile = NodePath.join(tempDir(), "cache.db")
+
+      const first = yield* runJudged(server, cacheFile, "readWrite", { repeats: 2, inFanout: true })
+      assert.strictEqual(first.calls, 6)
+      assert.strictEqual(first.verdicts.size, 6)
+      assert.strictEqual(cacheRows(cacheFile), 6, "one entry per judgement")
+      assert.strictEqual(first.cache.misses, 6)
+
+      const rerun = yield* runJudged(server, cacheFile, "readWrite", { repeats: 2, inFanout: true })
+      assert.strictEqual(rerun.calls, 0, "an unchanged rerun asks the judge in the fanout nothing")
+      assert.strictEqual(rerun.leasesTotal, 0)
+      assert.deepStrictEqual(rerun.verdicts, first.verdicts)
+      // the group's attempt leased nothing: a cache hit, counted once
+      assert.deepStrictEqual([...new Set(rerun.outcomes)], ["cache_hit"])
+      assert.strictEqual(rerun.cache.hits, 6)
+      // a served verdict reports its metric as the body would have
+      assert.deepStrictEqual(rerun.metrics, first.metrics)
+
+      // the same key as the judge as a task of its own at that place: served both ways
+      const asTask = yield* runJudged(server, cacheFile, "readWrite", { repeats: 2 })
+      assert.strictEqual(asTask.calls, 0)
+      assert.deepStrictEqual(asTask.verdicts, first.verdicts)
+
+      // off: the fanout's judge calls again
+      const off = yield* runJudged(server, cacheFile, "off", { repeats: 1, inFanout: true })
+      assert.strictEqual(off.calls, 3)
     }))
 
   it.scopedLive("a changed rubric asks again: a new version, or new criteria under the same version", () =>

@@ -458,6 +458,73 @@ describe("adaptive: learned limits across a resume", () => {
     }), 60_000)
 })
 
+describe("adaptive: a concurrency limit learned from 429s across a resume (fix18e)", () => {
+  it.effect.each(["memory", "sqlite"] as const)(
+    "%s: a server serving 3 at once (429 past it): the resumed run starts at 3 at once and meets no 429 from exceeding it",
+    (kind) =>
+      Effect.gen(function*() {
+        // `assay mock-llm`'s `maxConcurrency: 3`, ~300 ms per answer; capacity 8, 16 at once
+        const sim = Sim.makeProviders([{
+          name: "conc",
+          signals: "none",
+          maxConcurrent: 3,
+          concurrencyRetryAfterS: 1,
+          latency: { medianMs: 300, sigma: 0.175 }
+        }], { seed: 1 })
+        const pools = () => [Sim.chatPool(sim, "adaptive", 8)]
+        const ask = Chat.chat<string>({ name: "ask", retry: { maxAttempts: 20, base: "250 millis", factor: 2, cap: "10 seconds", jitter: "full" } })
+        const first = Pipeline.make("p", ask).map(Array.from({ length: 300 }, (_, i) => `q${i}`))
+        // the resumed run: the first run's pipelines (done) and 40 more (about 4 s of answers)
+        const again = Pipeline.make("p", ask).map(Array.from({ length: 340 }, (_, i) => `q${i}`))
+        const adaptiveOf = (snap: ReadonlyArray<Pool.ResourceSnapshot>) =>
+          (snap[0]!.algorithm as Record<string, Record<string, unknown>> | undefined)?.["adaptive"]
+        const program = Effect.gen(function*() {
+          const store = yield* Store
+          const learned = yield* Effect.gen(function*() {
+            yield* Runner.run(first)
+            return adaptiveOf(yield* (yield* Pool.Pools).snapshot("llm"))
+          }).pipe(Effect.provide(proc(store, pools(), 16)))
+          // the store carries the learned limit (the run's last write of the pools' state)
+          const row = (yield* store.resources).find((r) => r.resourceId === "conc")!
+          const saved = (resumeOf(row.health)["algorithms"] as Record<string, Record<string, unknown>>)["adaptive"]!
+          // a minute later (nothing throttled any more)
+          yield* Effect.sleep("1 minute")
+          const from = sim.log.length
+          const resumed = yield* Effect.gen(function*() {
+            const pools = yield* Pool.Pools
+            const fiber = yield* Effect.fork(Runner.run(again, { resume: true }))
+            // at the resume, before any answer: the learned window
+            yield* Effect.sleep("10 millis")
+            const atStart = adaptiveOf(yield* pools.snapshot("llm"))
+            const report = yield* Fiber.join(fiber)
+            return { atStart, report }
+          }).pipe(Effect.provide(proc(store, pools(), 16)))
+          const text = Report.renderText(yield* Report.buildReport([{ source: "mem", store }]))
+          return { learned, saved, resumed, requests: sim.log.slice(from), text }
+        })
+        const { value } = yield* Sim.simulate(program.pipe(Effect.provide(
+          kind === "memory"
+            ? MemoryStore.layer()
+            : Layer.provide(
+              SqliteStore.layer({ filename: nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-pool-resume-")), "s.db") }),
+              NodeContext.layer
+            )
+        )))
+        assert.strictEqual(value.learned!["concurrencyLimit"], 3)
+        assert.strictEqual(value.saved["concKnee"], 3)
+        assert.strictEqual(value.resumed.report.stats.byState.failed, 0)
+        assert.strictEqual(value.resumed.atStart!["concurrencyLimit"], 3)
+        assert.isAtMost(value.resumed.atStart!["concurrency"] as number, 3)
+        // the 40 new pipelines, each answered once, none refused
+        assert.strictEqual(value.requests.length, 40)
+        assert.strictEqual(value.requests.filter((r) => r.status === 429).length, 0)
+        // `report` says what was learned, apart from the configured capacity
+        assert.match(value.text, /llm\/conc \(llm\): .*3 at once, learned from 429s past 3 in flight/)
+      }),
+    60_000
+  )
+})
+
 describe("every breaker transition is written at once (a kill right after one loses nothing)", () => {
   const breakerPool = () => [
     Pool.make("llm", [Resource.make("llm", { id: "ep", capacity: 2, options: { baseUrl: "https://ep.example/v1" } })], {

@@ -73,7 +73,11 @@ const resettingProxy = (port: number, refuse: number) =>
     (server) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
   ).pipe(Effect.map((server) => (server.address() as net.AddressInfo).port))
 
-const studyOf = (server: MockLlm.MockLlmServer, options: { readonly baseUrl?: string; readonly chat?: boolean } = {}): Study.StudyInput => {
+const studyOf = (
+  server: MockLlm.MockLlmServer,
+  options: { readonly baseUrl?: string; readonly chat?: boolean; readonly model?: string; readonly rows?: ReadonlyArray<Row> } = {}
+): Study.StudyInput => {
+  const data = options.rows ?? rows
   const trialsFor = (version: number): ReadonlyArray<Study.StudyTrial> => [{ trialId: `p${version}-v01-r1`, variant, repeat: 1 }]
   const parts = { experiment: "judged", repeats: "1" }
   return {
@@ -94,8 +98,8 @@ const studyOf = (server: MockLlm.MockLlmServer, options: { readonly baseUrl?: st
           t.trialId,
           () =>
             options.chat === true
-              ? Pipeline.make("asked", chat<Row>({ template: "is {{answer}} right?" })).map(rows, { keyOf: (r) => r.id })
-              : template.map(rows, { keyOf: (r) => r.id }),
+              ? Pipeline.make("asked", chat<Row>({ template: "is {{answer}} right?" })).map(data, { keyOf: (r) => r.id })
+              : template.map(data, { keyOf: (r) => r.id }),
           { definitionDigest: t.trialId, poolAliases: { llm: "j" } }
         )
       ),
@@ -106,7 +110,7 @@ const studyOf = (server: MockLlm.MockLlmServer, options: { readonly baseUrl?: st
           Resource.make("llm", {
             id: "j",
             capacity: 1,
-            options: { baseUrl: options.baseUrl ?? server.endpoints[0]!.baseUrl, apiKey: KEY, model: options.chat === true ? "small" : "mock-judge" },
+            options: { baseUrl: options.baseUrl ?? server.endpoints[0]!.baseUrl, apiKey: KEY, model: options.model ?? (options.chat === true ? "small" : "mock-judge") },
             factory: chatClientFactory()
           })
         ])
@@ -142,6 +146,39 @@ describe("a study trial's calls and the export's per-pipeline calls", () => {
         const repaired = exported.filter((r) => r.calls === 2)
         assert.strictEqual(repaired.length, 1)
         assert.strictEqual(repaired[0]!.attemptsTotal, 1)
+      }).pipe(Effect.provide(env))
+    }))
+
+  it.scopedLive("a 400 after the request was sent is a call in both, beside a judge's format repair: the pipelines' calls add up to the trial's", () =>
+    Effect.gen(function*() {
+      // the first judge request gets a malformed answer (one repair); the 4th row's prompt is
+      // longer than the model's context window ("small": 8192 tokens): the server answers 400
+      const profile = yield* MockLlm.decodeProfile({ seed: 3, endpoints: [{ name: "j", latency: { medianMs: 0 }, judge: { invalidFirst: 1 } }] })
+      const server = yield* MockLlm.serve({ profile, models: MockLlm.builtinModels }).pipe(Effect.provide(NodeContext.layer))
+      const long: Row = { id: "m4", answer: "spam ".repeat(10_000), gold: "spam" }
+      const study = studyOf(server, { model: "small", rows: [...rows, long] })
+      const env = Layer.provideMerge(
+        Layer.mergeAll(Runner.layer({ handleSignals: false, concurrency: 1, maxAdmitted: 1 }), fakeCatalog("calls"), StudyCatalog.layerMemory),
+        Layer.mergeAll(MemoryStore.layer(), Pool.layer(study.suiteFor(1).pools!))
+      )
+      yield* Effect.gen(function*() {
+        const report = yield* Study.run(study)
+        const trial = report.trials[0]!
+        const log = yield* server.log
+        // 3 judge attempts answered, one of them repaired (4 requests), and one refused with a 400
+        assert.strictEqual(log.length, 5)
+        assert.strictEqual(log.filter((e) => e.status === 400).length, 1)
+        assert.strictEqual(trial.usage.calls, 5)
+        const store = yield* Store
+        const attempts = Chunk.toReadonlyArray(yield* Stream.runCollect(Export.iterRows(store, { kind: "attempts" })))
+        assert.deepStrictEqual(attempts.filter((a) => a.outcome !== "succeeded").map((a) => a.errorClass), ["fatal"])
+        const exported = Chunk.toReadonlyArray(yield* Stream.runCollect(Export.iterRows(store, { kind: "pipelines" })))
+          .filter((r) => memberDigestOf(r.pipelineId as never) === memberDigest("calls", trial.trialId))
+        assert.strictEqual(exported.length, 4)
+        assert.strictEqual(exported.reduce((n, r) => n + (r.calls as number), 0), trial.usage.calls)
+        // the store's summary says the same
+        const stats = yield* store.stats()
+        assert.strictEqual(stats.accounting?.calls, 5)
       }).pipe(Effect.provide(env))
     }))
 

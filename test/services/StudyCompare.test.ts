@@ -1416,11 +1416,11 @@ describe("StudyCompare: Student's t over equal repeats (tester16d F3)", () => {
     }).pipe(Effect.provide(studyEnv("flat-t"))))
 })
 
-describe("StudyCompare: an exclusion on a zero-width interval is not beyond noise (fix16x)", () => {
-  it.effect("a hard constraint broken by equal repeats: the excluded variant is named, its t interval marked, never read as beyond noise", () =>
+describe("StudyCompare: an exclusion on a zero-width interval is the value breaking the bound (fix16x, fix16aa)", () => {
+  it.effect("a hard constraint broken by equal repeats: the excluded variant is named, its t interval marked, its value said to break the bound, never \"not beyond noise\"", () =>
     Effect.gen(function*() {
       // v02's every call reports 120 tokens (4800 per repeat, 3 repeats), v01's 100: tokens <= 4500
-      // excludes v02 on [4800, 4800], a t interval over equal repeats (no width, no certainty)
+      // excludes v02 on [4800, 4800], a t interval over equal repeats (no width: no spread at all)
       const { input, study } = handMade({
         id: "flat-x",
         correct: [BASE, BASE],
@@ -1436,9 +1436,25 @@ describe("StudyCompare: an exclusion on a zero-width interval is not beyond nois
       yield* fiber.await.pipe(Effect.flatten)
       const c = yield* StudyCompare.compare(input, { seed: 7 })
       assert.deepStrictEqual(c.conclusion.candidates, ["v01"])
-      const named = "v02 excluded: tokens 4800 > 4500, but its 95% interval [4800, 4800] (every repeat equal: Student's t cannot show uncertainty; n = 3) has no width"
+      const named =
+        "v02 excluded: its tokens 4800 breaks tokens <= 4500 (its 95% interval [4800, 4800] (every repeat equal: Student's t cannot show uncertainty; n = 3) has zero width: the value is what it is)"
       assert.include(c.conclusion.summary, named)
-      assert.include(c.conclusion.limitations, `${named}: its exclusion is not beyond noise`)
+      assert.include(c.conclusion.limitations, named)
+      // JSON: the variant's exclusion, marked zero-width
+      assert.deepStrictEqual(c.variants[1]!.exclusions, [{ metric: "tokens", zeroWidth: true, text: named }])
+      // text and Markdown reports: the sentence, never the noise wording for it
+      for (const out of [StudyCompare.renderText(c), StudyCompare.renderMarkdown(c), JSON.stringify(c)]) {
+        assert.include(out, "v02 excluded: its tokens 4800 breaks tokens <= 4500")
+        assert.notInclude(out, "not beyond noise")
+        assert.notInclude(out, "within noise (")
+      }
+      // evidence (text and JSON) and the Study page's evidence block
+      const ev = yield* StudyCompare.evidence(input, "tokens", "v02", { seed: 7 })
+      assert.strictEqual(ev.notCompared?.exclusion, named)
+      assert.include(StudyCompare.renderEvidence(ev), named)
+      const page = renderStudyPage(c, { pipelineTrial: new Map(), notCompared: new Map([["v02", new Map([["tokens", ev]])]]) })
+      assert.include(page, `<p class="exclusion">v02 excluded: its tokens 4800 breaks tokens &lt;= 4500`)
+      assert.notInclude(page, "not beyond noise")
     }).pipe(Effect.provide(studyEnv("flat-x"))))
 })
 

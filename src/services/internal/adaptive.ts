@@ -197,6 +197,12 @@ export interface AimdState {
   concKnee: number | undefined
   /** How many concurrency refusals in a row the knee held (at most {@link MAX_PROBE_DOUBLINGS}). */
   concDoublings: number
+  /**
+   * When the plateau at the concurrency knee began (epoch ms): the last cut, or the resume
+   * that restored the knee (the idle time of a resume never carries the window past the knee,
+   * as it never carries the rate past the rate's knee, see {@link recover}).
+   */
+  concFrom: number
 }
 
 /**
@@ -278,7 +284,8 @@ export const initial = (p: AimdParams, capacity: number, now: number): AimdState
   probeDoublings: 0,
   okActiveMax: 0,
   concKnee: undefined,
-  concDoublings: 0
+  concDoublings: 0,
+  concFrom: Number.NEGATIVE_INFINITY
 })
 
 /** Counts one successful answer at `now` in the delivery windows. */
@@ -532,6 +539,7 @@ export const decrease = (
 /** Records a cut made at `now` for `reason`: the last decrease, the count, a new epoch. Returns `true`. */
 const recordCut = (s: AimdState, now: number, reason: DecreaseReason): true => {
   s.lastDecreaseAt = now
+  s.concFrom = now
   s.lastDecreaseReason = reason
   s.decreases++
   s.epochAt = now
@@ -632,7 +640,7 @@ export const increase = (s: AimdState, p: AimdParams, now: number, capacity: num
     const grown = Math.min(capacity, s.limit < s.limitThresh ? s.limit + 1 : s.limit + 1 / s.limit)
     // a concurrency limit learned from 429s: the window stays at it for a plateau that doubles
     // each time a probe past it was refused again, then grows (a probe of one more lease)
-    const plateauEnd = s.lastDecreaseAt + p.convexMs * Math.pow(2, s.concDoublings)
+    const plateauEnd = s.concFrom + p.convexMs * Math.pow(2, s.concDoublings)
     s.limit = s.concKnee !== undefined && now < plateauEnd ? Math.max(s.limit, Math.min(grown, s.concKnee)) : grown
   }
 }
@@ -796,6 +804,8 @@ const round = (x: number, digits = 2): number => {
  * (requests/s the server answered successfully over the last 5 to 10 s, as of the last time
  * acquires were held back, demand above the supply; or null before a second of answers), `concurrency` (the window, whole leases), `phase`, `pacedBy` (`headers` while fresh
  * headers cap the rate or its growth, else `aimd`: see {@link pacedBy}), `knee` (the sustained rate at the last decrease, or null),
+ * `concurrencyLimit` (the server's concurrency limit learned from 429s, whole leases: the
+ * concurrency knee, see {@link concurrencyRefusal}; null when none is known),
  * `decreases`, `lastDecrease` (`{ reason, at }` or null), `rateLimited` (429s heard),
  * `latencyEmaMs`, `latencyBaseMs` (both of the server's share of the answer time),
  * `loopStallMs` (answer time taken out as our own event loop's stall, in all).
@@ -814,6 +824,7 @@ export const describe = (s: AimdState, p: AimdParams, now: number): Json => {
     rate: round(rate),
     sustained: sustained === undefined ? null : round(sustained),
     concurrency: Math.max(1, Math.floor(s.limit)),
+    concurrencyLimit: s.concKnee === undefined ? null : s.concKnee,
     phase: s.phase,
     pacedBy: pacedBy(s, p, now),
     knee: s.knee === undefined ? null : round(s.knee),
@@ -828,9 +839,11 @@ export const describe = (s: AimdState, p: AimdParams, now: number): Json => {
 
 /**
  * What of the learned state is carried across a resume (see `docs/pools.md`, "Across a
- * resume"): the rate and window with their thresholds, the phase, the knee, the decreases
- * and the latency baseline. Counters of the epoch and the pacing bucket are not: they start
- * afresh. Infinite values are written as `null` (strict JSON).
+ * resume"): the rate and window with their thresholds, the phase, the knee, the concurrency
+ * knee learned from 429s with its doublings (`concKnee`, `concDoublings`; absent when none is
+ * known, and in states saved before they were kept), the decreases and the latency baseline.
+ * Counters of the epoch and the pacing bucket are not: they start afresh. Infinite values are
+ * written as `null` (strict JSON).
  *
  * @internal
  */
@@ -846,7 +859,8 @@ export const save = (s: AimdState): Json => ({
   lastDecreaseReason: s.lastDecreaseReason ?? null,
   latencyBaseMs: s.latencyBaseMs ?? null,
   tokensPerRequest: s.tokensPerRequest ?? null,
-  lastReportAt: Number.isFinite(s.lastReportAt) ? s.lastReportAt : null
+  lastReportAt: Number.isFinite(s.lastReportAt) ? s.lastReportAt : null,
+  ...(s.concKnee === undefined ? {} : { concKnee: s.concKnee, concDoublings: s.concDoublings })
 })
 
 const finiteOr = <A>(u: unknown, otherwise: A): number | A => (typeof u === "number" && Number.isFinite(u) ? u : otherwise)
@@ -854,7 +868,10 @@ const finiteOr = <A>(u: unknown, otherwise: A): number | A => (typeof u === "num
 /**
  * A state from what {@link save} wrote, on a resource of `capacity` at `now`: the learned rate
  * clamped to `[minRate, maxRate]`, the window to `[1, capacity]`, a fresh epoch and pacing
- * bucket. `undefined` when the value is not a version-1 saved state (nothing is applied).
+ * bucket; a concurrency knee (a whole number of leases, at least 1) with its doublings, its
+ * plateau starting again at `now` (the window does not probe past it before a plateau of
+ * traffic, as in the run that learned it). `undefined` when the value is not a version-1
+ * saved state (nothing is applied).
  *
  * @internal
  */
@@ -877,6 +894,12 @@ export const restore = (u: unknown, p: AimdParams, capacity: number, now: number
   s.lastDecreaseReason = reason === "rate_limit" || reason === "latency" ? reason : undefined
   s.latencyBaseMs = finiteOr(o["latencyBaseMs"], undefined)
   s.tokensPerRequest = finiteOr(o["tokensPerRequest"], undefined)
+  const concKnee = finiteOr(o["concKnee"], undefined)
+  if (concKnee !== undefined && concKnee >= 1 && Number.isInteger(concKnee)) {
+    s.concKnee = concKnee
+    s.concDoublings = Math.min(MAX_PROBE_DOUBLINGS, Math.max(0, Math.floor(finiteOr(o["concDoublings"], 0))))
+    s.concFrom = now
+  }
   return recover(s, p, capacity, finiteOr(o["lastReportAt"], Number.NEGATIVE_INFINITY), now)
 }
 
@@ -885,7 +908,9 @@ export const restore = (u: unknown, p: AimdParams, capacity: number, now: number
  * last report and the end of the last cut's congestion event (a hold after it), a rate below
  * the knee regains `increase × knee` per second, as the additive increase would have, up to
  * the knee; when what remains knows nothing above the conservative start, the resource starts
- * afresh (slow start from `initialRate`), keeping the latency baseline and tokens per request.
+ * afresh (slow start from `initialRate`), keeping the window, the latency baseline, the tokens
+ * per request and the concurrency knee learned from 429s (a limit of the server's, not a
+ * depressed allowance: the window grows up to it in slow start, then waits out its plateau).
  * A resume within the hold keeps the cut (the pool's restored throttle window, if any, holds
  * the key meanwhile). TCP's analogue: a cached ssthresh reused by a later connection that
  * starts in slow start (RFC 9040 §8, temporal sharing).
@@ -903,6 +928,12 @@ export const recover = (s: AimdState, p: AimdParams, capacity: number, lastRepor
     fresh.limit = Math.max(fresh.limit, Math.min(capacity, s.limit))
     fresh.latencyBaseMs = s.latencyBaseMs
     fresh.tokensPerRequest = s.tokensPerRequest
+    if (s.concKnee !== undefined) {
+      fresh.concKnee = s.concKnee
+      fresh.concDoublings = s.concDoublings
+      fresh.concFrom = s.concFrom
+      fresh.limitThresh = s.concKnee
+    }
     fresh.decreases = s.decreases
     fresh.lastDecreaseAt = s.lastDecreaseAt
     fresh.lastDecreaseReason = s.lastDecreaseReason

@@ -21,6 +21,10 @@ const num = (u: unknown): number | undefined => (typeof u === "number" && Number
  * trial: 44.95 against a limit of 25), and a cut puts it below what was delivered before it
  * (issue 18 F5: "sustains 12.6 req/s (allows up to 9.16)" read as a contradiction). A state
  * without `sustained` (older, or before a second of answers): `adaptive allows R req/s now`.
+ * A concurrency limit learned from 429s (`concurrencyLimit`, the server's, not the resource's
+ * configured `capacity`) is said with the window: `3 at once, learned from 429s past 3 in
+ * flight` when the window is at it, `2 at once (learned from 429s: at most 3 in flight)` when
+ * not (a window cut for latency, or probing past it).
  * `formatAt` writes the time of the last cut (default: ISO 8601).
  *
  * @internal
@@ -35,7 +39,13 @@ export const algorithmText = (algorithm: unknown, formatAt: (epochMs: number) =>
   const figures = sustained === undefined
     ? `allows ${rate} req/s now`
     : `delivered ${sustained} req/s lately, allows ${rate} req/s now`
-  const parts = [`adaptive ${figures}, ${window} at once${a["pacedBy"] === "headers" ? ", paced by headers" : ""}`]
+  const learned = num(a["concurrencyLimit"])
+  const atOnce = learned === undefined
+    ? `${window} at once`
+    : learned === window
+    ? `${window} at once, learned from 429s past ${learned} in flight`
+    : `${window} at once (learned from 429s: at most ${learned} in flight)`
+  const parts = [`adaptive ${figures}, ${atOnce}${a["pacedBy"] === "headers" ? ", paced by headers" : ""}`]
   if (a["phase"] === "slowStart") parts[0] += " (slow start)"
   const last = a["lastDecrease"]
   const cuts = num(a["decreases"]) ?? 0

@@ -222,10 +222,12 @@ ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeM
       const marked = other === undefined
         ? ""
         : `<p class="not-compared">not compared${
-          other.notCompared === undefined ? " (no trial of it has a value)" : `: cases of ${e(other.notCompared.trials.join(", "))}${
+          other.notCompared === undefined
+            ? " (no trial of it has a value)"
+            : `${other.notCompared.trials.length === 0 ? "" : `: cases of ${e(other.notCompared.trials.join(", "))}`}${
             other.notCompared.breaches.length === 0 ? "" : ` (${e(other.notCompared.breaches.join("; "))})`
           }`
-        }</p>`
+        }</p>${other.notCompared?.exclusion === undefined ? "" : `<p class="exclusion">${e(other.notCompared.exclusion)}</p>`}`
       const cases = (title: string, list: typeof ev.worstCases) =>
         list.length === 0 ? "" : `<div><b>${title}</b><table class="cases"><tbody>${
           list.map((x) => `<tr><td class="mono">${e(x.caseKey)}</td><td>${e(caseValueText(x))}</td><td>${pipelineLinks(x.pipelineIds)}</td></tr>`).join("")

@@ -23,6 +23,7 @@ import { Duration, Effect, Either, Predicate } from "effect"
 import { classify, ConfigError, type ConfigIssue, type ErrorClass, errorTypeOf, HandoffRefused } from "../../domain/Errors.js"
 import { type Handoff, isHandoff } from "../../domain/Handoff.js"
 import * as Evaluator from "../../domain/Evaluator.js"
+import { branchCacheOf } from "../../domain/internal/branchCache.js"
 import { messageOf } from "../../domain/internal/errors.js"
 import { canonicalJsonUnsafe, digest } from "../../domain/Json.js"
 import type { AcquireOptions } from "../../domain/Lease.js"
@@ -270,7 +271,10 @@ const describeFailure = (e: unknown): BranchFailure => ({
  *   when the group has a `version` too; the branches use it either way); a branch's own
  *   `timeout` is not enforced inside the group;
  * - records its children (in order) in `children` and `{ onError }` in `parameters`, so a
- *   change to any child changes the pipeline identity.
+ *   change to any child changes the pipeline identity;
+ * - under a run's call cache, serves or stores each cacheable branch (a judge, a chat, a task
+ *   declared `cache`) under the key it would have as a task at the group's place (since
+ *   fix18e; `docs/cache.md`, "Inside a fanout").
  *
  * Throws `ConfigError` when there is no child, an argument is not a task, two children
  * share a name, or an option is unknown or invalid.
@@ -374,15 +378,20 @@ export function fanout(...args: ReadonlyArray<unknown>): Task.Any {
       task: name
     })
   return Task.make(name, groupOptions, (input: unknown, ctx) => {
+    // the call cache of the run, when it has one and a branch is cacheable (a judge, a chat,
+    // a task declared `cache`): each such branch is served or stored under the key it has as
+    // a task at the group's place (fix18e)
+    const cached = branchCacheOf(ctx)
     const branches = children.map((child) => {
       // an evaluator branch runs blind, as the runner runs an evaluator task (a blind group's
       // branches are blind already: its context and input were blinded by the runner)
-      const run = child.options.evaluator
+      const own = child.options.evaluator
         ? Effect.suspend(() => {
           const blind = Evaluator.blind(branchContext(ctx, child), input)
           return child.run(blind.input, blind.ctx)
         })
         : Effect.suspend(() => child.run(input, branchContext(ctx, child)))
+      const run = cached === undefined || child.options.cache === null ? own : cached(child, input, own)
       return collect ?
         Effect.flatMap(Effect.either(run), (e): Effect.Effect<unknown, HandoffRefused> =>
           Either.isRight(e) ?

@@ -526,6 +526,70 @@ describe("adaptive: a learned state restored on resume (issue 18)", () => {
     assert.isAbove(s.rate, 12)
   })
 
+  describe("the concurrency limit learned from 429s (fix18e)", () => {
+    /** A state that learned the server serves 3 at once (knee held twice), saved at 10.5 s. */
+    const learned = (rate: number) => {
+      const s = Aimd.initial(p, 8, 0)
+      s.phase = "avoidance"
+      s.rate = rate
+      s.limit = 3
+      s.limitThresh = 3
+      s.concKnee = 3
+      s.concDoublings = 2
+      s.decreases = 4
+      s.lastDecreaseAt = 10_000
+      s.concFrom = 10_000
+      s.lastDecreaseReason = "rate_limit"
+      s.lastReportAt = 10_500
+      return JSON.parse(JSON.stringify(Aimd.save(s))) as unknown
+    }
+    /** Successes at 3 in flight, every 100 ms from `from` for `ms`, the window pressed before each. */
+    const pressedAt3 = (s: Aimd.AimdState, from: number, ms: number) => {
+      for (let t = from; t < from + ms; t += 100) {
+        Aimd.admit(s, p, 3, t)
+        Aimd.onReport(s, p, { ...ok(t, 300), capacity: 8, active: 3 })
+      }
+    }
+
+    it("saved and restored: the knee and its doublings; a minute later the window holds at 3 for its plateau (12 s) from the resume, then probes", () => {
+      const saved = learned(10) as Record<string, unknown>
+      assert.strictEqual(saved["concKnee"], 3)
+      assert.strictEqual(saved["concDoublings"], 2)
+      const s = Aimd.restore(saved, p, 8, 70_000)!
+      assert.strictEqual(s.concKnee, 3)
+      assert.strictEqual(s.concDoublings, 2)
+      assert.strictEqual(s.limit, 3)
+      assert.strictEqual((Aimd.describe(s, p, 70_000) as Record<string, unknown>)["concurrencyLimit"], 3)
+      pressedAt3(s, 70_000, 11_900)
+      assert.strictEqual(Math.floor(s.limit), 3, "within the plateau from the resume")
+      pressedAt3(s, 82_000, 2000)
+      assert.isAbove(Math.floor(s.limit), 3, "past it: a probe of one more lease")
+    })
+
+    it("a stale state that starts afresh in slow start keeps the knee: the window grows to 3, not past it", () => {
+      const s = Aimd.restore(learned(1.5), p, 8, 190_000)!
+      assert.strictEqual(s.phase, "slowStart")
+      assert.strictEqual(s.concKnee, 3)
+      pressedAt3(s, 190_000, 5000)
+      assert.strictEqual(Math.floor(s.limit), 3)
+    })
+
+    it("a state saved without them (before fix18e) restores with no concurrency knee; a malformed one is dropped", () => {
+      const old = { ...(learned(10) as Record<string, unknown>), concKnee: undefined, concDoublings: undefined }
+      assert.isUndefined(Aimd.restore(JSON.parse(JSON.stringify(old)), p, 8, 70_000)!.concKnee)
+      const bad = { ...(learned(10) as Record<string, unknown>), concKnee: 2.5 }
+      assert.isUndefined(Aimd.restore(bad, p, 8, 70_000)!.concKnee)
+    })
+
+    it("in words: the learned limit beside the window, apart from the capacity", () => {
+      const text = (concurrency: number, concurrencyLimit: number | null) =>
+        algorithmText({ adaptive: { rate: 10, concurrency, concurrencyLimit, decreases: 0, lastDecrease: null } })
+      assert.strictEqual(text(3, 3), "adaptive allows 10 req/s now, 3 at once, learned from 429s past 3 in flight")
+      assert.strictEqual(text(2, 3), "adaptive allows 10 req/s now, 2 at once (learned from 429s: at most 3 in flight)")
+      assert.strictEqual(text(8, null), "adaptive allows 10 req/s now, 8 at once")
+    })
+  })
+
   it("a state saved before lastReportAt was kept counts from the end of its cut's hold", () => {
     const legacy = { ...(saved(6, 10, 10_000, 10_500) as Record<string, unknown>), lastReportAt: undefined }
     assert.approximately(Aimd.restore(JSON.parse(JSON.stringify(legacy)), p, 8, 14_000)!.rate, 9, 1e-9)

@@ -50,11 +50,24 @@ export interface SubmitWarning {
 }
 
 /**
+ * The default number of pipelines per window for `maxAdmitted` pipelines at once: 64, or a
+ * quarter of `maxAdmitted` (rounded up) when that is less. A window runs on the one runner
+ * that owns its shard, so with windows as large as `maxAdmitted` one window at a time would
+ * run and one runner at a time would work; four windows at once keep several runners busy
+ * (`--max-admitted` 256, the default, keeps windows of 64).
+ *
+ * @internal
+ */
+export const defaultWindow = (maxAdmitted: number): number => Math.max(1, Math.min(64, Math.ceil(maxAdmitted / 4)))
+
+/**
  * Options of {@link submit}.
  *
  * - `maxAdmitted`: pipelines running at once across the cluster (default 256);
- * - `window`: pipelines per workflow (default 64, at most `maxAdmitted`): a window is admitted
- *   once that many pipelines of the `maxAdmitted` are free (or the last pipelines, fewer);
+ * - `window`: pipelines per workflow (default {@link defaultWindow}: 64, and at most a quarter
+ *   of `maxAdmitted`, so that at least four windows run at once and spread over the runners;
+ *   at most `maxAdmitted`): a window is admitted once that many pipelines of the `maxAdmitted`
+ *   are free (or the last pipelines, fewer);
  * - `pollInterval`: how often the rows of running pipelines are read (default 500 ms);
  * - `resultEvery`: every how many polls the workflows of running pipelines are asked for a
  *   result (default 5): a workflow that ended without settling its row (a runner refused it,
@@ -220,7 +233,7 @@ export const submit = <SE, SR>(
   Effect.gen(function*() {
     const store = yield* Store
     const maxAdmitted = Math.max(1, options.maxAdmitted ?? 256)
-    const windowSize = Math.max(1, Math.min(maxAdmitted, options.window ?? 64))
+    const windowSize = Math.max(1, Math.min(maxAdmitted, options.window ?? defaultWindow(maxAdmitted)))
     const poll = Duration.decode(options.pollInterval ?? Duration.millis(500))
     const resultEvery = Math.max(1, options.resultEvery ?? 5)
     const admitBatchSize = Math.max(1, Math.min(maxAdmitted, options.admitBatch ?? Math.max(64, windowSize)))

@@ -123,9 +123,11 @@ export interface TaskEnv {
   readonly fencedTasks: WeakSet<Task.Any>
   /**
    * The execution of each claimed window running in this process (window claims on,
-   * `window.ts`), by window key: a second run of the same window's activity awaits it.
+   * `window.ts`), by window key: a second run of the same window's activity awaits it; once
+   * no activity awaits it any more (the engine interrupted them: the window's shard moved),
+   * it drains (`WindowRun`).
    */
-  readonly windows: Map<string, Deferred.Deferred<ReadonlyArray<"succeeded" | "failed" | "gone">, StoreUnavailable>>
+  readonly windows: Map<string, WindowRun>
 }
 
 /**
@@ -503,6 +505,20 @@ export const runWindowedTask = (
   seq: number,
   windowed: WindowedTask
 ): Effect.Effect<TaskVerdict | "lost", StoreUnavailable> => runTaskWith(env, spec, seq, undefined, windowed)
+
+/**
+ * One execution of a claimed window in this process (`window.ts`): what it settles (`done`),
+ * how many activities await it (`callers`), and whether it drains (`draining`: no activity
+ * awaits it any more, so it starts no call, lets the calls under way commit, gives its claim
+ * up and ends; an activity that comes back to it before then stops the drain).
+ *
+ * @internal
+ */
+export interface WindowRun {
+  readonly done: Deferred.Deferred<ReadonlyArray<"succeeded" | "failed" | "gone">, StoreUnavailable>
+  callers: number
+  draining: boolean
+}
 
 /**
  * A task run inside a claimed window: its run and input, the window claim's liveness (local

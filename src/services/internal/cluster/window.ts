@@ -18,6 +18,9 @@
  *    another's) calls nothing more: once its pipelines stopped, it is claimed again (its own
  *    token wins back a claim nobody took over) and read again, and only what is not committed
  *    runs.
+ * 5. A window whose activities the engine interrupted (its shard moved to another runner)
+ *    drains: no new call, the calls under way commit, the claim is given up, and the new
+ *    owner's replay claims the window and runs what is left (`runWindow`).
  *
  * After a takeover (the claim won over another execution's expired token), that execution
  * may have had a call in flight when it stopped, whose late commit can win over this one's:
@@ -32,7 +35,7 @@ import { StoreUnavailable } from "../../../domain/Errors.js"
 import type { RunId } from "../../../domain/Ids.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import type * as Task from "../../../domain/Task.js"
-import { executionToken, inputOf, registryFor, runWindowedTask, type TaskEnv, type WindowedTask } from "./task.js"
+import { executionToken, inputOf, registryFor, runWindowedTask, type TaskEnv, type WindowedTask, type WindowRun } from "./task.js"
 import type { WindowClaims } from "./windowClaims.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
@@ -164,9 +167,16 @@ const runPipeline = (
  * lives in its database (the window's read is then one statement), else `undefined`.
  *
  * The execution runs in a fiber of the process's scope (`env.scope`), not the caller's: an
- * activity interrupted by the engine stops waiting, not the window; a second run of the same
- * window in this process awaits the first. Store errors are retried with `env.infraRetry`
- * (L5). Interrupted (the process stopping), it releases its claim.
+ * activity interrupted by the engine stops waiting, not the window's calls under way; a
+ * second run of the same window in this process awaits the first. Once no activity awaits
+ * it any more (the engine interrupted every one: the window's shard moved to another runner,
+ * or this runner let it go), the execution **drains**: it starts no call (a task about to
+ * call finds the window not live and stops), lets the calls under way finish and commit,
+ * gives its claim up and ends, so that the window's new owner claims it at its next look
+ * and runs what is left there (the work follows the shards, as without window claims). An
+ * activity of this process that comes back to the window before the drain ends stops the
+ * drain and awaits the same execution. Store errors are retried with `env.infraRetry` (L5).
+ * Interrupted (the process stopping), it releases its claim.
  *
  * @internal
  */
@@ -179,25 +189,52 @@ export const runWindow = (
 ): Effect.Effect<ReadonlyArray<PipelineVerdict>, StoreUnavailable> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.suspend(() => {
+      const attach = (run: WindowRun) => {
+        run.callers++
+        run.draining = false
+        return restore(Deferred.await(run.done)).pipe(
+          Effect.onInterrupt(() =>
+            Effect.sync(() => {
+              run.callers--
+              if (run.callers <= 0) run.draining = true
+            })
+          )
+        )
+      }
       const running = env.windows.get(key)
-      if (running !== undefined) return restore(Deferred.await(running))
-      const done = Deferred.unsafeMake<ReadonlyArray<PipelineVerdict>, StoreUnavailable>(FiberId.none)
-      env.windows.set(key, done)
+      if (running !== undefined) return attach(running)
+      const run: WindowRun = {
+        done: Deferred.unsafeMake<ReadonlyArray<PipelineVerdict>, StoreUnavailable>(FiberId.none),
+        callers: 0,
+        draining: false
+      }
+      env.windows.set(key, run)
       const execution = Effect.interruptible(Effect.flatMap(executionToken, (token) =>
-        windowExecution(env, claims, sql, key, specs, token).pipe(
+        windowExecution(env, claims, sql, key, specs, token, run).pipe(
           Effect.onInterrupt(() => Effect.ignore(claims.release(key, token))),
           Effect.ensuring(Effect.sync(() => claims.forget(token)))
         )))
       return Effect.zipRight(
         Effect.map(Effect.forkIn(execution, env.scope), (fiber) =>
           fiber.addObserver((exit) => {
-            if (env.windows.get(key) === done) env.windows.delete(key)
-            Deferred.unsafeDone(done, exit)
+            if (env.windows.get(key) === run) env.windows.delete(key)
+            Deferred.unsafeDone(run.done, exit)
           })),
-        restore(Deferred.await(done))
+        attach(run)
       )
     })
   )
+
+/**
+ * Whether a draining window's execution ends now: no activity awaits it (checked and the
+ * window unregistered in one step, so an activity arriving later starts a new execution
+ * rather than awaiting this one). An activity that came back stops the drain (`false`).
+ */
+const drained = (env: TaskEnv, key: string, run: WindowRun): boolean => {
+  if (!run.draining || run.callers > 0) return false
+  if (env.windows.get(key) === run) env.windows.delete(key)
+  return true
+}
 
 const windowExecution = (
   env: TaskEnv,
@@ -205,7 +242,8 @@ const windowExecution = (
   sql: SqlClient.SqlClient | undefined,
   key: string,
   specs: ReadonlyArray<AnySpec>,
-  token: string
+  token: string,
+  run: WindowRun
 ): Effect.Effect<ReadonlyArray<PipelineVerdict>, StoreUnavailable> =>
   Effect.gen(function*() {
     const verdicts: Array<PipelineVerdict | undefined> = specs.map(() => undefined)
@@ -216,12 +254,16 @@ const windowExecution = (
         Effect.retry(env.infraRetry)
       )
     }
-    const live = () => claims.live(token)
+    // a draining window calls nothing more (as one past its deadline)
+    const live = () => !run.draining && claims.live(token)
+    // what a drained execution settles: nobody awaits it (its verdicts are never read)
+    const partial = () => verdicts as ReadonlyArray<PipelineVerdict>
     let pending: ReadonlyArray<number> = specs.map((_, i) => i)
     while (pending.length > 0) {
       // 1. the claim; while another live execution holds it, its pipelines are waited for
       let tookOver = false
       while (true) {
+        if (drained(env, key, run)) return partial()
         const won = yield* claims.claim(key, token).pipe(Effect.retry(env.infraRetry))
         if (won.won) {
           tookOver = won.tookOver
@@ -253,6 +295,12 @@ const windowExecution = (
         else verdicts[i] = r
       })
       pending = left
+      if (pending.length > 0 && run.draining) {
+        // drained: the calls under way have committed; the claim is given up for the new owner
+        // (an activity that came back meanwhile claims it again with the same token)
+        yield* Effect.ignore(claims.release(key, token))
+        if (drained(env, key, run)) return partial()
+      }
     }
     yield* Effect.ignore(claims.release(key, token))
     return verdicts as ReadonlyArray<PipelineVerdict>

@@ -17,6 +17,8 @@ import type { BusService } from "../../Bus.js"
 import type { Holder, Pools } from "../../Pool.js"
 import { type AcquireHooks, AcquireHooksTypeId, appliesHooks, type HookedHolder } from "../acquireHooks.js"
 import type { TaskStore } from "../../../domain/TaskStore.js"
+import { type BranchCache, BranchCacheId } from "../../../domain/internal/branchCache.js"
+import type { BranchNote } from "./cache.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
 
 /**
@@ -155,6 +157,16 @@ export class AttemptContext implements TaskContext {
   rawLeases = false
   /** What the attempt's lease reports added up to (undefined until a report with usage). */
   usage: AttemptUsage | undefined = undefined
+  /**
+   * A fanout attempt's branch cache (see `domain/internal/branchCache.ts`), set by the runner
+   * when the run has a cache and the group a cacheable branch; read by the fanout.
+   */
+  declare [BranchCacheId]: BranchCache | undefined
+  /**
+   * What the branch cache did for each branch (set with it; see `cache.ts`). Both are
+   * declared only: an attempt of any other task pays nothing for them.
+   */
+  declare branchNotes: Array<BranchNote> | undefined
   #seed: number | undefined = undefined
   #holder: Holder | undefined = undefined
   #hookedHolder: HookedHolder | undefined = undefined

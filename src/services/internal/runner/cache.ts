@@ -6,6 +6,8 @@
  * @internal
  */
 import { Deferred, Effect, Either, Exit, FiberId, Option } from "effect"
+import type { BranchCache } from "../../../domain/internal/branchCache.js"
+import type { TaskContext } from "../../../domain/TaskContext.js"
 import { roundUsd } from "../../../domain/Pricing.js"
 import * as CallCache from "../../../domain/CallCache.js"
 import { type CodecRegistry, type Encoded, JsonCodec } from "../../../domain/Codec.js"
@@ -42,7 +44,9 @@ export interface CacheEnv {
  * lookup before the task ran (a damaged or unreadable cache: counted as a miss and as a failed
  * lookup, `lookupFailures`); `pool` on a `hit` of a task that declares a pool resource (it
  * would have leased one to make its call): the pool, what the accounting counts as a model
- * call saved (`AccountingFigures.modelCallHits`).
+ * call saved (`AccountingFigures.modelCallHits`); `branches` on a `fanout` attempt whose
+ * branches went through the cache: each such branch's task name, status and key (see
+ * {@link combineBranchNotes}).
  *
  * @internal
  */
@@ -60,6 +64,134 @@ export interface CacheNote {
    * output (pipelines sending the same request share one answer).
    */
   readonly lostRace?: true | undefined
+  readonly branches?: ReadonlyArray<{ readonly task: string; readonly status: CacheNote["status"]; readonly key: string }> | undefined
+}
+
+/**
+ * What the cache did for one branch of a fanout (see {@link branchCache}).
+ *
+ * @internal
+ */
+export interface BranchNote {
+  readonly task: string
+  readonly note: CacheNote
+}
+
+/**
+ * The {@link BranchCache} of one fanout attempt (fix18e): each cacheable branch is planned
+ * as the task would be at the group's place (`seq`, `visit`: the key a judge task there would
+ * have, its namespace the pipeline's repeat, the visit and the study variant), served from
+ * the cache when an unexpired entry decodes (its `onCacheHit` run, as for a task), else run
+ * and its success stored as the mode says; what it did is pushed to `notes`. A branch's entry
+ * stores the output's own `usage` only (a branch's lease reports are the group's: the tokens
+ * of one branch cannot be told apart from its siblings').
+ *
+ * @internal
+ */
+export const branchCache = (
+  cache: CacheEnv,
+  spec: Pipeline.PipelineSpec<any, any, any, any>,
+  seq: number,
+  visit: number,
+  pools: Context.Tag.Service<Pools>,
+  registryFor: (task: Task.Any) => CodecRegistry,
+  nowMs: () => number,
+  reportMetric: TaskContext["reportMetric"],
+  notes: Array<BranchNote>
+): BranchCache =>
+<A, E, R>(child: Task.Any, input: unknown, run: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+  const registry = registryFor(child)
+  return Effect.flatMap(planOf(cache, child, spec, visit, input, pools, registry, seq), (plan): Effect.Effect<A, E, R> => {
+    if (plan === undefined) return run
+    return Effect.flatMap(lookup(cache, plan, registry, nowMs()), (hit): Effect.Effect<A, E, R> => {
+      if (Option.isSome(hit)) {
+        notes.push({ task: child.name, note: hit.value.note })
+        const value = hit.value.value as A
+        const onHit = child.options.onCacheHit
+        if (onHit === null) return Effect.succeed(value)
+        // what the branch's body does beside returning its output (the judge's metrics), redone;
+        // its failure fails the branch as the body's would
+        return Effect.as(
+          onHit(value, { pipelineId: spec.pipelineId, seq, visit, reportMetric }) as Effect.Effect<void, E>,
+          value
+        )
+      }
+      return Effect.flatMap(Effect.exit(run), (exit) =>
+        Effect.flatMap(afterRun(cache, plan, child.name, exit, registry, nowMs()), ({ note, replaced }) => {
+          if (note !== undefined) notes.push({ task: child.name, note })
+          // an answer to the same request stored first (another process): the branch's value
+          return replaced === undefined ? exit : Exit.succeed(replaced.value as A)
+        }))
+    })
+  })
+}
+
+/**
+ * The one {@link CacheNote} of a fanout attempt from its branches' (`undefined`: none went
+ * through the cache): `hit` when every such branch was served and the attempt leased nothing
+ * (`leased` false: no call was made, the attempt is a cache hit), with the branches' stored
+ * usage added up and the first served branch's pool; else the first branch's status that is
+ * not a hit (a miss, refresh or bypass: the attempt made calls). `stored: false` and
+ * `lookupFailed` when any branch's says so; `key` is the first branch's; `branches` lists them
+ * all. An attempt row carries one note, so the run's figures count a fanout attempt once.
+ *
+ * @internal
+ */
+export const combineBranchNotes = (notes: ReadonlyArray<BranchNote>, leased: boolean): CacheNote | undefined => {
+  const first = notes[0]
+  if (first === undefined) return undefined
+  const branches = notes.map((n) => ({ task: n.task, status: n.note.status, key: n.note.key }))
+  const notHit = notes.find((n) => n.note.status !== "hit")
+  const flags = {
+    ...(notes.some((n) => n.note.stored === false) ? { stored: false as const } : {}),
+    ...(notes.some((n) => n.note.lookupFailed === true) ? { lookupFailed: true as const } : {})
+  }
+  if (notHit !== undefined || leased) {
+    return { status: notHit?.note.status ?? "miss", key: first.note.key, ...flags, branches }
+  }
+  let usage: CacheUsageTokens | null = null
+  for (const n of notes) {
+    const u = n.note.usage
+    if (u === undefined || u === null) continue
+    const sum: CacheUsageTokens = usage ?? { promptTokens: 0, completionTokens: 0, totalTokens: 0 }
+    const cost = typeof u.costUsd === "number" || typeof sum.costUsd === "number"
+      ? { costUsd: roundUsd((sum.costUsd ?? 0) + (u.costUsd ?? 0)) }
+      : {}
+    usage = {
+      promptTokens: sum.promptTokens + u.promptTokens,
+      completionTokens: sum.completionTokens + u.completionTokens,
+      totalTokens: sum.totalTokens + u.totalTokens,
+      ...cost
+    }
+  }
+  const pool = notes.find((n) => n.note.pool !== undefined)?.note.pool
+  const storedAt = Math.min(...notes.map((n) => n.note.storedAt ?? Number.POSITIVE_INFINITY))
+  return {
+    status: "hit",
+    key: first.note.key,
+    ...flags,
+    ...(Number.isFinite(storedAt) ? { storedAt } : {}),
+    usage,
+    ...(pool === undefined ? {} : { pool }),
+    branches
+  }
+}
+
+const cachedBranches = new WeakMap<Task.Any, boolean>()
+
+/**
+ * Whether a task runs branches of its own (a fanout's `children`, at any depth) of which one
+ * is cacheable (declares `cache`): such an attempt gets a {@link branchCache} when the run has
+ * a cache.
+ *
+ * @internal
+ */
+export const hasCachedBranch = (task: Task.Any): boolean => {
+  const known = cachedBranches.get(task)
+  if (known !== undefined) return known
+  const found = task.children.some((c) => c.options.cache !== null || hasCachedBranch(c))
+  cachedBranches.set(task, found)
+  return found
 }
 
 /**

@@ -45,7 +45,20 @@ import { effectBodyOf, isSyncRun, syncBodyOf } from "../../../domain/internal/sy
 import { HoldNowTypeId } from "../holdNow.js"
 import { afterClose, AttemptGenerator, attemptExit, attemptScoped, AttemptScope } from "./attemptScope.js"
 import { evalNow, neverHolds, Pending } from "./evalNow.js"
-import { afterRun, type CacheEnv, type CacheNote, coalesce, countNote, failedWithNote, planOf, succeededAs } from "./cache.js"
+import { BranchCacheId } from "../../../domain/internal/branchCache.js"
+import {
+  afterRun,
+  branchCache,
+  type CacheEnv,
+  type CacheNote,
+  combineBranchNotes,
+  coalesce,
+  countNote,
+  failedWithNote,
+  hasCachedBranch,
+  planOf,
+  succeededAs
+} from "./cache.js"
 import { type AttemptShared, AttemptContext, type AttemptUsage, type MemberFacts, memberOf } from "./attemptContext.js"
 import * as Rows from "./rows.js"
 import type { SlotGate, SlotHold } from "./slotGate.js"
@@ -361,6 +374,13 @@ export const BIG_OUTPUT_BYTES = 256 * 1024
 const noLeases: ReadonlyArray<string> = []
 
 /**
+ * Whether an attempt of `task` goes through the call cache in this run: the task is cacheable,
+ * or a fanout with a cacheable branch (fix18e); such an attempt takes the general path.
+ */
+const cachedIn = (env: PipelineEnv, task: Task.Any): boolean =>
+  env.cache !== undefined && (task.options.cache !== null || hasCachedBranch(task))
+
+/**
  * What one attempt ended with: its exit (a success's value, or the cause), the leases it
  * took and when it started (epoch ms).
  *
@@ -668,7 +688,7 @@ export const canRunNow = (env: PipelineEnv, spec: AnySpec, start: Start): boolea
     if (
       (syncBodyOf(task.run) === undefined && !task.scoped) || options.timeout !== null ||
       options.retry.maxTotal !== undefined ||
-      options.evaluator || (env.cache !== undefined && options.cache !== null)
+      options.evaluator || cachedIn(env, task)
     ) return false
   }
   return true
@@ -1267,6 +1287,21 @@ const runBody = (
   Effect.suspend(() => {
     const ctx = beginAttempt(env, spec, task, seq, attempt, visit, slot)
     if (ctx === undefined) return Effect.interrupt
+    // a fanout with a cacheable branch: its branches go through the call cache (fix18e)
+    if (env.cache !== undefined && hasCachedBranch(task)) {
+      const notes = ctx.branchNotes = []
+      ctx[BranchCacheId] = branchCache(
+        env.cache,
+        spec,
+        seq,
+        visit,
+        poolsOf(env, spec),
+        env.registryFor,
+        () => env.clock.unsafeCurrentTimeMillis(),
+        ctx.reportMetric,
+        notes
+      )
+    }
     const startedAt = slot.began
     const timeout = task.options.timeout
     const maxTotal = task.options.retry.maxTotal
@@ -1349,6 +1384,16 @@ const attemptEnd = (
   startedAt: number,
   slot: SlotHold
 ): AttemptResult | Effect.Effect<AttemptResult> => {
+  // a fanout's branches that went through the call cache: the attempt's one note (fix18e)
+  const notes = ctx.branchNotes
+  if (notes !== undefined) {
+    ctx.branchNotes = undefined
+    const cache = combineBranchNotes(notes, ctx.leaseIds !== undefined)
+    if (cache !== undefined) {
+      const ended = attemptEnd(env, task, ctx, exit, startedAt, slot)
+      return Effect.isEffect(ended) ? Effect.map(ended, (r) => ({ ...r, cache })) : { ...ended, cache }
+    }
+  }
   const state = env.state
   slot.inAttempt = false
   state.inFlight--
@@ -1395,7 +1440,7 @@ export const runAttemptNow = (
   const options = task.options
   if (
     env.traceAttempts || options.timeout !== null || options.retry.maxTotal !== undefined || options.evaluator ||
-    (env.cache !== undefined && options.cache !== null)
+    cachedIn(env, task)
   ) return undefined
   const ctx = beginAttempt(env, spec, task, seq, attempt, visit, slot)
   if (ctx === undefined) return undefined
@@ -1468,7 +1513,7 @@ export const runEffectAttemptNow = (
   const options = task.options
   if (
     !task.scoped || options.timeout !== null || options.retry.maxTotal !== undefined || env.traceAttempts ||
-    options.evaluator || env.guardBody !== undefined || (env.cache !== undefined && options.cache !== null)
+    options.evaluator || env.guardBody !== undefined || cachedIn(env, task)
   ) return undefined
   const ctx = beginAttempt(env, spec, task, seq, attempt, visit, slot)
   if (ctx === undefined) return undefined

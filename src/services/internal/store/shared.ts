@@ -202,6 +202,19 @@ const savedModelCall = (decision: unknown): boolean => {
 }
 
 /**
+ * Whether an attempt sent model calls (see `AccountingFigures`): it is no cache hit, it held a
+ * pool lease, and it either carries tokens or did not fail with class `connection` (a refused
+ * or reset connection, a name that does not resolve: the request never reached the provider).
+ * So a call answered with a 400 or a fatal error is a call, as a study trial's meter counts it
+ * (`StudyControl.neverReachedProvider`; fix16aa). The same rule as {@link ACCOUNTING_COLUMNS}'s SQL.
+ */
+const sentCalls = (a: AccountedAttempt): boolean => {
+  if (a.outcome === "cache_hit" || (a.leaseIds?.length ?? 0) === 0) return false
+  if ((a.tokensIn ?? null) !== null || (a.tokensOut ?? null) !== null) return true
+  return a.errorClass !== "connection"
+}
+
+/**
  * A call the provider did not answer (see `AccountingFigures`): an attempt on a pool resource
  * without tokens that failed with a 429 (`refused`) or at the endpoint (`failed`); the same
  * rule as {@link ACCOUNTING_COLUMNS}'s SQL.
@@ -212,19 +225,17 @@ const unansweredCall = (a: AccountedAttempt): "refused" | "failed" | undefined =
   return a.errorClass === "rate_limit" ? "refused" : a.errorClass === "upstream" || a.errorClass === "timeout" ? "failed" : undefined
 }
 
-/** Whether an attempt counts in the accounting at all (a model call, sent or answered, or a cache hit). */
-const accounted = (a: AccountedAttempt): boolean =>
-  a.outcome === "cache_hit" || (a.tokensIn ?? null) !== null || (a.tokensOut ?? null) !== null || unansweredCall(a) !== undefined
+/** Whether an attempt counts in the accounting at all (a model call sent, or a cache hit). */
+const accounted = (a: AccountedAttempt): boolean => a.outcome === "cache_hit" || sentCalls(a)
 
 const addAttempt = (f: Mutable<AccountingFigures>, a: AccountedAttempt): void => {
-  const tokens = (a.tokensIn ?? null) !== null || (a.tokensOut ?? null) !== null
   if (a.outcome === "cache_hit") {
     f.cacheHits++
     if (savedModelCall(a.decision)) f.modelCallHits++
   }
   const unanswered = unansweredCall(a)
   // each lease of an attempt that sent a model call is a call (a judge's format repair is a second one)
-  if (tokens || unanswered !== undefined) f.calls += Math.max(1, a.leaseIds?.length ?? 0)
+  if (sentCalls(a)) f.calls += Math.max(1, a.leaseIds?.length ?? 0)
   if (unanswered === "refused") f.refused++
   else if (unanswered === "failed") f.failedCalls++
   f.tokensIn += a.tokensIn ?? 0
@@ -305,8 +316,12 @@ export const SQLITE_POOLED_HIT = `json_type(decision, '$.cache.pool') = 'text'`
 /** An attempt on a pool resource without tokens, not a cache hit: a call that got no answer when it failed (see `AccountingFigures`). */
 const UNANSWERED = `tokens_in IS NULL AND tokens_out IS NULL AND outcome <> 'cache_hit' AND lease_ids <> '[]'`
 
-/** Whether an attempt row sent a model call (answered, or refused / failed at the endpoint), in SQL. */
-const SENT = `(tokens_in IS NOT NULL OR tokens_out IS NOT NULL OR (${UNANSWERED} AND error_class IN ('rate_limit', 'upstream', 'timeout')))`
+/**
+ * Whether an attempt row sent model calls, in SQL: with tokens, or on a pool resource without
+ * tokens and not a connection failure (refused with a 429, failed at the endpoint, answered
+ * with a 400 or any other error; see `sentCalls`).
+ */
+const SENT = `(tokens_in IS NOT NULL OR tokens_out IS NOT NULL OR (${UNANSWERED} AND coalesce(error_class, '') <> 'connection'))`
 
 /**
  * The select list of the accounting figures, given how the dialect counts an attempt's calls
@@ -363,8 +378,7 @@ export const ACCOUNTING_COLUMNS_V11 =
  * @since 0.8.0
  * @category statistics
  */
-export const ACCOUNTED_CONDITION =
-  `(tokens_in IS NOT NULL OR tokens_out IS NOT NULL OR outcome = 'cache_hit' OR (${UNANSWERED} AND error_class IN ('rate_limit', 'upstream', 'timeout')))`
+export const ACCOUNTED_CONDITION = `(outcome = 'cache_hit' OR ${SENT})`
 
 /** {@link ACCOUNTED_CONDITION} before schema version 12. */
 export const ACCOUNTED_CONDITION_V11 = `outcome = 'cache_hit'`

@@ -7,6 +7,7 @@ import type { AcquireOptions, Lease } from "../../src/domain/Lease.js"
 import * as Resource from "../../src/domain/Resource.js"
 import * as PgPools from "../../src/layers/PgPools.js"
 import * as PgLeases from "../../src/services/internal/pool/pg/pools.js"
+import * as Q from "../../src/services/internal/pool/pg/sql.js"
 import * as Pool from "../../src/services/Pool.js"
 import type { PoolsService } from "../../src/services/Pools.js"
 import { breakable, eventually } from "../support/breakableSql.js"
@@ -229,6 +230,35 @@ describe("PgPools: capacity across processes", () => {
       yield* Scope.close(holders, Exit.void)
       // only x matches and x is dead globally: the acquire fails instead of hanging
       const hopeless = yield* Effect.either(Effect.scoped(b.acquire({ pool: "llm", id: "x", timeout: "20 seconds" })))
+      expect(hopeless._tag === "Left" && hopeless.left._tag).toBe("ResourceUnavailable")
+    }))
+  }, 60_000)
+
+  it("one resource dead here, the other live but full: an acquire waits for the live one (no ResourceUnavailable); all dead still fails", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const cfg = [Pool.make("llm", [
+        Resource.make("llm", { id: "x", capacity: 1, degradeAfter: 1, deadAfter: 1 }),
+        Resource.make("llm", { id: "y", capacity: 1, degradeAfter: 1, deadAfter: 1 })
+      ])]
+      const a = yield* service(yield* client(url), cfg, { runnerId: "a" })
+      const b = yield* service(yield* client(url), cfg, { runnerId: "b" })
+      const sql = yield* client(url)
+      // x dies on runner a; another runner's success has since marked it ready in the shared row,
+      // so a's view offers x (free globally) while y is held by b
+      yield* Effect.scoped(Effect.flatMap(a.acquire({ pool: "llm", id: "x" }), (l) => l.report({ ok: false, error: "broken" })))
+      yield* Effect.orDie(Q.setState(sql, "llm", "x", "ready"))
+      const held = yield* Scope.make()
+      const onY = yield* Scope.extend(b.acquire({ pool: "llm", id: "y" }), held)
+      expect(onY.resource.id).toBe("y")
+      const waiter = yield* Effect.fork(Effect.either(Effect.scoped(Effect.map(a.acquire({ pool: "llm", timeout: "20 seconds" }), (l) => l.resource.id))))
+      yield* Effect.sleep("300 millis")
+      yield* Scope.close(held, Exit.void)
+      const got = yield* Fiber.join(waiter)
+      expect(got._tag === "Right" && got.right).toBe("y")
+      // y dies too on runner a: every resource is dead, the typed error comes
+      yield* Effect.scoped(Effect.flatMap(a.acquire({ pool: "llm", id: "y" }), (l) => l.report({ ok: false, error: "broken" })))
+      const hopeless = yield* Effect.either(Effect.scoped(a.acquire({ pool: "llm", timeout: "20 seconds" })))
       expect(hopeless._tag === "Left" && hopeless.left._tag).toBe("ResourceUnavailable")
     }))
   }, 60_000)

@@ -480,6 +480,31 @@ export class Gate {
   }
 
   /**
+   * Every resource of `pool` matching the user's selector (not the offered free set) is dead or
+   * revoked by this process's local health, and at least one is dead: the local core's rule
+   * (`hopeless`) over the whole pool. An unknown pool counts as hopeless (the error stands).
+   */
+  locallyHopeless(pool: string, opts: AcquireOptions): Effect.Effect<boolean> {
+    const gate = this
+    return Effect.gen(function*() {
+      const h = yield* Effect.option(gate.local.get(pool))
+      if (Option.isNone(h)) return true
+      const infos = yield* h.value.resources
+      const states = new Map((yield* h.value.snapshot).map((r) => [r.id, r.state] as const))
+      let matching = 0
+      let dead = 0
+      for (const info of infos) {
+        if (!Resource.matches(opts, info)) continue
+        matching++
+        const state = states.get(info.id)
+        if (state === "dead") dead++
+        else if (state !== "revoked") return false
+      }
+      return matching > 0 && dead > 0
+    })
+  }
+
+  /**
    * `leastBusy` (given by name, without a fallback) ranks by the global load of each resource
    * (live slots of every runner / global capacity) instead of this process's leases.
    */
@@ -582,6 +607,12 @@ export class Gate {
               yield* releaseLocal(undefined)
               const e = leased.left
               if (e._tag === "AcquireTimeout" && e.timeoutMs === pollMs) return Option.none<PgLease>()
+              // the local core judged "all dead" over the resources offered (free now): a full but
+              // live one elsewhere in the pool means wait, so judge again over all that match
+              if (e._tag === "ResourceUnavailable" && !(yield* gate.locallyHopeless(e.pool, opts))) {
+                yield* restore(gate.sleepBackoff(n))
+                return Option.none<PgLease>()
+              }
               return yield* e
             }
             const lease = leased.right

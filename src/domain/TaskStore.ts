@@ -143,9 +143,10 @@ export interface CacheFigures {
  * (`upstream`: a 5xx, `timeout`; no tokens): both are among `calls`, and `calls - refused -
  * failedCalls` were answered (before 0.13.0, `calls` counted the answered attempts, each
  * once, and the calls sent were `calls + refused + failedCalls`; a connection that never
- * reached the provider is not a call). Since 0.15.0 (fix16aa) every lease of an attempt (not a
- * cache hit) is a call unless the attempt failed with class `connection` and no tokens, as a
- * study trial's meter counts leases: a call answered with a 400 (class `fatal`) is one; `cacheHits` the attempts served by the call cache
+ * reached the provider is not a call). Since 0.15.0 (fix16aa) a call answered with a 400 or
+ * another 4xx (class `fatal`, no tokens) is a call too, as a study trial's meter counts it; a
+ * lease without tokens that succeeded or failed with another class (a worker pool's
+ * subprocess) is none; `cacheHits` the attempts served by the call cache
  * (outcome `cache_hit`: no call, no tokens, no cost), any cached task's (a pure task declared
  * `cache: true` included); `modelCallHits` those of them whose task declares a pool resource
  * (`chat`, `judge`, any task with a `resource`: it would have leased one to make its call),

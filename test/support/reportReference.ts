@@ -127,7 +127,9 @@ export const referenceReport = (
       const note = (a.decision as { cache?: { pool?: unknown } } | null | undefined)?.cache
       if (a.outcome === "cache_hit" && typeof note?.pool === "string") u.modelCallHits++
       const un = unanswered(a)
-      if (a.tokensIn !== null || a.tokensOut !== null || un !== undefined) u.calls += Math.max(1, a.leaseIds.length)
+      // a 400 (class fatal, no tokens) reached the provider: a call, neither refused nor failed
+      const answeredError = a.outcome !== "cache_hit" && a.leaseIds.length > 0 && a.errorClass === "fatal"
+      if (a.tokensIn !== null || a.tokensOut !== null || un !== undefined || answeredError) u.calls += Math.max(1, a.leaseIds.length)
       if (un === "refused") u.refused++
       if (un === "failed") u.failedCalls++
       u.tokensIn += a.tokensIn ?? 0

@@ -54,7 +54,7 @@ import type {
   StoreDriver,
   StoreStats
 } from "../../../services/Store.js"
-import { PAGE_SIZE } from "../../../services/internal/store/shared.js"
+import { PAGE_SIZE, PROVIDER_ANSWERED_SQL } from "../../../services/internal/store/shared.js"
 import { idSet, type IdSet } from "../../../services/internal/store/idSet.js"
 import { errorRowOf } from "../../../domain/TaskStore.js"
 import { describeSqlError, type SqliteEnv, unavailable, WAL_PENDING } from "./open.js"
@@ -509,7 +509,7 @@ export const makeReads = (
         CASE WHEN ${kept} THEN NULL WHEN a.decision IS NOT NULL AND json_type(a.decision, '$.retry') = 'true' THEN a.attempt_id END AS rid,
         a.error_class = 'rate_limit' AS rl, a.outcome = 'cache_hit' AS hit, ${sql.literal(accounting ? carries : "0")} AS acc,
         ${sql.literal(accounting ? unanswered : "0")} AS un, a.error_class IN ('upstream', 'timeout') AS ef,
-        coalesce(a.error_class, '') = 'connection' AS nr,
+        coalesce(a.error_class IN (${sql.literal(PROVIDER_ANSWERED_SQL)}), 0) AS pa,
         ${sql.literal(accounting ? `CASE WHEN ${unanswered} AND NOT ${carries} THEN json_array_length(a.lease_ids) END` : "NULL")} AS ul,
         CASE WHEN a.outcome = 'cache_hit' THEN ${sql.literal(SQLITE_POOLED_HIT.replace("decision", "a.decision"))} ELSE 0 END AS mch
         FROM attempts a WHERE ${scope} LIMIT -1 OFFSET 0`
@@ -518,7 +518,7 @@ export const makeReads = (
         sql`SELECT count(*), coalesce(sum(r), 0), count(*) FILTER (WHERE acc), count(*) FILTER (WHERE hit),
           count(*) FILTER (WHERE m & ${sql.literal(String(UNKNOWN_GROUP))}),
           '[' || coalesce(group_concat(rid), '') || ']', count(*) FILTER (WHERE un AND rl), count(*) FILTER (WHERE un AND ef),
-          coalesce(sum(ul) FILTER (WHERE NOT nr), 0)${
+          coalesce(sum(ul) FILTER (WHERE pa), 0)${
           sql.literal(perGroup)
         }, count(*) FILTER (WHERE mch) FROM (${scan})`.values
       )
@@ -560,7 +560,7 @@ export const makeReads = (
         n: Number(row[0]),
         r: Number(row[1]),
         // the calls sent: those of the attempts with tokens, and each lease of an attempt whose
-        // call got no tokens (outside `carries`) and did reach the provider (not class `connection`: a 400 is a call), from the scan
+        // call got no tokens (outside `carries`) and failed with a class a provider's answer gets (a 429, a 5xx, a timeout, a 400), from the scan
         calls: Number(totals.calls ?? 0) + Number(row[8]),
         refused: Number(row[6]),
         failed_calls: Number(row[7]),

@@ -203,16 +203,23 @@ const savedModelCall = (decision: unknown): boolean => {
 
 /**
  * Whether an attempt sent model calls (see `AccountingFigures`): it is no cache hit, it held a
- * pool lease, and it either carries tokens or did not fail with class `connection` (a refused
- * or reset connection, a name that does not resolve: the request never reached the provider).
- * So a call answered with a 400 or a fatal error is a call, as a study trial's meter counts it
- * (`StudyControl.neverReachedProvider`; fix16aa). The same rule as {@link ACCOUNTING_COLUMNS}'s SQL.
+ * pool lease, and it either carries tokens or failed with a class a provider's answer gets:
+ * `rate_limit` (a 429), `upstream` or `timeout` (the endpoint failed or never finished), `fatal`
+ * (any other 4xx, such as a 400 for a prompt past the context window). So a call answered with
+ * a 400 is a call, as a study trial's meter counts it (`StudyControl.neverReachedProvider`;
+ * fix16aa), while a `connection` failure (the request never reached the provider) is none, and
+ * a lease without tokens that succeeded or failed otherwise (a worker pool's subprocess, a
+ * task's own validation) is no model call: a run without a model shows no call figures. The
+ * same rule as {@link ACCOUNTING_COLUMNS}'s SQL.
  */
 const sentCalls = (a: AccountedAttempt): boolean => {
   if (a.outcome === "cache_hit" || (a.leaseIds?.length ?? 0) === 0) return false
   if ((a.tokensIn ?? null) !== null || (a.tokensOut ?? null) !== null) return true
-  return a.errorClass !== "connection"
+  return a.errorClass !== null && a.errorClass !== undefined && PROVIDER_ANSWERED.has(a.errorClass)
 }
+
+/** The error classes of a call without tokens that reached the provider (see `sentCalls`). */
+const PROVIDER_ANSWERED: ReadonlySet<string> = new Set(["rate_limit", "upstream", "timeout", "fatal"])
 
 /**
  * A call the provider did not answer (see `AccountingFigures`): an attempt on a pool resource
@@ -313,15 +320,18 @@ export const accountingFold = () => {
  */
 export const SQLITE_POOLED_HIT = `json_type(decision, '$.cache.pool') = 'text'`
 
+/** `PROVIDER_ANSWERED` as an SQL list. */
+export const PROVIDER_ANSWERED_SQL = "'rate_limit', 'upstream', 'timeout', 'fatal'"
+
 /** An attempt on a pool resource without tokens, not a cache hit: a call that got no answer when it failed (see `AccountingFigures`). */
 const UNANSWERED = `tokens_in IS NULL AND tokens_out IS NULL AND outcome <> 'cache_hit' AND lease_ids <> '[]'`
 
 /**
  * Whether an attempt row sent model calls, in SQL: with tokens, or on a pool resource without
- * tokens and not a connection failure (refused with a 429, failed at the endpoint, answered
- * with a 400 or any other error; see `sentCalls`).
+ * tokens and failed with a class a provider's answer gets (refused with a 429, failed at the
+ * endpoint, answered with a 400 or another 4xx; see `sentCalls`).
  */
-const SENT = `(tokens_in IS NOT NULL OR tokens_out IS NOT NULL OR (${UNANSWERED} AND coalesce(error_class, '') <> 'connection'))`
+const SENT = `(tokens_in IS NOT NULL OR tokens_out IS NOT NULL OR (${UNANSWERED} AND error_class IN (${PROVIDER_ANSWERED_SQL})))`
 
 /**
  * The select list of the accounting figures, given how the dialect counts an attempt's calls

@@ -608,8 +608,12 @@ export class Gate {
               const e = leased.left
               if (e._tag === "AcquireTimeout" && e.timeoutMs === pollMs) return Option.none<PgLease>()
               // the local core judged "all dead" over the resources offered (free now): a full but
-              // live one elsewhere in the pool means wait, so judge again over all that match
-              if (e._tag === "ResourceUnavailable" && !(yield* gate.locallyHopeless(e.pool, opts))) {
+              // live one elsewhere in the pool means wait, so judge again over all that match.
+              // Any other refusal (`immediate` with nothing free offered) stands as it is
+              if (
+                e._tag === "ResourceUnavailable" && (yield* gate.locallyHopeless(e.pool, local)) &&
+                !(yield* gate.locallyHopeless(e.pool, opts))
+              ) {
                 yield* restore(gate.sleepBackoff(n))
                 return Option.none<PgLease>()
               }

@@ -1004,6 +1004,52 @@ const bareEntryHint = (doc: unknown) => (i: ConfigIssue): ConfigIssue => {
 }
 
 /**
+ * The objectives written as a metric's name alone (`objectives: [accuracy, costUsd]`), read as
+ * that metric's objective in the metric's own direction (tester16f F3): a built-in metric's
+ * (`costUsd`, `latencyP95Ms`, ... minimize), or the `direction` its entry under `metrics:`
+ * declares (`maximize` or `minimize`). A name whose metric declares no direction (a metric a
+ * task reports, one declared without `direction`, a judge's score) is refused at
+ * `objectives[i]` with what to write; so is one declared `direction: target` (a bare name
+ * gives no target value). Each refused entry is stood in for by `{ metric, direction:
+ * maximize }` so that the checks after the shape still run on it (an unknown name is said
+ * too). Runs on the document as written, before its Schema: every other entry is left as it is.
+ *
+ * @returns the document with the bare names replaced, and the refusals
+ */
+const readBareObjectives = (doc: unknown): { readonly doc: unknown; readonly issues: ReadonlyArray<ConfigIssue> } => {
+  if (!isRecord(doc) || !Array.isArray(doc["objectives"]) || !doc["objectives"].some((o) => typeof o === "string" && o !== "")) {
+    return { doc, issues: [] }
+  }
+  const declared = Array.isArray(doc["metrics"]) ? doc["metrics"].filter(isRecord) : []
+  const issues: Array<ConfigIssue> = []
+  const objectives = (doc["objectives"] as ReadonlyArray<unknown>).map((o, i) => {
+    if (typeof o !== "string" || o === "") return o
+    const at = `objectives[${i}]`
+    const entry = declared.find((m) => m["name"] === o)
+    const own = entry === undefined ? Study.BUILTIN_METRICS[o]?.direction : entry["direction"]
+    if (own === "maximize" || own === "minimize") return { metric: o, direction: own }
+    const write = `write { metric: ${o}, direction: maximize } or { metric: ${o}, direction: minimize }`
+    if (own === "target") {
+      issues.push(issue(at, `"${o}" alone: metric "${o}" is declared direction target, and a name alone gives no target value`, `write { metric: ${o}, direction: target, target: VALUE }`))
+    } else if (entry !== undefined) {
+      issues.push(issue(
+        at,
+        `"${o}" alone: metric "${o}" declares no direction (its metrics entry has none), so which way is better is not known`,
+        `${write}, or give its metrics entry a direction`
+      ))
+    } else {
+      issues.push(issue(
+        at,
+        `"${o}" alone: metric "${o}" declares no direction (it is not a built-in metric nor declared with a direction under metrics), so which way is better is not known`,
+        `${write}, or declare it under metrics with a direction`
+      ))
+    }
+    return { metric: o, direction: "maximize" }
+  })
+  return { doc: { ...doc, objectives }, issues }
+}
+
+/**
  * What a template's tasks can lease: each task's pool (its `resource`, the pipeline's when it
  * names none; fanout branches included) and, for a task that gives one, its `selector` (the
  * `chat` and `judge` tasks' option): a resource of another pool, or one the selector does not
@@ -1283,10 +1329,13 @@ export const load = (
     }
     const rawRun = isRecord(expanded["run"]) ? expanded["run"] : undefined
     const runStore = rawRun?.["store"]
-    const shaped = runStore === undefined ? expanded : { ...expanded, run: Object.fromEntries(Object.entries(rawRun!).filter(([k]) => k !== "store")) }
+    // an objective written as a metric's name alone is read in the metric's own direction (F3)
+    const bare = readBareObjectives(runStore === undefined ? expanded : { ...expanded, run: Object.fromEntries(Object.entries(rawRun!).filter(([k]) => k !== "store")) })
+    const shaped = bare.doc
     if (runStore !== undefined) {
       issues.push(issue("run.store", "is refused in a study: output.root is the study's one storage entry", "remove run.store and set output.root"))
     }
+    issues.push(...bare.issues)
     const decode = Schema.decodeUnknownEither(StudyFile, { errors: "all", onExcessProperty: "error" })
     let strict = decode(shaped)
     // shape problems first; when each has an obvious repair (a misspelt key or choice), the

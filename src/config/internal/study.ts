@@ -188,7 +188,11 @@ export interface Trial {
  * - `trialsFor(version)`: the same trials as data;
  * - `warnings`: one line each (an unused variable in a study whose tasks are code, a default
  *   baseline, the experiment's source warnings); `unresolvedEnv`: `${VAR}`s without a value;
- * - `describe()`: the JSON `assay validate` and `assay study plan --json` print.
+ * - `describe()`: the JSON `assay validate` and `assay study plan --json` print (stored with
+ *   each protocol version by `study run`); its `judges` (since 0.15.0) are the base
+ *   experiment's judge tasks (`tasks`: `{ task, metric, rubric }` each) and `experimentOtherwise`,
+ *   the 12-hex digest of the experiment part with the judges' rubrics left out, so that a
+ *   version's change names a changed rubric.
  *
  * @since 0.6.0
  * @category models
@@ -423,6 +427,52 @@ const experimentIdentity = (document: Json): Json => {
   const pools = rest["pools"]
   if (!isRecord(pools)) return rest
   return { ...rest, pools: Object.fromEntries(Object.entries(pools as Record<string, Json>).map(([n, p]) => [n, poolIdentity(p)])) }
+}
+
+/**
+ * The judges of a template (fanout branches included), as a study's description stores them
+ * with each version: each judge task's name, the metric it reports (`null`: none) and its
+ * rubric as its parameters record it (`{ id, version, criteria, instructions? }`), in task order.
+ * What `StudyCatalog.inWords` compares to name a rubric's change (tester16f F5).
+ */
+const judgesOf = (tasks: ReadonlyArray<Task.Any>): ReadonlyArray<{ readonly task: string; readonly metric: Json; readonly rubric: Json }> =>
+  tasks.flatMap((t) => {
+    if (t.children.length > 0) return judgesOf(t.children)
+    if (t.codeDigest !== JUDGE_CODE_DIGEST || !isRecord(t.parameters)) return []
+    const p = t.parameters as Record<string, Json>
+    return [{ task: t.name, metric: p["metric"] ?? null, rubric: p["rubric"] ?? null }]
+  })
+
+/**
+ * The base experiment's document with each `use: judge` entry's rubric left out (its
+ * `options.rubric`, or `args[0].rubric`; nested task lists too): what the experiment part of the
+ * protocol is apart from its judges' rubrics, so that a rubric's change can be told from any
+ * other change of the document.
+ */
+const withoutRubrics = (document: Json): Json => {
+  const strip = (tasks: Json | undefined): Json | undefined =>
+    Array.isArray(tasks)
+      ? tasks.map((t) => {
+        if (!isRecord(t)) return t
+        const entry = t as Record<string, Json>
+        if (entry["use"] !== "judge") return entry["tasks"] === undefined ? entry : { ...entry, tasks: strip(entry["tasks"]) ?? null }
+        const options = entry["options"]
+        const args = entry["args"]
+        if (isRecord(options)) {
+          const { rubric: _r, ...rest } = options as Record<string, Json>
+          return { ...entry, options: rest }
+        }
+        if (Array.isArray(args) && isRecord(args[0])) {
+          const { rubric: _r, ...rest } = args[0] as Record<string, Json>
+          return { ...entry, args: [rest, ...args.slice(1)] }
+        }
+        return entry
+      })
+      : tasks
+  if (!isRecord(document) || !isRecord(document["pipeline"])) return document
+  const d = document as Record<string, Json>
+  const pipeline = d["pipeline"] as Record<string, Json>
+  return { ...d, pipeline: { ...pipeline, tasks: strip(pipeline["tasks"]) ?? null } }
 }
 
 /** Whether a pipeline of the raw experiment has a task that is code (not a built-in `use:` name). */
@@ -2057,6 +2107,12 @@ export const load = (
     }
     const digestOfProtocol = Study.protocolDigest(protocol)
     const parts = Study.protocolParts(protocol)
+    // the judges' rubrics, and the experiment part without them: stored with each version's
+    // description, so that a changed rubric is named (`StudyCatalog.inWords`, tester16f F5)
+    const judges: Json = plain({
+      tasks: judgesOf(experiment.template.tasks),
+      experimentOtherwise: digest(canonicalJsonUnsafe({ document: withoutRubrics(experimentIdentity(plain(base.raw))), code: taskCode })).slice(0, 12)
+    })
     // before 0.9.0 the code files' contents were not digested: a version frozen then is still
     // this protocol (its files' contents were never recorded, so a change to them cannot be told)
     const { modules: _modules, ...withoutModules } = protocol
@@ -2203,6 +2259,7 @@ export const load = (
           objectives: doc.objectives ?? [],
           ...(doc.metrics === undefined ? {} : { metrics: doc.metrics }),
           ...(hasModules ? { modules } : {}),
+          judges,
           ...(doc.analysis === undefined ? {} : { analysis: doc.analysis }),
           trialConcurrency,
           plan,

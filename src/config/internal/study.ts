@@ -232,6 +232,11 @@ export interface LoadedStudy {
    * objective's `from: { metric }` (since 0.14.0).
    */
   readonly reportingTasks: ReadonlyArray<string>
+  /**
+   * The pipeline metrics the base experiment's judge tasks report (their `metric` option; see
+   * `judgeMetrics`): `Study.execute` does not watch them (since 0.15.0).
+   */
+  readonly judgeMetrics: ReadonlyArray<string>
   readonly analysis: {
     readonly minPairedCases: number
     readonly minRepeats: number
@@ -2223,6 +2228,7 @@ export const load = (
       metrics: declaredMetrics,
       outputChecks,
       reportingTasks: [...reportingTasks],
+      judgeMetrics: judged,
       analysis: { ...Study.DEFAULT_ANALYSIS, ...(doc.analysis ?? {}) },
       trialConcurrency,
       run,

@@ -49,8 +49,29 @@ export const suiteJsonSchema = (): JSONSchema.JsonSchema7Root => {
  */
 export const studyJsonSchema = (): JSONSchema.JsonSchema7Root => {
   const root = JSONSchema.make(Schema.encodedBoundSchema(StudyFile))
+  // an objective may be written as its metric's name alone (the loader reads it in the metric's
+  // own direction before the Schema sees it: `StudyInput`), which the Schema itself never takes
+  const properties = (root as { readonly properties?: Record<string, JSONSchema.JsonSchema7> }).properties
+  const objectives = properties?.["objectives"] as { readonly type?: string; readonly items?: JSONSchema.JsonSchema7 } | undefined
+  const withBare = objectives?.items === undefined ? properties : {
+    ...properties,
+    objectives: {
+      ...objectives,
+      items: {
+        anyOf: [
+          objectives.items,
+          {
+            type: "string",
+            minLength: 1,
+            description: "a metric's name alone: its objective in the metric's own direction (a built-in metric's, or the direction its metrics entry declares)"
+          }
+        ]
+      }
+    }
+  }
   return {
     ...root,
+    ...(withBare === undefined ? {} : { properties: withBare }),
     title: "assay study",
     description: "An assay study file (JSON, TOML or YAML): variants of an experiment run as isolated trials."
   } as JSONSchema.JsonSchema7Root

@@ -57,6 +57,7 @@ import type { Json } from "../domain/Json.js"
 import type * as Pipeline from "../domain/Pipeline.js"
 import { memberDigest, memberDigestOf } from "../domain/Suite.js"
 import * as OutputPath from "../domain/internal/outputPath.js"
+import { closest } from "../domain/internal/suggest.js"
 import * as EndpointFault from "../domain/internal/endpointFault.js"
 import * as Words from "../domain/internal/words.js"
 import * as DomainStudy from "../domain/Study.js"
@@ -205,6 +206,13 @@ export interface StudyInput {
    * declared objective's `from: { metric }` metric.
    */
   readonly reportingTasks?: ReadonlyArray<string> | undefined
+  /**
+   * The pipeline metrics the experiment's judge tasks report (default none; since 0.15.0): an
+   * objective on one of them is not watched by {@link execute} (a judge reports its score
+   * itself), while an objective on another metric that is neither declared nor built in is
+   * (a study without `metrics:`: tester16f F4).
+   */
+  readonly judgeMetrics?: ReadonlyArray<string> | undefined
   readonly protocolDigest: string
   readonly protocolParts: Readonly<Record<string, string>>
   /**
@@ -1431,11 +1439,24 @@ interface MetricCheck {
   readonly metric: string
 }
 
-/** The declared metrics with `from: { metric }` that some objective names (what the run watches). */
-const metricChecksOf = (study: StudyInput): ReadonlyArray<MetricCheck> =>
-  (study.metrics ?? []).flatMap((m, i) =>
+/**
+ * What the run watches: the declared metrics with `from: { metric }` that some objective names,
+ * and the objectives' metrics that are neither declared, built in nor a judge's (in a study
+ * without `metrics:`, a metric a task is to report: tester16f F4), at `objectives[i].metric`.
+ */
+const metricChecksOf = (study: StudyInput): ReadonlyArray<MetricCheck> => {
+  const declared = (study.metrics ?? []).flatMap((m, i) =>
     "metric" in m.from && study.objectives.some((o) => o.metric === m.name) ? [{ at: `metrics[${i}].from.metric`, name: m.name, metric: m.from.metric }] : []
   )
+  const judged = new Set(study.judgeMetrics ?? [])
+  const reported = study.objectives.flatMap((o, i) =>
+    DomainStudy.BUILTIN_METRICS[o.metric] !== undefined || judged.has(o.metric) || (study.metrics ?? []).some((m) => m.name === o.metric) ||
+      declared.some((c) => c.metric === o.metric)
+      ? []
+      : [{ at: `objectives[${i}].metric`, name: o.metric, metric: o.metric }]
+  )
+  return [...declared, ...reported]
+}
 
 /**
  * The run's watch on the task-reported metrics of {@link metricChecksOf}: which metrics the
@@ -1452,8 +1473,11 @@ class MetricWatch {
     this.watched = new Set(checks.map((c) => c.metric))
     this.done = checks.length === 0
   }
+  /** The other metrics the running pipelines reported (a did-you-mean for a watched one). */
+  readonly others = new Set<string>()
   /** A pipeline stored metric `name`. */
   reported(pipelineId: string, name: string): void {
+    if (!this.done && !this.watched.has(name) && this.others.size < 1000) this.others.add(name)
     if (this.done || !this.watched.has(name) || this.found.has(name)) return
     let s = this.seen.get(pipelineId)
     if (s === undefined) this.seen.set(pipelineId, s = new Set())
@@ -1484,13 +1508,22 @@ class MetricWatch {
     this.done = true
     this.seen.clear()
     const n = this.first.length
-    const issues = this.checks.filter((c) => !this.found.has(c.metric)).map((c) => ({
-      path: c.at,
-      message: `metric "${c.name}": none of the first ${n} succeeded pipelines reported metric "${c.metric}" (${this.first.slice(0, 2).join(", ")}, …); the study stopped there. ` +
-        `${tasks.length === 0 ? "No task of the experiment runs code of yours that could report it" : `A task reports it with \`yield* ctx.reportMetric("${c.metric}", value)\`: ${tasks.length === 1 ? "the task that could is" : "the tasks that could are"} ${tasks.join(", ")}`}; ` +
-        "fix the task (or the metric's name) and run again (a changed task or metric is a new protocol: --new-version). A metric reported for some cases only is fine once one of the first pipelines reports it"
-    }))
-    return new ConfigError({ message: issues.map((i) => `${i.path}: ${i.message}`).join("\n"), issues })
+    const others = [...this.others].filter((m) => m !== SKIPPED_METRIC && m !== FAILURES_REACHED_METRIC)
+    const issues = this.checks.filter((c) => !this.found.has(c.metric)).map((c) => {
+      const objective = c.at.startsWith("objectives[")
+      const near = closest(c.metric, others)
+      return {
+        path: c.at,
+        message: `${objective ? "objective" : "metric"} "${c.name}": none of the first ${n} succeeded pipelines reported metric "${c.metric}" (${this.first.slice(0, 2).join(", ")}, …); the study stopped there. ` +
+          `${
+            objective ? `It is neither built in nor declared under metrics, so only a task can report it${others.length === 0 ? "" : ` (they reported ${others.slice(0, 8).map((m) => `"${m}"`).join(", ")})`}. ` : ""
+          }` +
+          `${tasks.length === 0 ? "No task of the experiment runs code of yours that could report it" : `A task reports it with \`yield* ctx.reportMetric("${c.metric}", value)\`: ${tasks.length === 1 ? "the task that could is" : "the tasks that could are"} ${tasks.join(", ")}`}; ` +
+          `fix the task (or the ${objective ? "objective's" : "metric's"} name) and run again (a changed task or ${objective ? "objective" : "metric"} is a new protocol: --new-version). A metric reported for some cases only is fine once one of the first pipelines reports it`,
+        ...(near === undefined ? {} : { suggestion: `did you mean "${near}"?` })
+      }
+    })
+    return new ConfigError({ message: issues.map((i) => `${i.path}: ${i.message}${i.suggestion === undefined ? "" : ` (${i.suggestion})`}`).join("\n"), issues })
   }
 }
 

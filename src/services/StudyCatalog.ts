@@ -426,13 +426,77 @@ const objectiveWords = (o: Json): string => {
   return `${String(r["metric"])} ${dir}${extra.length > 0 ? ` (${extra.join(", ")})` : ""}`
 }
 
+/** A number or string of a stored rubric as written (`1`, `'2b'`). */
+const versionText = (v: Json | undefined): string => typeof v === "string" ? `'${v}'` : shortJson(v)
+
+/** A criterion's scale in words: `0..1`. */
+const scaleWords = (s: Json | undefined): string => {
+  const r = recordOf(s)
+  return `${String(r["min"])}..${String(r["max"])}`
+}
+
+/**
+ * What changed in a rubric's criteria and instructions, one phrase each: `criterion 'clear'
+ * added (scale 1..5)`, `criterion 'correct': scale 0..1 -> 1..5`, `weight 1 -> 0.5`, `its
+ * description changed`, `instructions changed`.
+ */
+const rubricContentWords = (x: Json, y: Json): ReadonlyArray<string> => {
+  const [rx, ry] = [recordOf(x), recordOf(y)]
+  const byName = (v: Json | undefined) => new Map((Array.isArray(v) ? v : []).map((c) => [String(recordOf(c)["name"]), recordOf(c)]))
+  const [cx, cy] = [byName(rx["criteria"]), byName(ry["criteria"])]
+  const said = [...new Set([...cx.keys(), ...cy.keys()])].flatMap((n) => {
+    const [a, b] = [cx.get(n), cy.get(n)]
+    if (a === undefined) return [`criterion '${n}' added (scale ${scaleWords(b!["scale"])})`]
+    if (b === undefined) return [`criterion '${n}' removed`]
+    const what = [
+      ...(canonicalJsonUnsafe(a["scale"] ?? null) === canonicalJsonUnsafe(b["scale"] ?? null) ? [] : [`scale ${scaleWords(a["scale"])} -> ${scaleWords(b["scale"])}`]),
+      ...((a["weight"] ?? 1) === (b["weight"] ?? 1) ? [] : [`weight ${shortJson(a["weight"] ?? 1)} -> ${shortJson(b["weight"] ?? 1)}`]),
+      ...((a["description"] ?? null) === (b["description"] ?? null) ? [] : ["description changed"])
+    ]
+    return what.length === 0 ? [] : [`criterion '${n}': ${what.join(", ")}`]
+  })
+  const order = (v: Json | undefined) => (Array.isArray(v) ? v : []).map((c) => String(recordOf(c)["name"])).join(",")
+  if (said.length === 0 && order(rx["criteria"]) !== order(ry["criteria"])) said.push("criteria reordered")
+  if ((rx["instructions"] ?? null) !== (ry["instructions"] ?? null)) said.push("instructions changed")
+  return said
+}
+
+/**
+ * The judges' changes between two stored descriptions' `judges` (see `LoadedStudy.describe`),
+ * one phrase each: `rubric of judge 'quality': version 1 -> 2 (criterion 'clear' added
+ * (scale 1..5))`, `rubric of judge 'quality': criterion 'correct': scale 0..1 -> 1..5, version
+ * 1 unchanged`, `judge 'grade' added (rubric 'label' version 1)`; a judge is named by its task.
+ * Empty when neither side records its judges (a version stored before 0.15.0) or none changed.
+ */
+const judgeWords = (before: Json | undefined, after: Json | undefined): ReadonlyArray<string> => {
+  const [tb, ta] = [recordOf(before)["tasks"], recordOf(after)["tasks"]]
+  if (!Array.isArray(tb) || !Array.isArray(ta)) return []
+  const byTask = (list: ReadonlyArray<Json>) => new Map(list.map((j) => [String(recordOf(j)["task"]), recordOf(recordOf(j)["rubric"])]))
+  const [rb, ra] = [byTask(tb), byTask(ta)]
+  return [...new Set([...rb.keys(), ...ra.keys()])].flatMap((name) => {
+    const [x, y] = [rb.get(name), ra.get(name)]
+    if (x === undefined) return [`judge '${name}' added (rubric '${String(y!["id"])}' version ${versionText(y!["version"])})`]
+    if (y === undefined) return [`judge '${name}' removed`]
+    if (canonicalJsonUnsafe(x) === canonicalJsonUnsafe(y)) return []
+    const content = rubricContentWords(x, y)
+    const id = x["id"] === y["id"] ? [] : [`id '${String(x["id"])}' -> '${String(y["id"])}'`]
+    const sameVersion = canonicalJsonUnsafe(x["version"] ?? null) === canonicalJsonUnsafe(y["version"] ?? null)
+    if (!sameVersion) {
+      return [`rubric of judge '${name}': ${[...id, `version ${versionText(x["version"])} -> ${versionText(y["version"])}`].join(", ")}${content.length > 0 ? ` (${content.join("; ")})` : ""}`]
+    }
+    // the content changed under the same version: said, with the version that did not move
+    return [`rubric of judge '${name}': ${[...id, ...content].join("; ")}, version ${versionText(y["version"])} unchanged`]
+  })
+}
+
 /**
  * A changed protocol part in words where digests say nothing to a reader (`parts` are the
  * `name: old -> new` phrases of {@link changedParts}): `objectives` as the old and the new
  * objective lists, `modules` as the code files whose content changed, appeared or went away,
  * `repeats` as the counts, `baseline` as the assignments, `variables` as each variable added,
  * removed or changed (its type and values), `budget`, `stop` and `metrics` as short JSON, and
- * `experiment` said in words (its document is not stored: the digests stay beside them),
+ * `experiment` said in words (its document is not stored: the digests stay beside them; a
+ * judge's changed rubric is named, from the descriptions' `judges`, since 0.15.0),
  * read from the stored protocol description and the loaded one (`describe()`); a part either
  * side does not describe keeps its digests. Used by the freeze refusal, `assay study
  * versions` and `assay study confirm`.
@@ -474,7 +538,15 @@ export const inWords = (parts: ReadonlyArray<string>, before: Json, after: Json)
       return `${name}: ${shortJson(b)} -> ${shortJson(a)}`
     }
     if (name === "experiment") {
-      return `experiment: the base experiment's document or its tasks' code changed (${phrase.slice(phrase.indexOf(":") + 2)})`
+      const digests = phrase.slice(phrase.indexOf(":") + 2)
+      // a judge's rubric named (tester16f F5), and whether anything else changed beside it
+      const [jb, ja] = [recordOf(before)["judges"], recordOf(after)["judges"]]
+      const judges = judgeWords(jb, ja)
+      if (judges.length > 0) {
+        const otherwise = recordOf(jb)["experimentOtherwise"] === recordOf(ja)["experimentOtherwise"]
+        return `experiment: ${judges.join("; ")}${otherwise ? "" : `; and the rest of the base experiment's document or its tasks' code changed (${digests})`}`
+      }
+      return `experiment: the base experiment's document or its tasks' code changed (${digests})`
     }
     if (name === "modules" && (b !== undefined || a !== undefined)) {
       const rb = recordOf(b)

@@ -6,7 +6,9 @@
  * one point per variant and marks the candidates, its labels (a long metric name and unit
  * included) and points lie inside the plot and a target objective's target is drawn with its
  * value (tester16d F6), an Evidence link opens the trial's pipelines in the dashboard, and no
- * markup from the study runs. Skipped, with the reason printed, when
+ * markup from the study runs. With 12 variants (plot data swapped in), two variants at one
+ * point share a marker (a ring per kind) and a label naming both, and every variant's id is
+ * under its interval on the interval plot (tester16f F7). Skipped, with the reason printed, when
  * Chromium is not installed (`.ci/run` installs it). Screenshot: test-output/study.png.
  */
 import { NodeContext } from "@effect/platform-node"
@@ -107,7 +109,9 @@ describe.skipIf(!available)("Study page in Chromium", () => {
         page.evaluate(() => {
           const { document } = globalThis as any
           const box = document.getElementById("pareto-plot")
-          const count = (kind: string) => box.querySelectorAll(`svg circle.pt.${kind}`).length
+          // the variants drawn as each kind (a point several variants share names them all)
+          const count = (kind: string) =>
+            [...box.querySelectorAll(`svg circle.pt.${kind}`)].flatMap((c: any) => String(c.getAttribute("data-variant")).split(",")).length
           return {
             points: Number(box.getAttribute("data-points")),
             candidates: String(box.getAttribute("data-candidates")).split(",").filter((x: string) => x !== "").sort(),
@@ -155,7 +159,7 @@ describe.skipIf(!available)("Study page in Chromium", () => {
               axisYTitle: svg.querySelector("text.axis-y title").textContent,
               targets: [...svg.querySelectorAll("text.target-label")].map((t: any) => t.firstChild.textContent),
               lines: svg.querySelectorAll("line.target-line").length,
-              labels: [...svg.querySelectorAll("text.pt-label")].map((t: any) => t.getAttribute("data-variant")).sort()
+              labels: [...svg.querySelectorAll("text.pt-label")].flatMap((t: any) => String(t.getAttribute("data-variant")).split(",")).sort()
             }
           })
         )
@@ -267,8 +271,9 @@ describe.skipIf(!available)("Study page in Chromium", () => {
           }
         })
       )
-      // every variant labelled, v02 and v03 both, no two labels overlapping, all inside the SVG
-      assert.deepStrictEqual(f4.labels.map((l) => l.id).sort(), ["v01", "v02", "v03", "v04", "v05", "v06"])
+      // every variant labelled, v02 and v03 both (one label at their shared point: tester16f
+      // F7), no two labels overlapping, all inside the SVG
+      assert.deepStrictEqual(f4.labels.map((l) => l.id).sort(), ["v01", "v02,v03", "v04", "v05", "v06"])
       for (const p of f4.parts) {
         assert.isTrue(p.left >= 0 && p.top >= 0 && p.right <= f4.width + 0.5 && p.bottom <= f4.height + 0.5, `F4: ${p.what} inside the ${f4.width}x${f4.height} plot: ${JSON.stringify(p)}`)
       }
@@ -315,5 +320,100 @@ describe.skipIf(!available)("Study page in Chromium", () => {
       assert.strictEqual(new Set(wallTicks).size, wallTicks.length, `tick labels repeat: ${wallTicks.join(", ")}`)
       yield* Effect.promise(() => page.locator("#panel-compare").screenshot({ path: path.join(OUT, "study-f4.png") }))
       assert.deepStrictEqual(pageErrors, [], "the page script ran without errors on tester16e's case")
+
+      // tester16f F7: 12 variants, some at one point: v02 (front within noise) under v03 (a
+      // candidate, drawn larger), v07 and v08 (both dominated). Every point carries its
+      // variant's name, on both plots; two variants at one point are both seen
+      const many = ["v01", "v02", "v03", "v04", "v05", "v06", "v07", "v08", "v09", "v10", "v11", "v12"]
+      const accs = [0.7, 0.9, 0.9, 0.62, 0.6, 0.55, 0.5, 0.5, 0.45, 0.4, 0.35, 0.3]
+      const walls = [400, 300, 300, 500, 520, 540, 560, 560, 580, 600, 620, 640]
+      const f7 = {
+        candidates: ["v01", "v03"],
+        metrics: { ...real.metrics, accuracy: { unit: "ratio", direction: "maximize" }, wallMs: { unit: "ms", direction: "minimize" } },
+        variants: many.map((id, i) => ({
+          id,
+          strict: id === "v01" || id === "v03",
+          uncertain: id === "v01" || id === "v02" || id === "v03",
+          compared: true,
+          values: Object.fromEntries(Object.keys(real.metrics).map((k) => [k, k === "wallMs" ? value(walls[i]!, 20) : value(accs[i]!, 0.04)]))
+        }))
+      }
+      yield* Effect.promise(() =>
+        page.route(/\/study\/page\?f7$/, async (route) => {
+          const response = await route.fetch()
+          const body = (await response.text()).replace(
+            /(<script id="study-data" type="application\/json">)[\s\S]*?(<\/script>)/,
+            (_, open: string, close: string) => `${open}${JSON.stringify(f7)}${close}`
+          )
+          await route.fulfill({ response, body })
+        })
+      )
+      yield* Effect.promise(() => page.goto(`${info.url}/study/page?f7#compare`))
+      yield* Effect.promise(() => page.waitForFunction(() => (globalThis as any).window.__assayStudy?.ready === true))
+      yield* select("pareto-x", "accuracy")
+      yield* select("pareto-y", "wallMs")
+      yield* select("interval-metric", "accuracy")
+      const shared = yield* Effect.promise(() =>
+        page.evaluate(() => {
+          const { document } = globalThis as any
+          const svg = document.querySelector("#pareto-plot svg")
+          svg.scrollIntoView({ block: "center" })
+          const label = (id: string) => [...svg.querySelectorAll("text.pt-label")].find((t: any) => String(t.getAttribute("data-variant")).split(",").includes(id))
+          // what the pointer finds at a point's centre, and 1.5 pixels inside its outer edge
+          const at = (id: string) => {
+            const circles = [...svg.querySelectorAll("circle.pt")].filter((c: any) => String(c.getAttribute("data-variants") ?? c.getAttribute("data-variant")).split(",").includes(id))
+            const outer = circles.reduce((a: any, c: any) => (Number(c.getAttribute("r")) > Number(a.getAttribute("r")) ? c : a))
+            const r = outer.getBoundingClientRect()
+            const cx = r.left + r.width / 2
+            const cy = r.top + r.height / 2
+            const hit = (x: number, y: number) => {
+              const el = document.elementFromPoint(x, y)
+              return { cls: String(el?.getAttribute("class") ?? ""), title: String(el?.querySelector("title")?.textContent ?? "") }
+            }
+            return { centre: hit(cx, cy), rim: hit(cx + r.width / 2 - 1.5, cy) }
+          }
+          return {
+            labels: Object.fromEntries(["v02", "v03", "v07", "v08"].map((id) => [id, String(label(id)?.firstChild?.textContent ?? "")])),
+            v02: at("v02"),
+            v07: at("v07"),
+            legend: String(document.querySelector("#pareto-plot .legend").textContent)
+          }
+        })
+      )
+      // v02 and v03: one point, one label with both names; the pointer finds both names at its
+      // centre and on its rim, and both kinds: the front within noise inside, the candidate around
+      assert.strictEqual(shared.labels["v02"], "v02, v03", JSON.stringify(shared))
+      assert.strictEqual(shared.labels["v03"], "v02, v03")
+      for (const spot of [shared.v02.centre, shared.v02.rim]) {
+        assert.include(spot.title, "v02", JSON.stringify(shared.v02))
+        assert.include(spot.title, "v03", JSON.stringify(shared.v02))
+      }
+      assert.include(shared.v02.centre.cls, "uncertain", JSON.stringify(shared.v02))
+      assert.include(shared.v02.rim.cls, "candidate", JSON.stringify(shared.v02))
+      assert.strictEqual(shared.labels["v07"], "v07, v08")
+      assert.include(shared.v07.centre.title, "v07")
+      assert.include(shared.v07.centre.title, "v08")
+      assert.include(shared.legend, "share its marker")
+      // the interval plot: a name under every variant's interval (uPlot's own tick values), and
+      // hovering a variant's interval names it in the legend
+      const intervals = yield* Effect.promise(() =>
+        page.evaluate(() => {
+          const { window } = globalThis as any
+          const u = window.__assayStudy.intervals
+          return { ticks: (u.axes[0]._values ?? []).filter((t: string) => t !== ""), variants: u.variants, axis: u.axes[0].label }
+        })
+      )
+      assert.deepStrictEqual(intervals.ticks, many, JSON.stringify(intervals))
+      assert.strictEqual(intervals.axis, "variant")
+      const over = page.locator("#interval-plot .u-over")
+      const box = (yield* Effect.promise(() => over.boundingBox()))!
+      for (const k of [1, 7, 12]) {
+        const x = yield* Effect.promise(() => page.evaluate((i) => (globalThis as any).window.__assayStudy.intervals.valToPos(i, "x"), k))
+        yield* Effect.promise(() => page.mouse.move(box.x + x, box.y + box.height / 2))
+        const shown = yield* Effect.promise(() => page.locator("#interval-plot .u-legend .u-series").first().innerText())
+        assert.include(shown, many[k - 1]!, `hovering variant ${k}: ${shown}`)
+      }
+      yield* Effect.promise(() => page.locator("#panel-compare .two").screenshot({ path: path.join(OUT, "study-f7.png") }))
+      assert.deepStrictEqual(pageErrors, [], "the page script ran without errors on tester16f's case")
     })), { timeout: 240_000 })
 })

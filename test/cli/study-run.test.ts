@@ -346,6 +346,24 @@ describe("assay study run: a declared metric no task reports (fix16y's early sto
     }), 180_000)
 })
 
+describe("assay study run: an objective's metric no task reports, in a study without metrics: (tester16f F4)", () => {
+  it.live("stops after the first 5 succeeded pipelines: exit 2 at objectives[i].metric with a did-you-mean, not every trial run to 'missing'", () =>
+    Effect.gen(function*() {
+      const s = studyDir({ variants: 2, repeats: 2, cases: 8, concurrency: 2, trialConcurrency: 1 })
+      // the tasks report "accuracy"; the objective reads "accurcy"; no metrics section
+      s.rewrite((x) => ({ ...x, objectives: [{ metric: "latencyP95Ms", direction: "minimize" }, { metric: "accurcy", direction: "maximize" }] }))
+      const r = yield* assay(["study", "run", s.file, "-q"], { cwd: s.dir })
+      assert.strictEqual(r.code, 2, r.stdout + r.stderr)
+      assert.include(r.stderr, "objectives[1].metric: objective \"accurcy\": none of the first 5 succeeded pipelines reported metric \"accurcy\"")
+      assert.include(r.stderr, "did you mean \"accuracy\"?")
+      assert.notInclude(r.stderr, "objectives[0]")
+      assert.notMatch(r.stderr, /\n\s+at /)
+      const ran = executions(s.log)
+      assert.isBelow(ran.length, 2 * 2 * 2 * 8)
+      assert.deepStrictEqual(query<{ status: string }>(s.db, "SELECT status FROM studies WHERE study_id = 'kstudy'").map((x) => x.status), ["interrupted"])
+    }), 180_000)
+})
+
 describe("assay study: refused commands leave nothing behind", () => {
   it.live("an unknown --trial and a past deadline exit 2 before the protocol is frozen; plan and validate warn of the deadline", () =>
     Effect.gen(function*() {

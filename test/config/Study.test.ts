@@ -1208,10 +1208,10 @@ describe("StudyConfig.load: tester16e's study files (F2, F5): one pass, a user's
       assert.include(paths(problems), "baseline.flag")
     }))
 
-  it.effect("an objective written as a bare name: the expected object, in words, with what to write (F5b); a value of the wrong type in words", () =>
+  it.effect("an objective written as a bare name is read in its metric's direction (F5b, since tester16f F3: `costUsd` minimizes); a value of the wrong type in words", () =>
     Effect.gen(function*() {
       const problems = yield* t16e("bad5.yaml")
-      assert.include(problems, "objectives[2]: expected an object { metric, direction, target, weight, hardConstraint }, got \"costUsd\" | write { metric: costUsd, direction: minimize }")
+      assert.notInclude(paths(problems), "objectives[2]", problems.join("\n"))
       assert.include(problems, "repeats: expected an integer, got 2.5")
       assert.include(problems, "objectives[3].hardConstraint.value: expected a number, got \"half\"")
       assert.notMatch(problems.join("\n"), /Expected |Encoded side|Struct|actual /)
@@ -1240,4 +1240,61 @@ describe("StudyConfig.load: tester16e's study files (F2, F5): one pass, a user's
       assert.include(problems, "baseline: is missing: a compare study names its baseline (variable name -> value) | baseline: { prompt: \"terse\", model: \"small\" }, and a value of temperature once its values are fixed")
       assert.include(problems, "study.id: \"bad study!\" contains \" \" and \"!\": only ASCII letters, digits, \"-\" and \"_\" are allowed")
     }))
+})
+
+describe("StudyConfig.load: an objective written as its metric's name alone (tester16f F3)", () => {
+  const paths = (problems: ReadonlyArray<string>) => problems.map((p) => p.split(":")[0])
+  const declared = [
+    { name: "accuracy", reducer: "mean", from: { metric: "correct" }, direction: "maximize" },
+    { name: "errors", reducer: "sum", from: { metric: "wrong" }, direction: "minimize" }
+  ]
+  it.effect("is that metric's objective in its own direction: a declared metric's, a built-in's; the protocol is the explicit form's", () =>
+    Effect.gen(function*() {
+      const bare = yield* load(write(study({ metrics: declared, objectives: ["accuracy", "errors", "latencyP95Ms", { metric: "calls", direction: "minimize", weight: 2 }] })))
+      assert.deepStrictEqual(bare.objectives, [
+        { metric: "accuracy", direction: "maximize", weight: 1 },
+        { metric: "errors", direction: "minimize", weight: 1 },
+        { metric: "latencyP95Ms", direction: "minimize", weight: 1 },
+        { metric: "calls", direction: "minimize", weight: 2 }
+      ])
+      const explicit = yield* load(write(study({
+        metrics: declared,
+        objectives: [
+          { metric: "accuracy", direction: "maximize" },
+          { metric: "errors", direction: "minimize" },
+          { metric: "latencyP95Ms", direction: "minimize" },
+          { metric: "calls", direction: "minimize", weight: 2 }
+        ]
+      })))
+      assert.strictEqual(bare.protocolDigest, explicit.protocolDigest)
+      // in YAML too, without a metrics section for a built-in metric
+      const yaml = yield* load(write(YAML.stringify(study({ objectives: ["tokens"] })), {}, "study.yaml"))
+      assert.deepStrictEqual(yaml.objectives, [{ metric: "tokens", direction: "minimize", weight: 1 }])
+    }))
+
+  it.effect("a metric that declares no direction is refused at objectives[i], saying to write { metric, direction }", () =>
+    Effect.gen(function*() {
+      // reported by a task, no metrics section (JSON)
+      const reported = yield* failure(write(study({ objectives: ["accuracy"] })))
+      assert.deepStrictEqual(reported, [
+        "objectives[0]: \"accuracy\" alone: metric \"accuracy\" declares no direction (it is not a built-in metric nor declared with a direction under metrics), so which way is better is not known" +
+        " | write { metric: accuracy, direction: maximize } or { metric: accuracy, direction: minimize }, or declare it under metrics with a direction"
+      ])
+      // declared without a direction, or with direction target (a name gives no target value); with another problem of the file
+      const undirected = yield* failure(write(study({
+        metrics: [{ name: "accuracy", reducer: "mean", from: { metric: "correct" } }, { name: "share", reducer: "mean", from: { metric: "spam" }, direction: "target" }],
+        objectives: ["calls", "accuracy", "share"],
+        repeats: 0
+      })))
+      assert.includeMembers(paths(undirected), ["objectives[1]", "objectives[2]", "repeats"], undirected.join("\n"))
+      assert.notInclude(paths(undirected), "objectives[0]")
+      assert.include(undirected.join("\n"), "objectives[1]: \"accuracy\" alone: metric \"accuracy\" declares no direction (its metrics entry has none)")
+      assert.include(undirected.join("\n"), "write { metric: share, direction: target, target: VALUE }")
+      assert.notMatch(undirected.join("\n"), /expected an object/)
+    }))
+
+  it("the JSON Schema takes a metric's name where an objective belongs", () => {
+    const items = (studyJsonSchema() as any).properties.objectives.items
+    assert.deepStrictEqual(items.anyOf.map((x: any) => x.type), ["object", "string"])
+  })
 })

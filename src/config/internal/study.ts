@@ -188,7 +188,11 @@ export interface Trial {
  * - `trialsFor(version)`: the same trials as data;
  * - `warnings`: one line each (an unused variable in a study whose tasks are code, a default
  *   baseline, the experiment's source warnings); `unresolvedEnv`: `${VAR}`s without a value;
- * - `describe()`: the JSON `assay validate` and `assay study plan --json` print.
+ * - `describe()`: the JSON `assay validate` and `assay study plan --json` print (stored with
+ *   each protocol version by `study run`); its `judges` (since 0.15.0) are the base
+ *   experiment's judge tasks (`tasks`: `{ task, metric, rubric }` each) and `experimentOtherwise`,
+ *   the 12-hex digest of the experiment part with the judges' rubrics left out, so that a
+ *   version's change names a changed rubric.
  *
  * @since 0.6.0
  * @category models
@@ -228,6 +232,11 @@ export interface LoadedStudy {
    * objective's `from: { metric }` (since 0.14.0).
    */
   readonly reportingTasks: ReadonlyArray<string>
+  /**
+   * The pipeline metrics the base experiment's judge tasks report (their `metric` option; see
+   * `judgeMetrics`): `Study.execute` does not watch them (since 0.15.0).
+   */
+  readonly judgeMetrics: ReadonlyArray<string>
   readonly analysis: {
     readonly minPairedCases: number
     readonly minRepeats: number
@@ -423,6 +432,52 @@ const experimentIdentity = (document: Json): Json => {
   const pools = rest["pools"]
   if (!isRecord(pools)) return rest
   return { ...rest, pools: Object.fromEntries(Object.entries(pools as Record<string, Json>).map(([n, p]) => [n, poolIdentity(p)])) }
+}
+
+/**
+ * The judges of a template (fanout branches included), as a study's description stores them
+ * with each version: each judge task's name, the metric it reports (`null`: none) and its
+ * rubric as its parameters record it (`{ id, version, criteria, instructions? }`), in task order.
+ * What `StudyCatalog.inWords` compares to name a rubric's change (tester16f F5).
+ */
+const judgesOf = (tasks: ReadonlyArray<Task.Any>): ReadonlyArray<{ readonly task: string; readonly metric: Json; readonly rubric: Json }> =>
+  tasks.flatMap((t) => {
+    if (t.children.length > 0) return judgesOf(t.children)
+    if (t.codeDigest !== JUDGE_CODE_DIGEST || !isRecord(t.parameters)) return []
+    const p = t.parameters as Record<string, Json>
+    return [{ task: t.name, metric: p["metric"] ?? null, rubric: p["rubric"] ?? null }]
+  })
+
+/**
+ * The base experiment's document with each `use: judge` entry's rubric left out (its
+ * `options.rubric`, or `args[0].rubric`; nested task lists too): what the experiment part of the
+ * protocol is apart from its judges' rubrics, so that a rubric's change can be told from any
+ * other change of the document.
+ */
+const withoutRubrics = (document: Json): Json => {
+  const strip = (tasks: Json | undefined): Json | undefined =>
+    Array.isArray(tasks)
+      ? tasks.map((t) => {
+        if (!isRecord(t)) return t
+        const entry = t as Record<string, Json>
+        if (entry["use"] !== "judge") return entry["tasks"] === undefined ? entry : { ...entry, tasks: strip(entry["tasks"]) ?? null }
+        const options = entry["options"]
+        const args = entry["args"]
+        if (isRecord(options)) {
+          const { rubric: _r, ...rest } = options as Record<string, Json>
+          return { ...entry, options: rest }
+        }
+        if (Array.isArray(args) && isRecord(args[0])) {
+          const { rubric: _r, ...rest } = args[0] as Record<string, Json>
+          return { ...entry, args: [rest, ...args.slice(1)] }
+        }
+        return entry
+      })
+      : tasks
+  if (!isRecord(document) || !isRecord(document["pipeline"])) return document
+  const d = document as Record<string, Json>
+  const pipeline = d["pipeline"] as Record<string, Json>
+  return { ...d, pipeline: { ...pipeline, tasks: strip(pipeline["tasks"]) ?? null } }
 }
 
 /** Whether a pipeline of the raw experiment has a task that is code (not a built-in `use:` name). */
@@ -1004,6 +1059,52 @@ const bareEntryHint = (doc: unknown) => (i: ConfigIssue): ConfigIssue => {
 }
 
 /**
+ * The objectives written as a metric's name alone (`objectives: [accuracy, costUsd]`), read as
+ * that metric's objective in the metric's own direction (tester16f F3): a built-in metric's
+ * (`costUsd`, `latencyP95Ms`, ... minimize), or the `direction` its entry under `metrics:`
+ * declares (`maximize` or `minimize`). A name whose metric declares no direction (a metric a
+ * task reports, one declared without `direction`, a judge's score) is refused at
+ * `objectives[i]` with what to write; so is one declared `direction: target` (a bare name
+ * gives no target value). Each refused entry is stood in for by `{ metric, direction:
+ * maximize }` so that the checks after the shape still run on it (an unknown name is said
+ * too). Runs on the document as written, before its Schema: every other entry is left as it is.
+ *
+ * @returns the document with the bare names replaced, and the refusals
+ */
+const readBareObjectives = (doc: unknown): { readonly doc: unknown; readonly issues: ReadonlyArray<ConfigIssue> } => {
+  if (!isRecord(doc) || !Array.isArray(doc["objectives"]) || !doc["objectives"].some((o) => typeof o === "string" && o !== "")) {
+    return { doc, issues: [] }
+  }
+  const declared = Array.isArray(doc["metrics"]) ? doc["metrics"].filter(isRecord) : []
+  const issues: Array<ConfigIssue> = []
+  const objectives = (doc["objectives"] as ReadonlyArray<unknown>).map((o, i) => {
+    if (typeof o !== "string" || o === "") return o
+    const at = `objectives[${i}]`
+    const entry = declared.find((m) => m["name"] === o)
+    const own = entry === undefined ? Study.BUILTIN_METRICS[o]?.direction : entry["direction"]
+    if (own === "maximize" || own === "minimize") return { metric: o, direction: own }
+    const write = `write { metric: ${o}, direction: maximize } or { metric: ${o}, direction: minimize }`
+    if (own === "target") {
+      issues.push(issue(at, `"${o}" alone: metric "${o}" is declared direction target, and a name alone gives no target value`, `write { metric: ${o}, direction: target, target: VALUE }`))
+    } else if (entry !== undefined) {
+      issues.push(issue(
+        at,
+        `"${o}" alone: metric "${o}" declares no direction (its metrics entry has none), so which way is better is not known`,
+        `${write}, or give its metrics entry a direction`
+      ))
+    } else {
+      issues.push(issue(
+        at,
+        `"${o}" alone: metric "${o}" declares no direction (it is not a built-in metric nor declared with a direction under metrics), so which way is better is not known`,
+        `${write}, or declare it under metrics with a direction`
+      ))
+    }
+    return { metric: o, direction: "maximize" }
+  })
+  return { doc: { ...doc, objectives }, issues }
+}
+
+/**
  * What a template's tasks can lease: each task's pool (its `resource`, the pipeline's when it
  * names none; fanout branches included) and, for a task that gives one, its `selector` (the
  * `chat` and `judge` tasks' option): a resource of another pool, or one the selector does not
@@ -1283,10 +1384,13 @@ export const load = (
     }
     const rawRun = isRecord(expanded["run"]) ? expanded["run"] : undefined
     const runStore = rawRun?.["store"]
-    const shaped = runStore === undefined ? expanded : { ...expanded, run: Object.fromEntries(Object.entries(rawRun!).filter(([k]) => k !== "store")) }
+    // an objective written as a metric's name alone is read in the metric's own direction (F3)
+    const bare = readBareObjectives(runStore === undefined ? expanded : { ...expanded, run: Object.fromEntries(Object.entries(rawRun!).filter(([k]) => k !== "store")) })
+    const shaped = bare.doc
     if (runStore !== undefined) {
       issues.push(issue("run.store", "is refused in a study: output.root is the study's one storage entry", "remove run.store and set output.root"))
     }
+    issues.push(...bare.issues)
     const decode = Schema.decodeUnknownEither(StudyFile, { errors: "all", onExcessProperty: "error" })
     let strict = decode(shaped)
     // shape problems first; when each has an obvious repair (a misspelt key or choice), the
@@ -2008,6 +2112,12 @@ export const load = (
     }
     const digestOfProtocol = Study.protocolDigest(protocol)
     const parts = Study.protocolParts(protocol)
+    // the judges' rubrics, and the experiment part without them: stored with each version's
+    // description, so that a changed rubric is named (`StudyCatalog.inWords`, tester16f F5)
+    const judges: Json = plain({
+      tasks: judgesOf(experiment.template.tasks),
+      experimentOtherwise: digest(canonicalJsonUnsafe({ document: withoutRubrics(experimentIdentity(plain(base.raw))), code: taskCode })).slice(0, 12)
+    })
     // before 0.9.0 the code files' contents were not digested: a version frozen then is still
     // this protocol (its files' contents were never recorded, so a change to them cannot be told)
     const { modules: _modules, ...withoutModules } = protocol
@@ -2118,6 +2228,7 @@ export const load = (
       metrics: declaredMetrics,
       outputChecks,
       reportingTasks: [...reportingTasks],
+      judgeMetrics: judged,
       analysis: { ...Study.DEFAULT_ANALYSIS, ...(doc.analysis ?? {}) },
       trialConcurrency,
       run,
@@ -2154,6 +2265,7 @@ export const load = (
           objectives: doc.objectives ?? [],
           ...(doc.metrics === undefined ? {} : { metrics: doc.metrics }),
           ...(hasModules ? { modules } : {}),
+          judges,
           ...(doc.analysis === undefined ? {} : { analysis: doc.analysis }),
           trialConcurrency,
           plan,

@@ -109,12 +109,18 @@ export const StudyFile = Schema.Struct({
 }).annotations({ identifier: "AssayStudy" })
 
 /**
- * The study file as written (what `defineStudy` takes).
+ * The study file as written (what `defineStudy` takes): {@link StudyFile}'s encoded side,
+ * where an objective may also be a metric's name alone (`objectives: ["accuracy", "costUsd"]`,
+ * since 0.15.0), read by the study loader as `{ metric, direction }` in the metric's own
+ * direction (a built-in metric's, or the `direction` of its `metrics` entry) before the Schema
+ * sees it; a name whose metric declares no direction is refused at `objectives[i]`.
  *
  * @since 0.6.0
  * @category models
  */
-export type StudyInput = typeof StudyFile.Encoded
+export type StudyInput = Omit<typeof StudyFile.Encoded, "objectives"> & {
+  readonly objectives?: ReadonlyArray<string | typeof Study.Objective.Encoded>
+}
 
 /**
  * The decoded study file.

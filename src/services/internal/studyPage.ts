@@ -2,8 +2,10 @@
  * The Study page of `assay serve` on a study's output root (`/study/page`): the tabs Design,
  * Run, Compare, Evidence and Conclusion of a {@link StudyCompare.StudyComparison}, a Pareto
  * scatter plot of two chosen metrics (SVG, its margins measured from its labels' text, a target
- * objective's target drawn as a line with its value) and per-variant interval plots (uPlot,
- * served by the server from `/assets`).
+ * objective's target drawn as a line with its value, every point labelled with its variant,
+ * variants at one point sharing one marker and one label) and per-variant interval plots
+ * (uPlot, served by the server from `/assets`; a whisker per variant, every variant's id on the
+ * x axis).
  *
  * Escaping: the page is rendered on the server with every value from the store or the study
  * (questions, variable values, trial reasons, case keys) passed through `escapeHtml`; the
@@ -317,7 +319,7 @@ td.msg, td.assign { white-space:pre-wrap; word-break:break-word; max-width:420px
 .facts { list-style:none; padding:0; } .facts li { margin:4px 0; }
 .two { display:grid; grid-template-columns: 1fr 1fr; gap:16px; }
 .plot { background:#fff; border:1px solid var(--line); border-radius:6px; padding:8px; min-height:300px; }
-.plot svg { display:block; overflow:hidden; } .legend { font-size:12px; margin-top:4px; }
+.plot svg { display:block; overflow:hidden; } #interval-plot { overflow-x:auto; } .legend { font-size:12px; margin-top:4px; }
 .swatch { display:inline-block; width:9px; height:9px; border-radius:50%; vertical-align:middle; }
 .occ { display:inline-block; width:80px; height:10px; vertical-align:middle; background:#eaeef2; border-radius:4px; overflow:hidden; }
 .fill { background:var(--run); height:100%; }
@@ -475,20 +477,47 @@ const SCRIPT = `
       titled(node(svg, "text", { class: "target-label", x: left + pw - 4, y: above ? Y(ty) - 4 : Y(ty) + FONT + 2, "text-anchor": "end", fill: "#9a6700" }, ly), my + ": target " + ty);
     }
     // the points: candidates green, the front within noise amber, the dominated grey; each
-    // labelled with its variant beside it, on the side where the label fits inside the plot
-    var labelled = [], placed = [];
+    // labelled with its variant beside it, on the side where the label fits inside the plot.
+    // Variants at one spot (the same values, or within 2 pixels) share one point, drawn once
+    // with all their names as its label and in its title (tester16f F7): never one marker
+    // hiding another; where their kinds differ, one ring per kind, the outer first
+    var KINDS = { candidate: { r: 6, color: "#1a7f37", words: "candidate" }, uncertain: { r: 4.5, color: "#9a6700", words: "front within noise" }, dominated: { r: 3.5, color: "#57606a", words: "dominated" } };
+    function kindOf(p) { return p.candidate ? "candidate" : p.uncertain ? "uncertain" : "dominated"; }
+    var groups = [];
     pts.forEach(function (p) {
-      var kind = p.candidate ? "candidate" : p.uncertain ? "uncertain" : "dominated";
-      var r = p.candidate ? 6 : p.uncertain ? 4.5 : 3.5, color = p.candidate ? "#1a7f37" : p.uncertain ? "#9a6700" : "#57606a";
       var px = X(p.x), py = Y(p.y);
-      titled(node(svg, "circle", { class: "pt " + kind, cx: px, cy: py, r: r, fill: color, "data-variant": p.id }), p.id + ": " + mx + " " + tickText(p.x) + ", " + my + " " + tickText(p.y));
-      var room = pw - 8, label = textWidth(p.id) <= room ? p.id : fitLines(p.id, room)[0], w = textWidth(label);
+      var g = groups.filter(function (q) { return Math.abs(q.px - px) < 2 && Math.abs(q.py - py) < 2; })[0];
+      if (g) g.members.push(p); else groups.push({ px: px, py: py, members: [p] });
+    });
+    function cutTo(str, room) {
+      if (textWidth(str) <= room) return str;
+      while (str.length > 1 && textWidth(str + "…") > room) str = str.slice(0, -1);
+      return str + "…";
+    }
+    var labelled = [], placed = [];
+    groups.forEach(function (g) {
+      var ids = g.members.map(function (p) { return p.id; });
+      var said = g.members.map(function (p) { return p.id + (ids.length > 1 ? " (" + KINDS[kindOf(p)].words + ")" : "") + ": " + mx + " " + tickText(p.x) + ", " + my + " " + tickText(p.y); }).join("; ");
+      var kinds = ["candidate", "uncertain", "dominated"].filter(function (k) { return g.members.some(function (p) { return kindOf(p) === k; }); });
+      var px = g.px, py = g.py;
+      // one kind: its own size; several: rings 3 pixels apart around the innermost
+      function radius(i) { return kinds.length === 1 ? KINDS[kinds[0]].r : 4 + 3 * (kinds.length - 1 - i); }
+      var r = radius(0);
+      kinds.forEach(function (k, i) {
+        var of = g.members.filter(function (p) { return kindOf(p) === k; }).map(function (p) { return p.id; });
+        titled(node(svg, "circle", {
+          class: "pt " + k + (ids.length > 1 ? " shared" : ""), cx: px, cy: py, r: radius(i), fill: KINDS[k].color,
+          stroke: kinds.length > 1 ? "#fff" : "none", "stroke-width": 1, "data-variant": of.join(","), "data-variants": ids.join(",")
+        }), said);
+      });
+      var whole = ids.join(", ");
+      var room = pw - 8, label = cutTo(whole, room), w = textWidth(label);
       var lx2 = px + r + 3, anchor = "start";
       if (lx2 + w > left + pw - 2) { lx2 = px - r - 3; anchor = "end"; }
       if (anchor === "end" && lx2 - w < left + 2) { lx2 = left + 2; anchor = "start"; }
       var ly2 = py - r - 2;
       if (ly2 - FONT < top + 2) ly2 = py + r + FONT + 1;
-      // a label that would overlap one placed before (two variants at one point) goes a line
+      // a label that would overlap one placed before (two points close together) goes a line
       // further down, or up when that leaves the plot
       var x0 = anchor === "start" ? lx2 : lx2 - w;
       function clash(y) { return placed.some(function (b) { return x0 < b.x1 && x0 + w > b.x0 && y - FONT < b.y1 && y > b.y1 - FONT; }); }
@@ -499,8 +528,8 @@ const SCRIPT = `
       }
       if (ly2 > top + ph - 3) ly2 = top + ph - 3;
       placed.push({ x0: x0, x1: x0 + w, y1: ly2 });
-      titled(node(svg, "text", { class: "pt-label", x: lx2, y: ly2, "text-anchor": anchor, fill: "#1f2328", "data-variant": p.id }, label), p.id);
-      labelled.push(p.id);
+      titled(node(svg, "text", { class: "pt-label", x: lx2, y: ly2, "text-anchor": anchor, fill: "#1f2328", "data-variant": ids.join(",") }, label), said);
+      labelled.push.apply(labelled, ids);
     });
     box.setAttribute("data-labels", labelled.join(","));
     var legend = document.createElement("div");
@@ -512,6 +541,9 @@ const SCRIPT = `
       legend.appendChild(sw);
       legend.appendChild(document.createTextNode(" " + k[1] + "  "));
     });
+    if (groups.some(function (g) { return g.members.length > 1; })) {
+      legend.appendChild(document.createTextNode("· variants at one point share its marker (a ring per kind) and its label"));
+    }
     box.appendChild(legend);
     state.pareto = { points: pts, svg: svg };
   }
@@ -551,14 +583,45 @@ const SCRIPT = `
     }
     box.setAttribute("data-axis-y", yLabel);
     box.setAttribute("data-axis-y-room", String(room));
+    // every variant's name under its interval (tester16f F7: past about 7 variants uPlot's
+    // default spacing of 50 pixels dropped every one): one tick per variant always; the names
+    // turned upright when they do not fit side by side, and the plot made wider (the box then
+    // scrolls) when even upright ones would touch
+    var ids = vs.map(function (v) { return v.id; });
+    var widest = ids.reduce(function (a, id) { return Math.max(a, tickWidth(id)); }, 0);
+    var W2 = Math.max(300, box.clientWidth - 16), yAxis = 70;
+    var upright = (W2 - yAxis) / (vs.length + 1) < widest + 6;
+    if (upright) W2 = Math.max(W2, yAxis + (vs.length + 1) * 16);
+    box.setAttribute("data-ticks-upright", String(upright));
+    box.setAttribute("data-variants", ids.join(","));
+    // each interval as a whisker from its lower to its upper bound, behind the points
+    function whiskers(u) {
+      var ctx = u.ctx;
+      ctx.save();
+      ctx.strokeStyle = "#0969da";
+      ctx.lineWidth = 2 * Math.max(1, Math.round(devicePixelRatio || 1));
+      vs.forEach(function (v, i) {
+        var lo = num(v.values[m].lower), hi = num(v.values[m].upper);
+        if (lo === null || hi === null) return;
+        var x = Math.round(u.valToPos(i + 1, "x", true));
+        ctx.beginPath();
+        ctx.moveTo(x, u.valToPos(lo, "y", true));
+        ctx.lineTo(x, u.valToPos(hi, "y", true));
+        ctx.stroke();
+      });
+      ctx.restore();
+    }
     state.intervals = new uPlot({
-      width: Math.max(300, box.clientWidth - 16), height: H2,
+      width: W2, height: H2 + (upright ? Math.max(0, Math.ceil(widest) - 30) : 0),
+      hooks: { drawAxes: [whiskers] },
       scales: { x: { time: false, range: [0, vs.length + 1] } },
       series: [{ label: "variant", value: function (u, v) { return v >= 1 && v <= vs.length ? vs[v - 1].id : ""; } },
                { label: "mean", stroke: "#0969da", paths: noLine, points: { show: true, size: 10, fill: "#0969da" } },
                { label: "lower", stroke: "#57606a", paths: noLine, points: { show: true, size: 6, fill: "#fff" } },
                { label: "upper", stroke: "#57606a", paths: noLine, points: { show: true, size: 6, fill: "#fff" } }],
-      axes: [{ label: "variant", incrs: [1], values: function (u, splits) { return splits.map(function (s) { return s >= 1 && s <= vs.length && s === Math.round(s) ? vs[s - 1].id : ""; }); } }, { label: yLabel, values: function (u, splits, ax, space, incr) { var t = tickTexts(splits, incr); box.setAttribute("data-ticks-y", JSON.stringify(t)); return t; },
+      axes: [{ label: "variant", incrs: [1], space: function () { return 1; }, rotate: upright ? 90 : 0,
+                 size: upright ? Math.ceil(widest) + 10 + 5 + 4 : 50,
+                 values: function (u, splits) { return splits.map(function (s) { return s >= 1 && s <= vs.length && s === Math.round(s) ? vs[s - 1].id : ""; }); } }, { label: yLabel, values: function (u, splits, ax, space, incr) { var t = tickTexts(splits, incr); box.setAttribute("data-ticks-y", JSON.stringify(t)); return t; },
                  // wide enough for the widest tick label (ticks 10px, a gap, the text in 12px)
                  size: function (u, values) {
                    var w = (values || []).reduce(function (a, t) { return Math.max(a, tickWidth(String(t))); }, 0), size = Math.max(50, Math.ceil(w) + 10 + 5 + 6);

@@ -648,6 +648,19 @@ export const TIE_TOLERANCE = 1e-9
 export const nearlyEqual = (a: number, b: number): boolean =>
   Math.abs(a - b) <= TIE_TOLERANCE * Math.max(Math.abs(a), Math.abs(b), 1e-12)
 
+/**
+ * The difference `a − b` as a report states it: exactly 0 when the two are equal up to
+ * floating-point noise ({@link nearlyEqual}: relative to the larger magnitude of the two), so a
+ * difference of sums of 0.1s, `2.7755575615628914e-17`, is 0, and never `-0`.
+ *
+ * @param a a finite number
+ * @param b a finite number
+ * @returns `a − b`, or 0
+ * @since 0.16.0
+ * @category comparing
+ */
+export const difference = (a: number, b: number): number => nearlyEqual(a, b) ? 0 : a - b
+
 /** The scale of a paired comparison: the largest absolute case mean on either side. */
 const scaleOf = (pb: Packed, pc: Packed, n: number): number => {
   let m = 0
@@ -1704,14 +1717,15 @@ export const bootstrapReduced = (
       const rb = replicates[base]!
       const rc = replicates[cand]!
       const d = new Float64Array(resamples)
-      for (let b = 0; b < resamples; b++) d[b] = rc[b]! - rb[b]!
+      // differences of float noise (sums of 0.1s in another order) are 0 (fix16ac F6)
+      for (let b = 0; b < resamples; b++) d[b] = difference(rc[b]!, rb[b]!)
       // the run-to-run part: repeat r of the candidate minus repeat r of the baseline
       const diffs: Array<number> = []
       for (const [r, y] of perRepeat[cand]!) {
         const x = perRepeat[base]!.get(r)
-        if (x !== undefined) diffs.push(y - x)
+        if (x !== undefined) diffs.push(difference(y, x))
       }
-      const i = intervalOf(estimates[cand]! - estimates[base]!, d, diffs, "per-repeat differences")
+      const i = intervalOf(difference(estimates[cand]!, estimates[base]!), d, diffs, "per-repeat differences")
       return { ...i, method: `paired ${i.method}` }
     }
   }

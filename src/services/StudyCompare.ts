@@ -191,6 +191,19 @@ export interface EvidenceCase {
   readonly value: number
   /** A `target` objective (since 0.12.0): the value's distance to the target, what ranks the cases (smaller is better). */
   readonly distance?: number | undefined
+  /**
+   * `study evidence` of a variant other than the baseline (since 0.16.0, fix16ac F2): the
+   * baseline's value of the same case (the mean over its compared repeats), the `difference`
+   * variant − baseline (0 when the two are equal up to `Statistics.nearlyEqual`) and the
+   * baseline's pipelines of that case: the pairing the paired difference is made of. Absent
+   * when the baseline has no value for the case.
+   */
+  readonly baseline?: {
+    readonly variantId: string
+    readonly value: number
+    readonly difference: number
+    readonly pipelineIds: ReadonlyArray<string>
+  } | undefined
 }
 
 /**
@@ -580,11 +593,18 @@ interface CaseMatrix {
   readonly pipelinesOf: (c: number) => Array<string>
 }
 
-const caseMatrix = (byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>, metric: string, caseCount: number): CaseMatrix => {
+const caseMatrix = (
+  byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>,
+  metric: string,
+  caseCount: number,
+  // where the per-case values are: the metric's own (default), or a usage metric's per-pipeline shares
+  from: "cases" | "perPipeline" = "cases"
+): CaseMatrix => {
+  const casesOf = (t: StudyMetrics.TrialValues | null | undefined) => from === "cases" ? t?.cases[metric] : t?.perPipeline?.[metric]
   const rows: Array<Array<number>> = Array.from({ length: caseCount }, () => [])
   let present = 0
   for (const t of byRepeat) {
-    const cs = t?.cases[metric]
+    const cs = casesOf(t)
     if (cs === undefined) continue
     for (let k = 0; k < cs.value.length; k++) {
       const row = rows[cs.caseIndex[k]!]!
@@ -595,7 +615,7 @@ const caseMatrix = (byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>, me
   const pipelinesOf = (c: number): Array<string> => {
     const ids: Array<string> = []
     for (const t of byRepeat) {
-      const cs = t?.cases[metric]
+      const cs = casesOf(t)
       if (cs === undefined) continue
       for (let k = 0; k < cs.value.length; k++) if (cs.caseIndex[k] === c) ids.push(t!.pipelineId(cs.pipeline[k]!))
     }
@@ -747,7 +767,8 @@ const goalOf = (direction: DomainStudy.Direction, objective: { readonly directio
 
 /** How good a case's value is under `goal`, higher is better (a target: minus the distance to it). */
 const goodness = (goal: Goal, value: number): number =>
-  goal.direction === "target" ? -Math.abs(value - goal.target) : goal.direction === "maximize" ? value : -value
+  // a distance of float noise (0.1 + 0.2 against a target of 0.3) is 0 (fix16ac F6)
+  goal.direction === "target" ? 0 - Math.abs(Statistics.difference(value, goal.target)) : goal.direction === "maximize" ? value : -value
 
 /**
  * Compares the variants of a study version (see the module docs). Reads the `StudyCatalog`
@@ -774,7 +795,12 @@ interface Collected {
 
 const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
 
-const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Collected, StoreUnavailable | ConfigError, StudyCatalog | SuiteCatalog> =>
+const collect = (
+  study: CompareInput,
+  options: CompareOptions,
+  // `study evidence` of a usage metric that is no objective: its per-pipeline shares too (F2)
+  evidenceMetric?: string
+): Effect.Effect<Collected, StoreUnavailable | ConfigError, StudyCatalog | SuiteCatalog> =>
   Effect.gen(function*() {
     const catalog = yield* StudyCatalog
     const row = yield* catalog.study(study.id)
@@ -806,7 +832,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     const defs = StudyMetrics.definitions(study.metrics ?? [], study.objectives)
     const usage = new Map(rows.map((r) => [r.trialId, r.usage]))
     // the usage objectives' per-pipeline shares: the Pareto front pairs them case by case
-    const perPipeline = new Set(study.objectives.map((o) => o.metric).filter((m) => StudyMetrics.PER_PIPELINE_METRICS.has(m)))
+    const perPipeline = new Set([...study.objectives.map((o) => o.metric), ...(evidenceMetric === undefined ? [] : [evidenceMetric])].filter((m) => StudyMetrics.PER_PIPELINE_METRICS.has(m)))
     const values = yield* StudyMetrics.read({ studyId: study.id, trialIds: rows.map((r) => r.trialId), metrics: defs, usage, perPipeline })
     const objectives = study.objectives.map((o) => ({
       metric: o.metric,
@@ -1232,10 +1258,11 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
             if (b !== undefined && c !== undefined) pairs.push([b, c])
           }
           const sufficiency = Statistics.sufficiency({ pairedCases: pairs.length, repeats: pairs.length }, { cases: minPairedCases, repeats: minRepeats }, "repeat")
-          const diff = studentOf(pairs.map(([b, c]) => c - b), level, "paired difference")
+          // a difference of float noise (sums of 0.1s) is 0 (fix16ac F6)
+          const diff = studentOf(pairs.map(([b, c]) => Statistics.difference(c, b)), level, "paired difference")
           const paired = pairs.length === 0 ? null : {
             difference: diff === null
-              ? { estimate: pairs[0]![1] - pairs[0]![0], lower: null, upper: null, level, method: "one paired repeat: no interval", resamples: null, seed: null }
+              ? { estimate: Statistics.difference(pairs[0]![1], pairs[0]![0]), lower: null, upper: null, level, method: "one paired repeat: no interval", resamples: null, seed: null }
               : { ...diff, method: `paired ${diff.method.replace("repeat values", "per-repeat differences")}` },
             cases: pairs.length,
             ...winsOf(pairs, dir)
@@ -1792,6 +1819,13 @@ export interface Evidence {
   /** Every case has the same value (since 0.10.0): no worst or best case, both lists empty. */
   readonly tie?: EvidenceTie | undefined
   /**
+   * `"pipeline shares"` (since 0.16.0, fix16ac F2): the metric is a usage figure measured per
+   * trial (`costUsd`, `tokens`, `tokensIn`, `tokensOut`) and the cases' values are their
+   * pipelines' shares of it (each case's attempts summed, the mean over the repeats), e.g. the
+   * per-case cost in US dollars. Absent when the values are the metric's own per-case values.
+   */
+  readonly perCase?: "pipeline shares" | undefined
+  /**
    * A variant with no compared trial (every one broke a hard constraint, or failed; since
    * 0.11.0): the worst and best cases are read from `trials`, which are not compared, and
    * `breaches` lists the constraints they broke; `trials` is empty when the metric has no
@@ -1830,7 +1864,7 @@ export const evidence = (
   Effect.gen(function*() {
     const worst = options.worst ?? 5
     const best = options.best ?? 5
-    const collected = yield* collect(study, { ...options, evidenceCases: Math.max(worst, best) })
+    const collected = yield* collect(study, { ...options, evidenceCases: Math.max(worst, best) }, metric)
     return yield* evidenceOf(collected, metric, variantId, worst, best)
   })
 
@@ -1862,9 +1896,9 @@ const evidenceOf = (
     // marked "not compared", with the constraints they broke
     let ev: { readonly worstCases: ReadonlyArray<EvidenceCase>; readonly bestCases: ReadonlyArray<EvidenceCase>; readonly tie?: EvidenceTie | undefined } = v.evidence[metric]!
     let notCompared: Evidence["notCompared"]
+    const caseKeys = [...values.values()][0]?.caseKeys ?? []
     if (v.succeeded === 0) {
       const byRepeat = v.trials.map((t) => values.get(t.trialId) ?? null)
-      const caseKeys = [...values.values()][0]?.caseKeys ?? []
       const matrix = caseMatrix(byRepeat, metric, caseKeys.length)
       const exclusion = v.exclusions?.find((x) => x.metric === metric)?.text
       // a metric without per-case values (tokens, wallMs): no cases, but the exclusion stands
@@ -1877,6 +1911,33 @@ const evidenceOf = (
           ...(exclusion === undefined ? {} : { exclusion })
         }
       }
+    }
+    // a usage metric without per-case values (costUsd, tokens…): each case's share, its
+    // pipelines' attempts summed (StudyMetrics.TrialValues.perPipeline), ranked as a case's value
+    const comparedTrials = (x: VariantComparison) => x.trials.filter((t) => t.compared).map((t) => values.get(t.trialId) ?? null)
+    let perPipeline = false
+    if (v.succeeded > 0 && ev.tie === undefined && ev.worstCases.length === 0 && ev.bestCases.length === 0 && m.kind === "builtin" && StudyMetrics.PER_PIPELINE_METRICS.has(metric)) {
+      const shares = caseMatrix(comparedTrials(v), metric, caseKeys.length, "perPipeline")
+      if (shares.present > 0) {
+        ev = rankedCases(shares, caseKeys, goalOf(m.direction, comparison.objectives.find((o) => o.metric === metric)), Math.max(worst, best))
+        perPipeline = true
+      }
+    }
+    // each listed case beside the baseline's value of the same case (its repeats' mean) and
+    // pipelines: the pairing behind the paired difference against the baseline (F2)
+    const base = comparison.variants.find((x) => x.variantId === comparison.baseline)
+    const paired = (list: ReadonlyArray<EvidenceCase>): ReadonlyArray<EvidenceCase> => {
+      if (base === undefined || base.variantId === variantId || base.succeeded === 0 || v.succeeded === 0) return list
+      const bm = caseMatrix(comparedTrials(base), metric, caseKeys.length, perPipeline ? "perPipeline" : "cases")
+      if (bm.present === 0) return list
+      const at = new Map(caseKeys.map((k, i) => [k, i]))
+      return list.map((x) => {
+        const c = at.get(x.caseKey)
+        const row = c === undefined ? undefined : bm.rows[c]
+        if (c === undefined || row === undefined || row.length === 0) return x
+        const value = Statistics.mean(row)
+        return { ...x, baseline: { variantId: base.variantId, value, difference: Statistics.difference(x.value, value), pipelineIds: bm.pipelinesOf(c) } }
+      })
     }
     return {
       studyId: comparison.studyId,
@@ -1896,8 +1957,9 @@ const evidenceOf = (
           ? { estimatedAttempts: values.get(t.trialId)!.estimatedAttempts! }
           : {})
       })),
-      worstCases: ev.worstCases.slice(0, worst),
-      bestCases: ev.bestCases.slice(0, best),
+      worstCases: paired(ev.worstCases.slice(0, worst)),
+      bestCases: paired(ev.bestCases.slice(0, best)),
+      ...(perPipeline ? { perCase: "pipeline shares" as const } : {}),
       ...(ev.tie === undefined ? {} : { tie: ev.tie }),
       ...(notCompared === undefined ? {} : { notCompared })
     }
@@ -2448,8 +2510,13 @@ export const renderEvidence = (e: Evidence): string => {
   const cases = (title: string, list: ReadonlyArray<EvidenceCase>) => {
     lines.push(`${title}:`)
     if (list.length === 0) lines.push("  (no per-case values)")
-    for (const c of list) lines.push(`  ${c.caseKey} ${caseValueText(c)} · ${c.pipelineIds.join(", ")}`)
+    for (const c of list) {
+      lines.push(`  ${c.caseKey} ${caseValueText(c)} · ${c.pipelineIds.join(", ")}`)
+      // the baseline's value of the same case beside it: the pairing of the paired difference
+      if (c.baseline !== undefined) lines.push(`    baseline ${c.baseline.variantId}: ${fmt(c.baseline.value)} (Δ ${signed(c.baseline.difference)}) · ${c.baseline.pipelineIds.join(", ")}`)
+    }
   }
+  if (e.perCase !== undefined) lines.push(`per case: each case's share of ${e.metric.name} (its pipelines' attempts summed; the mean over the repeats)`)
   if (e.notCompared !== undefined) {
     if (e.notCompared.exclusion !== undefined) lines.push(e.notCompared.exclusion)
     const why = e.notCompared.breaches.length === 0 ? "" : ` (${e.notCompared.breaches.join("; ")})`

@@ -724,3 +724,31 @@ describe("Statistics: small samples, resampled trial statistics, multiplicity (i
     assert.deepStrictEqual(S.paretoFrontUncertain(wide, objectives, { separated: (a) => a === "b" }), ["b"])
   })
 })
+
+describe("float noise is 0 (fix16ac F6)", () => {
+  it("difference: a − b, exactly 0 within float noise of the two magnitudes, never -0", () => {
+    assert.strictEqual(S.difference(0.1 + 0.2, 0.3), 0)
+    assert.notStrictEqual(0.1 + 0.2 - 0.3, 0)
+    assert.isTrue(Object.is(S.difference(0.3, 0.1 + 0.2), 0))
+    assert.isTrue(Object.is(S.difference(-0, 0), 0))
+    assert.strictEqual(S.difference(1e-17, 0), 1e-17) // a tiny value that is no noise of larger ones
+    assert.strictEqual(S.difference(2, 0.5), 1.5)
+  })
+
+  it("bootstrapReduced: two sums equal but for float noise differ by exactly 0", () => {
+    // per repeat, case values 0.1, 0.2, 0.3 against 0, 0.3, 0.3: sums 0.6000000000000001 and 0.6
+    const a = [[0.1, 0.2, 0.3], [0.1, 0.2, 0.3]]
+    const b = [[0, 0.3, 0.3], [0, 0.3, 0.3]]
+    assert.notStrictEqual(0.1 + 0.2 + 0.3, 0 + 0.3 + 0.3)
+    const r = S.bootstrapReduced([a, b], "sum", { seed: 1, resamples: 200 })
+    const d = r.paired(0, 1)!
+    assert.isTrue(Object.is(d.estimate, 0), String(d.estimate))
+  })
+
+  it("the study views print a zero as 0, never -0", async () => {
+    const Words = await import("../../src/domain/internal/words.js")
+    assert.strictEqual(Words.figure(-0), "0")
+    assert.strictEqual(Words.figure(0), "0")
+    assert.strictEqual(Words.figure(-0.5), "-0.5000")
+  })
+})

@@ -1560,6 +1560,40 @@ describe("StudyCompare: certain costs separate variants on the uncertainty-aware
       assert.include(line, "no width: no difference shown")
     }).pipe(Effect.provide(studyEnv("dear"))))
 
+  it.effect("study evidence of a cost: each case's cost (its pipelines' share), beside the baseline's cost of the same case (fix16ac F2)", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({
+        id: "percase",
+        correct: [BASE, BASE],
+        cases: 40,
+        repeats: 3,
+        flaky: true,
+        costOf: (arm, n) => (arm === 1 ? 0.006 : 0.001) * (1 + (n % 5)),
+        // costUsd is no objective: the evidence reads its per-pipeline shares all the same
+        objectives: [{ metric: "accuracy", direction: "maximize" }]
+      })
+      yield* runIt(study)
+      const e = yield* StudyCompare.evidence(input, "costUsd", "v02", { seed: 7, worst: 2, best: 1 })
+      assert.strictEqual(e.perCase, "pipeline shares")
+      assert.strictEqual(e.worstCases.length, 2)
+      const w = e.worstCases[0]!
+      assert.closeTo(w.value, 0.03, 1e-12)
+      assert.strictEqual(w.baseline!.variantId, "v01")
+      assert.closeTo(w.baseline!.value, 0.005, 1e-12)
+      assert.closeTo(w.baseline!.difference, 0.025, 1e-12)
+      assert.strictEqual(w.baseline!.pipelineIds.length, 3)
+      assert.notDeepEqual(w.baseline!.pipelineIds, w.pipelineIds)
+      assert.closeTo(e.bestCases[0]!.value, 0.006, 1e-12)
+      const text = StudyCompare.renderEvidence(e)
+      assert.include(text, "per case: each case's share of costUsd (its pipelines' attempts summed; the mean over the repeats)")
+      assert.match(text, /\n {4}baseline v01: 0\.005000 \(Δ \+0\.02500\) · /)
+      // a case-level metric pairs the same way; the baseline's own evidence has nothing beside it
+      const acc = yield* StudyCompare.evidence(input, "accuracy", "v02", { seed: 7 })
+      assert.isTrue(acc.tie !== undefined || acc.worstCases.every((x) => x.baseline !== undefined))
+      const own = yield* StudyCompare.evidence(input, "costUsd", "v01", { seed: 7 })
+      assert.isTrue(own.worstCases.length > 0 && own.worstCases.every((x) => x.baseline === undefined))
+    }).pipe(Effect.provide(studyEnv("percase"))))
+
   it.effect("a trial-only value whose repeats differ by the same amount each time is an exact difference: dominated", () =>
     Effect.gen(function*() {
       const same = new Set(range(0, 30))

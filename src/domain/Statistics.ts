@@ -9,7 +9,8 @@
  * - how much data a claim needs: {@link sufficiency} ("insufficient sample" below 30 paired
  *   cases, or 3 repeats for repeat-level claims);
  * - several objectives at once: {@link dominates}, {@link paretoFront} (point estimates),
- *   {@link paretoFrontUncertain} (dominated only beyond the intervals) and
+ *   {@link paretoFrontUncertain} (dominated only by a lead beyond the intervals, a lead within
+ *   them being a tie), {@link paretoDominators}, {@link objectiveLeads} (who leads on what) and
  *   {@link weightedRanking} (min-max normalized weighted sum, a secondary view);
  * - trial-level statistics and small samples: {@link bootstrapReduced} (a p95, p50, sum or
  *   mean recomputed per trial over resampled cases), {@link studentInterval} (a few repeat
@@ -647,6 +648,19 @@ export const TIE_TOLERANCE = 1e-9
 export const nearlyEqual = (a: number, b: number): boolean =>
   Math.abs(a - b) <= TIE_TOLERANCE * Math.max(Math.abs(a), Math.abs(b), 1e-12)
 
+/**
+ * The difference `a − b` as a report states it: exactly 0 when the two are equal up to
+ * floating-point noise ({@link nearlyEqual}: relative to the larger magnitude of the two), so a
+ * difference of sums of 0.1s, `2.7755575615628914e-17`, is 0, and never `-0`.
+ *
+ * @param a a finite number
+ * @param b a finite number
+ * @returns `a − b`, or 0
+ * @since 0.16.0
+ * @category comparing
+ */
+export const difference = (a: number, b: number): number => nearlyEqual(a, b) ? 0 : a - b
+
 /** The scale of a paired comparison: the largest absolute case mean on either side. */
 const scaleOf = (pb: Packed, pc: Packed, n: number): number => {
   let m = 0
@@ -1073,21 +1087,55 @@ const goodsOf = (fn: string, p: ParetoPoint, objectives: ReadonlyArray<ParetoObj
   return objectives.map((o, i) => goodness(fn, p, i, o))
 }
 
+/**
+ * Who leads on one objective: `1` when `x` is better than `y`, `-1` when `y` is better than `x`,
+ * `0` for a tie. Strict: on the point estimates. Uncertainty-aware: better beyond noise only
+ * (`ab()` / `ba()` when they answer, else the two intervals do not overlap); a lead within
+ * noise is a tie. A lead beyond noise is a lead on the point estimates too, so `ab()` is asked
+ * only when `x`'s point estimate is ahead (and `ba()` only when `y`'s is).
+ */
+const leadOf = (
+  x: Good,
+  y: Good,
+  uncertain: boolean,
+  ab?: (() => boolean | undefined) | undefined,
+  ba?: (() => boolean | undefined) | undefined
+): -1 | 0 | 1 => {
+  if (x.point > y.point) return !uncertain || (ab?.() ?? x.lo > y.hi) ? 1 : 0
+  if (y.point > x.point) return !uncertain || (ba?.() ?? y.lo > x.hi) ? -1 : 0
+  return 0
+}
+
+/**
+ * Whether `a` dominates `b` on these goods: no objective on which `b` leads (strict: on the
+ * point estimates; uncertain: beyond noise), and at least one on which `a` leads.
+ * `separated(k, reverse)`: the paired answer for objective `k`, `a` over `b` (or `b` over `a`
+ * when `reverse`), `undefined` when the intervals decide. Uncertain: the leads of `a` are
+ * looked for first, and `b`'s only when `a` has one (a paired answer may be costly).
+ */
 const dominatesGood = (
   a: ReadonlyArray<Good>,
   b: ReadonlyArray<Good>,
   uncertain: boolean,
-  separated?: ((objective: number) => boolean | undefined) | undefined
+  separated?: ((objective: number, reverse: boolean) => boolean | undefined) | undefined
 ): boolean => {
-  let better = false
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i]!
-    const y = b[i]!
-    if (x.point < y.point) return false
-    // once better, later objectives need only the point estimates (a paired test may be costly)
-    if (!better && (uncertain ? (separated?.(i) ?? x.lo > y.hi) : x.point > y.point)) better = true
+  if (!uncertain) {
+    let better = false
+    for (let i = 0; i < a.length; i++) {
+      if (a[i]!.point < b[i]!.point) return false
+      if (a[i]!.point > b[i]!.point) better = true
+    }
+    return better
   }
-  return better
+  let better = false
+  for (let i = 0; i < a.length && !better; i++) {
+    if (leadOf(a[i]!, b[i]!, true, separated && (() => separated(i, false))) > 0) better = true
+  }
+  if (!better) return false
+  for (let i = 0; i < a.length; i++) {
+    if (b[i]!.point > a[i]!.point && leadOf(a[i]!, b[i]!, true, undefined, separated && (() => separated(i, true))) < 0) return false
+  }
+  return true
 }
 
 /**
@@ -1097,12 +1145,21 @@ const dominatesGood = (
  * - Strict (`uncertain = false`, Pareto dominance on point estimates): `a` is at least as good
  *   as `b` on every objective and better on at least one. Equal points do not dominate each
  *   other.
- * - Uncertainty-aware (`uncertain = true`): `a` is at least as good as `b` on every objective
- *   (point estimates) AND better beyond the intervals on at least one (a's interval lies
- *   entirely on the better side of b's, no overlap; a bare number is a zero-width interval).
- *   So a difference within noise never makes a point dominated. Every uncertainty-aware
- *   dominance is also a strict one: the uncertainty-aware front contains the strict front and
- *   is never empty for a non-empty set.
+ * - Uncertainty-aware (`uncertain = true`): `a` is better than `b` beyond the intervals on at
+ *   least one objective (a's interval lies entirely on the better side of b's, no overlap; a
+ *   bare number is a zero-width interval), and `b` is better than `a` beyond the intervals on
+ *   none. A lead within noise, either way, is a tie on that objective: a variant better beyond
+ *   noise on accuracy and dearer by less than the noise on cost dominates (issue 16: "better
+ *   or equal on every objective and better on one beyond the intervals"). So a difference
+ *   within noise never makes a point dominated, and never saves it either. The two relations
+ *   differ both ways: an uncertainty-aware dominance need not be a strict one (its winner may
+ *   be behind on a point estimate, within noise) and a strict one need not be uncertainty-aware
+ *   (its lead may be within noise). The uncertainty-aware front is therefore not a superset of
+ *   the strict front.
+ *
+ * This is the pairwise relation; the uncertainty-aware fronts ({@link paretoFrontUncertain},
+ * {@link paretoDominators}) also set aside dominance cycles (see there), which a pairwise
+ * relation on overlapping intervals can form.
  *
  * Source: Pareto dominance as in K. Deb, Multi-Objective Optimization using Evolutionary
  * Algorithms, Wiley, 2001, ch. 2; the interval condition is assay's rule (issue 16).
@@ -1132,10 +1189,122 @@ export interface UncertainFrontOptions {
   /**
    * Whether `a` is better than `b` beyond noise on objective number `objective`, from
    * something better than the two marginal intervals (e.g. the interval of their paired
-   * difference); `undefined`: the marginal intervals decide. The point estimates must still
-   * favour `a` on every objective.
+   * difference); `undefined`: the marginal intervals decide. It is asked only when `a`'s point
+   * estimate is ahead of `b`'s on that objective (a lead beyond noise is a lead on the point
+   * estimates), and both ways: a lead beyond noise of the other side blocks a dominance, one
+   * within noise does not (since 0.16.0; before, any lead of the other side on the point
+   * estimates blocked it).
    */
   readonly separated?: ((a: string, b: string, objective: number) => boolean | undefined) | undefined
+}
+
+/**
+ * The dominance relation of a whole set: `edges[j][i]` when point `j` dominates point `i`
+ * (uncertainty-aware: only when `comparable(j, i)`), with, in the uncertainty-aware relation,
+ * every edge inside a cycle removed (see {@link dropDominanceCycles}).
+ */
+const dominanceEdges = (
+  fn: string,
+  points: ReadonlyArray<ParetoPoint>,
+  objectives: ReadonlyArray<ParetoObjective>,
+  uncertain: boolean,
+  options: UncertainFrontOptions
+): ReadonlyArray<ReadonlyArray<boolean>> => {
+  checkObjectives(fn, objectives)
+  const goods = points.map((p) => goodsOf(fn, p, objectives))
+  const { comparable, separated } = uncertain ? options : {}
+  const edges = points.map((pj, j) =>
+    points.map((pi, i) => {
+      if (i === j) return false
+      if (comparable !== undefined && !comparable(pj.id, pi.id)) return false
+      const sep = separated === undefined ? undefined : (k: number, reverse: boolean) => reverse ? separated(pi.id, pj.id, k) : separated(pj.id, pi.id, k)
+      return dominatesGood(goods[j]!, goods[i]!, uncertain, sep)
+    })
+  )
+  return uncertain ? acyclic(edges) : edges
+}
+
+/**
+ * The edges of a directed graph (`edges[j][i]`: an edge j → i) without those inside a
+ * strongly connected component (a cycle): Tarjan's algorithm (R. Tarjan, "Depth-first search
+ * and linear graph algorithms", SIAM J. Comput. 1972), iterative. O(n²).
+ */
+const acyclic = (edges: ReadonlyArray<ReadonlyArray<boolean>>): ReadonlyArray<ReadonlyArray<boolean>> => {
+  const n = edges.length
+  const index = new Int32Array(n).fill(-1)
+  const low = new Int32Array(n)
+  const onStack = new Uint8Array(n)
+  const component = new Int32Array(n).fill(-1)
+  const stack: Array<number> = []
+  let next = 0
+  let components = 0
+  for (let root = 0; root < n; root++) {
+    if (index[root] !== -1) continue
+    // frames: [node, next neighbour to look at]
+    const frames: Array<[number, number]> = [[root, 0]]
+    index[root] = low[root] = next++
+    stack.push(root)
+    onStack[root] = 1
+    while (frames.length > 0) {
+      const frame = frames[frames.length - 1]!
+      const [v, from] = frame
+      let w = from
+      while (w < n && !edges[v]![w]) w++
+      if (w < n) {
+        frame[1] = w + 1
+        if (index[w] === -1) {
+          index[w] = low[w] = next++
+          stack.push(w)
+          onStack[w] = 1
+          frames.push([w, 0])
+        } else if (onStack[w] === 1) low[v] = Math.min(low[v]!, index[w]!)
+        continue
+      }
+      frames.pop()
+      if (frames.length > 0) {
+        const parent = frames[frames.length - 1]![0]
+        low[parent] = Math.min(low[parent]!, low[v]!)
+      }
+      if (low[v] === index[v]) {
+        let x: number
+        do {
+          x = stack.pop()!
+          onStack[x] = 0
+          component[x] = components
+        } while (x !== v)
+        components++
+      }
+    }
+  }
+  return edges.map((row, j) => row.map((e, i) => e && component[i] !== component[j]))
+}
+
+/**
+ * A dominance relation without its cycles: each point's dominators (by id), minus those in a
+ * cycle with it (a dominates b, b dominates … dominates a). Pairwise uncertainty-aware
+ * dominance can cycle, because "within noise" is not transitive: with three objectives, `a` can
+ * beat `b` beyond noise on the first and tie the others, `b` beat `c` on the third, `c` beat `a`
+ * on the second. Such variants are not ranked against one another (the data do not order them):
+ * none removes another from the front, and a dominance by a variant outside the cycle stands.
+ * So a non-empty set always has a non-empty front. Ids not listed as keys are ignored.
+ *
+ * @param dominators each point's dominators, e.g. assembled pair by pair
+ * @returns the same map without the dominators in a cycle with their point
+ * @since 0.16.0
+ * @category pareto
+ */
+export const dropDominanceCycles = (dominators: ReadonlyMap<string, ReadonlyArray<string>>): ReadonlyMap<string, ReadonlyArray<string>> => {
+  const ids = [...dominators.keys()]
+  const at = new Map(ids.map((id, i) => [id, i]))
+  const edges = ids.map(() => ids.map(() => false))
+  ids.forEach((id, i) => {
+    for (const by of dominators.get(id) ?? []) {
+      const j = at.get(by)
+      if (j !== undefined && j !== i) edges[j]![i] = true
+    }
+  })
+  const kept = acyclic(edges)
+  return new Map(ids.map((id, i) => [id, ids.filter((_, j) => kept[j]![i])]))
 }
 
 const front = (
@@ -1143,22 +1312,10 @@ const front = (
   points: ReadonlyArray<ParetoPoint>,
   objectives: ReadonlyArray<ParetoObjective>,
   uncertain: boolean,
-  comparable?: ((a: string, b: string) => boolean) | undefined,
-  separated?: UncertainFrontOptions["separated"]
+  options: UncertainFrontOptions = {}
 ): ReadonlyArray<string> => {
-  checkObjectives(fn, objectives)
-  const goods = points.map((p) => goodsOf(fn, p, objectives))
-  const out: Array<string> = []
-  for (let i = 0; i < points.length; i++) {
-    let dominated = false
-    for (let j = 0; j < points.length && !dominated; j++) {
-      if (j === i) continue
-      const sep = separated === undefined ? undefined : (k: number) => separated(points[j]!.id, points[i]!.id, k)
-      if (dominatesGood(goods[j]!, goods[i]!, uncertain, sep) && (comparable === undefined || comparable(points[j]!.id, points[i]!.id))) dominated = true
-    }
-    if (!dominated) out.push(points[i]!.id)
-  }
-  return out
+  const edges = dominanceEdges(fn, points, objectives, uncertain, options)
+  return points.filter((_, i) => !edges.some((row) => row[i])).map((p) => p.id)
 }
 
 /**
@@ -1175,13 +1332,16 @@ export const paretoFront = (points: ReadonlyArray<ParetoPoint>, objectives: Read
 
 /**
  * The uncertainty-aware Pareto front: the ids of the points no other point dominates beyond the
- * intervals ({@link dominates} with `uncertain = true`), in input order. It contains the strict
- * front ({@link paretoFront}) and adds the points that are beaten only within noise, i.e. that
- * the data cannot yet rule out. With `options.comparable`, a point is dominated only by a
- * point it can be compared with (a comparison below the minimum sample removes nobody), so
- * the front still contains the strict front. With `options.separated`, a pair's "better beyond
- * noise" on an objective may come from a paired comparison instead of the two marginal
- * intervals. O(n² · m).
+ * intervals ({@link dominates} with `uncertain = true`: better beyond noise on one objective,
+ * not worse beyond noise on any), in input order, after setting aside dominance cycles (see
+ * {@link dropDominanceCycles}): non-empty for a non-empty set. It is not a superset of the
+ * strict front ({@link paretoFront}): it keeps the points beaten only within noise (the data
+ * cannot yet rule them out), and it drops a point whose only lead is within noise while it is
+ * beaten beyond noise elsewhere (on point estimates it is on the strict front). With
+ * `options.comparable`, a point is dominated only by a point it can be compared with (a
+ * comparison below the minimum sample removes nobody). With `options.separated`, a pair's
+ * "better beyond noise" on an objective may come from a paired comparison instead of the two
+ * marginal intervals. O(n² · m).
  *
  * @throws RangeError (a caller bug): as {@link dominates}.
  * @since 0.6.0
@@ -1191,13 +1351,13 @@ export const paretoFrontUncertain = (
   points: ReadonlyArray<ParetoPoint>,
   objectives: ReadonlyArray<ParetoObjective>,
   options: UncertainFrontOptions = {}
-): ReadonlyArray<string> => front("paretoFrontUncertain", points, objectives, true, options.comparable, options.separated)
+): ReadonlyArray<string> => front("paretoFrontUncertain", points, objectives, true, options)
 
 /**
  * Who dominates whom: for each point (by id, in input order) the ids of the points that
  * dominate it, in input order, by the rule of {@link paretoFront} (`uncertain = false`) or of
- * {@link paretoFrontUncertain} (`uncertain = true`, with the same `options`). A point with an
- * empty list is on that front. For a report's "dominated by v03". O(n² · m).
+ * {@link paretoFrontUncertain} (`uncertain = true`, with the same `options`, cycles set aside).
+ * A point with an empty list is on that front. For a report's "dominated by v03". O(n² · m).
  *
  * @throws RangeError (a caller bug): as {@link dominates}.
  * @since 0.10.0
@@ -1209,20 +1369,36 @@ export const paretoDominators = (
   uncertain: boolean,
   options: UncertainFrontOptions = {}
 ): ReadonlyMap<string, ReadonlyArray<string>> => {
-  checkObjectives("paretoDominators", objectives)
-  const goods = points.map((p) => goodsOf("paretoDominators", p, objectives))
-  const out = new Map<string, Array<string>>()
-  for (let i = 0; i < points.length; i++) {
-    const by: Array<string> = []
-    for (let j = 0; j < points.length; j++) {
-      if (j === i) continue
-      const sep = !uncertain || options.separated === undefined ? undefined : (k: number) => options.separated!(points[j]!.id, points[i]!.id, k)
-      const comparable = !uncertain || options.comparable === undefined || options.comparable(points[j]!.id, points[i]!.id)
-      if (comparable && dominatesGood(goods[j]!, goods[i]!, uncertain, sep)) by.push(points[j]!.id)
-    }
-    out.set(points[i]!.id, by)
-  }
-  return out
+  const edges = dominanceEdges("paretoDominators", points, objectives, uncertain, options)
+  return new Map(points.map((p, i) => [p.id, points.filter((_, j) => edges[j]![i]).map((q) => q.id)]))
+}
+
+/**
+ * Who leads on each objective between two points, as the uncertainty-aware rule judges it
+ * (`uncertain = true`: beyond noise, with `options.separated` as in {@link paretoFrontUncertain})
+ * or on the point estimates (`uncertain = false`): per objective, in order, `"a"` (a is better),
+ * `"b"` (b is better) or `"tie"` (within noise, or equal). What a report shows as the deciding
+ * comparison of a dominance.
+ *
+ * @throws RangeError (a caller bug): as {@link dominates}.
+ * @since 0.16.0
+ * @category pareto
+ */
+export const objectiveLeads = (
+  a: ParetoPoint,
+  b: ParetoPoint,
+  objectives: ReadonlyArray<ParetoObjective>,
+  uncertain: boolean,
+  options: Pick<UncertainFrontOptions, "separated"> = {}
+): ReadonlyArray<"a" | "b" | "tie"> => {
+  checkObjectives("objectiveLeads", objectives)
+  const ga = goodsOf("objectiveLeads", a, objectives)
+  const gb = goodsOf("objectiveLeads", b, objectives)
+  const sep = uncertain ? options.separated : undefined
+  return ga.map((x, k) => {
+    const lead = leadOf(x, gb[k]!, uncertain, sep && (() => sep(a.id, b.id, k)), sep && (() => sep(b.id, a.id, k)))
+    return lead > 0 ? "a" : lead < 0 ? "b" : "tie"
+  })
 }
 
 /**
@@ -1541,14 +1717,15 @@ export const bootstrapReduced = (
       const rb = replicates[base]!
       const rc = replicates[cand]!
       const d = new Float64Array(resamples)
-      for (let b = 0; b < resamples; b++) d[b] = rc[b]! - rb[b]!
+      // differences of float noise (sums of 0.1s in another order) are 0 (fix16ac F6)
+      for (let b = 0; b < resamples; b++) d[b] = difference(rc[b]!, rb[b]!)
       // the run-to-run part: repeat r of the candidate minus repeat r of the baseline
       const diffs: Array<number> = []
       for (const [r, y] of perRepeat[cand]!) {
         const x = perRepeat[base]!.get(r)
-        if (x !== undefined) diffs.push(y - x)
+        if (x !== undefined) diffs.push(difference(y, x))
       }
-      const i = intervalOf(estimates[cand]! - estimates[base]!, d, diffs, "per-repeat differences")
+      const i = intervalOf(difference(estimates[cand]!, estimates[base]!), d, diffs, "per-repeat differences")
       return { ...i, method: `paired ${i.method}` }
     }
   }

@@ -40,13 +40,15 @@
  * - **Pareto candidates** over the objectives, among the variants with at least one compared
  *   trial and a value for every objective: the strict front (point estimates) and the
  *   uncertainty-aware front (a variant is dominated only when another is better beyond the
- *   intervals); a weighted ranking (`weight` of each objective, min-max normalized) only as a
- *   secondary view.
+ *   intervals on one objective and worse beyond them on none: a lead within noise, either way,
+ *   is a tie), so the two fronts can differ both ways (a variant ahead only within noise on one
+ *   objective and beaten beyond noise on another is on the strict front, not the other); per
+ *   dominated variant the deciding comparisons (`pareto.deciding`); a weighted ranking
+ *   (`weight` of each objective, min-max normalized) only as a secondary view.
  * - **Conclusion**: with no compared trial, no candidate and no best; with exactly one, the
  *   "current highest-scoring candidate"; else the uncertainty-aware front (the variants the
  *   intervals cannot tell apart), worded "best for the declared objectives and constraints" —
- *   never a bare "best" — and second, when it is narrower, the strict front "on point
- *   estimates". A variant that lost repeats to a hard constraint gets a limitation saying its
+ *   never a bare "best" — and second, when it differs, the strict front "on point estimates". A variant that lost repeats to a hard constraint gets a limitation saying its
  *   value is over the remaining repeats (survivorship).
  *
  * @since 0.6.0
@@ -189,6 +191,19 @@ export interface EvidenceCase {
   readonly value: number
   /** A `target` objective (since 0.12.0): the value's distance to the target, what ranks the cases (smaller is better). */
   readonly distance?: number | undefined
+  /**
+   * `study evidence` of a variant other than the baseline (since 0.16.0, fix16ac F2): the
+   * baseline's value of the same case (the mean over its compared repeats), the `difference`
+   * variant − baseline (0 when the two are equal up to `Statistics.nearlyEqual`) and the
+   * baseline's pipelines of that case: the pairing the paired difference is made of. Absent
+   * when the baseline has no value for the case.
+   */
+  readonly baseline?: {
+    readonly variantId: string
+    readonly value: number
+    readonly difference: number
+    readonly pipelineIds: ReadonlyArray<string>
+  } | undefined
 }
 
 /**
@@ -303,6 +318,57 @@ export interface VersusBaseline {
 }
 
 /**
+ * How many dominators of a variant get a {@link DecidingComparison} (the first ones of
+ * `pareto.dominatedBy.uncertain`, which lists them all): 3.
+ *
+ * @since 0.16.0
+ * @category constants
+ */
+export const DECIDING_MAX = 3
+
+/**
+ * One objective of a {@link DecidingComparison}: whether the dominator is better than the
+ * dominated variant beyond noise on it (`beyondNoise`; `false`: within noise, a tie, whichever
+ * point estimate is ahead), and what the front judged it on:
+ *
+ * - `basis: "paired"`: `difference`, the paired difference dominator − dominated in the
+ *   metric's unit with its interval widened for the front's pairwise comparisons (Bonferroni:
+ *   `level` is the widened level, `method` says by how much); `null` when the pair has no
+ *   interval (e.g. one paired repeat of a trial-level metric: never beyond noise);
+ * - `basis: "intervals"`: no paired difference to read (a `target` objective, or a variant
+ *   without every case): `intervals`, the two variants' values with their widened intervals
+ *   (`by` the dominator's, `variant` the dominated one's); beyond noise when they do not
+ *   overlap (for a target, on the distance to it).
+ *
+ * @since 0.16.0
+ * @category models
+ */
+export interface DecidingObjective {
+  readonly metric: string
+  readonly beyondNoise: boolean
+  readonly basis: "paired" | "intervals"
+  readonly difference?: Statistics.Interval | null | undefined
+  readonly intervals?: {
+    readonly by: { readonly estimate: number; readonly lower: number; readonly upper: number }
+    readonly variant: { readonly estimate: number; readonly lower: number; readonly upper: number }
+  } | undefined
+}
+
+/**
+ * Why a variant is off the uncertainty-aware Pareto front: the dominator `by` and, per
+ * objective in the study's order, the comparison the front made ({@link DecidingObjective}).
+ * The dominator is better beyond noise on at least one objective and worse beyond noise on
+ * none (a lead of the dominated variant within noise is a tie).
+ *
+ * @since 0.16.0
+ * @category models
+ */
+export interface DecidingComparison {
+  readonly by: string
+  readonly objectives: ReadonlyArray<DecidingObjective>
+}
+
+/**
  * One variant in a {@link StudyComparison}.
  *
  * @since 0.6.0
@@ -342,14 +408,20 @@ export interface VariantComparison {
    */
   readonly exclusions?: ReadonlyArray<{ readonly metric: string; readonly zeroWidth: boolean; readonly text: string }> | undefined
   /**
-   * Pareto membership: on the strict front (point estimates), on the uncertainty-aware front;
-   * `dominatedBy` (since 0.10.0): the variants that dominate it, `strict` on the point
-   * estimates and `uncertain` beyond the (widened) intervals; empty on that front.
+   * Pareto membership: on the strict front (point estimates), on the uncertainty-aware front
+   * (either without the other: a lead within noise is a tie there); `dominatedBy` (since
+   * 0.10.0): the variants that dominate it, `strict` on the point estimates and `uncertain`
+   * beyond the (widened) intervals; empty on that front.
    */
   readonly pareto: {
     readonly strict: boolean
     readonly uncertain: boolean
     readonly dominatedBy: { readonly strict: ReadonlyArray<string>; readonly uncertain: ReadonlyArray<string> }
+    /**
+     * Off the uncertainty-aware front only (since 0.16.0, fix16ac): why, per dominator (the
+     * first {@link DECIDING_MAX} of `dominatedBy.uncertain`), objective by objective.
+     */
+    readonly deciding?: ReadonlyArray<DecidingComparison> | undefined
   }
   /** Weighted-ranking place (1 = highest score); equal scores share a place (1, 1, 3). */
   readonly rank: number | null
@@ -383,7 +455,8 @@ export interface VariantComparison {
  *   Pareto front, the variants the intervals cannot tell apart; below them, and with one
  *   compared trial: the top of the weighted ranking, ties listed, and `notRuledOut` the
  *   uncertainty-aware front), `pointEstimateFront` (the strict front on point
- *   estimates, a subset of the candidates; empty with fewer than two compared trials), a
+ *   estimates; not always a subset of the candidates: a variant ahead only within noise is on
+ *   it; empty with fewer than two compared trials), a
  *   `summary` sentence that leads with the candidates, and the `limitations` (among them, per
  *   variant, repeats dropped for breaking a hard constraint: its value is over the rest).
  *
@@ -520,11 +593,18 @@ interface CaseMatrix {
   readonly pipelinesOf: (c: number) => Array<string>
 }
 
-const caseMatrix = (byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>, metric: string, caseCount: number): CaseMatrix => {
+const caseMatrix = (
+  byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>,
+  metric: string,
+  caseCount: number,
+  // where the per-case values are: the metric's own (default), or a usage metric's per-pipeline shares
+  from: "cases" | "perPipeline" = "cases"
+): CaseMatrix => {
+  const casesOf = (t: StudyMetrics.TrialValues | null | undefined) => from === "cases" ? t?.cases[metric] : t?.perPipeline?.[metric]
   const rows: Array<Array<number>> = Array.from({ length: caseCount }, () => [])
   let present = 0
   for (const t of byRepeat) {
-    const cs = t?.cases[metric]
+    const cs = casesOf(t)
     if (cs === undefined) continue
     for (let k = 0; k < cs.value.length; k++) {
       const row = rows[cs.caseIndex[k]!]!
@@ -535,7 +615,7 @@ const caseMatrix = (byRepeat: ReadonlyArray<StudyMetrics.TrialValues | null>, me
   const pipelinesOf = (c: number): Array<string> => {
     const ids: Array<string> = []
     for (const t of byRepeat) {
-      const cs = t?.cases[metric]
+      const cs = casesOf(t)
       if (cs === undefined) continue
       for (let k = 0; k < cs.value.length; k++) if (cs.caseIndex[k] === c) ids.push(t!.pipelineId(cs.pipeline[k]!))
     }
@@ -687,7 +767,8 @@ const goalOf = (direction: DomainStudy.Direction, objective: { readonly directio
 
 /** How good a case's value is under `goal`, higher is better (a target: minus the distance to it). */
 const goodness = (goal: Goal, value: number): number =>
-  goal.direction === "target" ? -Math.abs(value - goal.target) : goal.direction === "maximize" ? value : -value
+  // a distance of float noise (0.1 + 0.2 against a target of 0.3) is 0 (fix16ac F6)
+  goal.direction === "target" ? 0 - Math.abs(Statistics.difference(value, goal.target)) : goal.direction === "maximize" ? value : -value
 
 /**
  * Compares the variants of a study version (see the module docs). Reads the `StudyCatalog`
@@ -714,7 +795,12 @@ interface Collected {
 
 const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
 
-const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Collected, StoreUnavailable | ConfigError, StudyCatalog | SuiteCatalog> =>
+const collect = (
+  study: CompareInput,
+  options: CompareOptions,
+  // `study evidence` of a usage metric that is no objective: its per-pipeline shares too (F2)
+  evidenceMetric?: string
+): Effect.Effect<Collected, StoreUnavailable | ConfigError, StudyCatalog | SuiteCatalog> =>
   Effect.gen(function*() {
     const catalog = yield* StudyCatalog
     const row = yield* catalog.study(study.id)
@@ -746,7 +832,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     const defs = StudyMetrics.definitions(study.metrics ?? [], study.objectives)
     const usage = new Map(rows.map((r) => [r.trialId, r.usage]))
     // the usage objectives' per-pipeline shares: the Pareto front pairs them case by case
-    const perPipeline = new Set(study.objectives.map((o) => o.metric).filter((m) => StudyMetrics.PER_PIPELINE_METRICS.has(m)))
+    const perPipeline = new Set([...study.objectives.map((o) => o.metric), ...(evidenceMetric === undefined ? [] : [evidenceMetric])].filter((m) => StudyMetrics.PER_PIPELINE_METRICS.has(m)))
     const values = yield* StudyMetrics.read({ studyId: study.id, trialIds: rows.map((r) => r.trialId), metrics: defs, usage, perPipeline })
     const objectives = study.objectives.map((o) => ({
       metric: o.metric,
@@ -1172,10 +1258,11 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
             if (b !== undefined && c !== undefined) pairs.push([b, c])
           }
           const sufficiency = Statistics.sufficiency({ pairedCases: pairs.length, repeats: pairs.length }, { cases: minPairedCases, repeats: minRepeats }, "repeat")
-          const diff = studentOf(pairs.map(([b, c]) => c - b), level, "paired difference")
+          // a difference of float noise (sums of 0.1s) is 0 (fix16ac F6)
+          const diff = studentOf(pairs.map(([b, c]) => Statistics.difference(c, b)), level, "paired difference")
           const paired = pairs.length === 0 ? null : {
             difference: diff === null
-              ? { estimate: pairs[0]![1] - pairs[0]![0], lower: null, upper: null, level, method: "one paired repeat: no interval", resamples: null, seed: null }
+              ? { estimate: Statistics.difference(pairs[0]![1], pairs[0]![0]), lower: null, upper: null, level, method: "one paired repeat: no interval", resamples: null, seed: null }
               : { ...diff, method: `paired ${diff.method.replace("repeat values", "per-repeat differences")}` },
             cases: pairs.length,
             ...winsOf(pairs, dir)
@@ -1254,12 +1341,17 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     // the case-to-case variation the marginal intervals carry. Only when a pair has none (a
     // variant without every case) do the marginal intervals decide, except against the
     // baseline, whose comparison pairs the common cases
-    const separatedMemo = new Map<string, boolean | undefined>()
-    const separated = (a: string, b: string, k: number): boolean | undefined => {
+    // the pair's paired difference b − a on objective k, widened for the front's comparisons
+    // (`null`: the pair has none with an interval; `undefined`: none to read, the marginal
+    // intervals decide), memoized: the front asks a pair both ways (a lead beyond noise of
+    // either side counts, fix16ac F1) and the deciding comparisons read it again
+    const judgedMemo = new Map<string, { readonly diff: Statistics.Interval | null | undefined; readonly out: boolean | undefined }>()
+    const judged = (a: string, b: string, k: number): { readonly diff: Statistics.Interval | null | undefined; readonly out: boolean | undefined } => {
       const o = objectives[k]!
-      if (o.direction === "target") return undefined
+      if (o.direction === "target") return { diff: undefined, out: undefined }
       const key = `${k}\u0000${a}\u0000${b}`
-      if (separatedMemo.has(key)) return separatedMemo.get(key)
+      const known = judgedMemo.get(key)
+      if (known !== undefined) return known
       // the difference b − a, from the pair's paired comparison
       let diff = pairedOf.get(o.metric)?.(a, b)
       if (diff === undefined && (a === baselineId || b === baselineId)) {
@@ -1268,6 +1360,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         diff = base === null || a === baselineId ? base : { ...base, estimate: -base.estimate, lower: -base.upper, upper: -base.lower }
       }
       let out: boolean | undefined
+      let wide: Statistics.Interval | null | undefined = diff
       // monotonic (tester16e F1): the more the repeats (or cases) agree, the easier a variant is
       // to beat, never harder. A zero-width interval over two or more values that all agree
       // (every paired difference equal: the mark of degenerateNote) is that difference exactly,
@@ -1280,12 +1373,15 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       else if (diff === undefined || diff === null) out = undefined
       else {
         const d = Statistics.bonferroniWiden(diff, pairwise)
+        wide = d
         // d = b − a (the vsBaseline difference is candidate − baseline); "good" is + for maximize: a is better when b − a is below 0 beyond noise
         out = o.direction === "maximize" ? d.upper < 0 : d.lower > 0
       }
-      separatedMemo.set(key, out)
-      return out
+      const r = { diff: wide, out }
+      judgedMemo.set(key, r)
+      return r
     }
+    const separated = (a: string, b: string, k: number): boolean | undefined => judged(a, b, k).out
     /** Whether some two of `ids` differ in their compared repeats. */
     const unequalRepeats = (ids: ReadonlyArray<string>): boolean =>
       ids.some((a, i) => ids.slice(i + 1).some((b) => !onCommonRepeats(comparedOf.get(a) ?? [], comparedOf.get(b) ?? []).same))
@@ -1295,6 +1391,14 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       const xs = finite(common.a.map((t) => t?.values[metric] ?? null))
       return xs.length === 0 ? null : Statistics.mean(xs)
     }
+    /** `p` with its point estimates over the repeats it shares with `other`, its intervals keeping their width around them. */
+    const shiftedTo = (p: Statistics.ParetoPoint, other: string, metrics: ReadonlyArray<string>): Statistics.ParetoPoint => ({
+      id: p.id,
+      values: p.values.map((x, k) => {
+        const m = onShared(p.id, other, metrics[k]!) ?? (typeof x === "number" ? x : x.estimate)
+        return typeof x === "number" ? m : { ...x, estimate: m, lower: x.lower + m - x.estimate, upper: x.upper + m - x.estimate }
+      })
+    })
     /**
      * Both fronts' dominators, pair by pair over the repeats each pair shares: the point
      * estimates are the pair's means over them; an interval (used only where the paired
@@ -1309,13 +1413,7 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
     ) => {
       const strictOut = new Map<string, Array<string>>()
       const uncertainOut = new Map<string, Array<string>>()
-      const shifted = (p: Statistics.ParetoPoint, other: string): Statistics.ParetoPoint => ({
-        id: p.id,
-        values: p.values.map((x, k) => {
-          const m = onShared(p.id, other, metrics[k]!) ?? (typeof x === "number" ? x : x.estimate)
-          return typeof x === "number" ? m : { ...x, estimate: m, lower: x.lower + m - x.estimate, upper: x.upper + m - x.estimate }
-        })
-      })
+      const shifted = (p: Statistics.ParetoPoint, other: string) => shiftedTo(p, other, metrics)
       const estimateOf = (p: Statistics.ParetoPoint): Statistics.ParetoPoint => ({ id: p.id, values: p.values.map((x) => typeof x === "number" ? x : x.estimate) })
       for (let i = 0; i < pts.length; i++) {
         const sBy: Array<string> = []
@@ -1331,7 +1429,8 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
         strictOut.set(pts[i]!.id, sBy)
         uncertainOut.set(pts[i]!.id, uBy)
       }
-      return { strict: strictOut as ReadonlyMap<string, ReadonlyArray<string>>, uncertain: uncertainOut as ReadonlyMap<string, ReadonlyArray<string>> }
+      // assembled pair by pair: the cycles "within noise" can form are set aside as the front does
+      return { strict: strictOut as ReadonlyMap<string, ReadonlyArray<string>>, uncertain: Statistics.dropDominanceCycles(uncertainOut) }
     }
     const frontOptions: Statistics.UncertainFrontOptions = { comparable: (a, b) => comparable.get(`${a}\u0000${b}`) ?? false, separated }
     let uncertain = new Set(Statistics.paretoFrontUncertain(widened, paretoObjectives, frontOptions))
@@ -1350,6 +1449,33 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       for (const p of points) if ((strictBy.get(p.id) ?? []).length === 0) strict.add(p.id)
       uncertain = new Set(points.filter((p) => (uncertainBy.get(p.id) ?? []).length === 0).map((p) => p.id))
     }
+    // the deciding comparisons (fix16ac F2): for a variant off the uncertainty-aware front, per
+    // dominator (the first DECIDING_MAX), per objective, what the front judged: the paired
+    // difference dominator − dominated, widened as judged, or the two (widened) intervals
+    const widenedOf = new Map(widened.map((p) => [p.id, p]))
+    const unequal = unequalRepeats(points.map((p) => p.id))
+    const objectiveNames = objectives.map((o) => o.metric)
+    const asPair = (id: string, other: string): Statistics.ParetoPoint => unequal ? shiftedTo(widenedOf.get(id)!, other, objectiveNames) : widenedOf.get(id)!
+    const negated = (d: Statistics.Interval): Statistics.Interval => ({ ...d, estimate: 0 - d.estimate, lower: 0 - d.upper, upper: 0 - d.lower })
+    const bounds = (x: Statistics.Interval | number) => typeof x === "number" ? { estimate: x, lower: x, upper: x } : { estimate: x.estimate, lower: x.lower, upper: x.upper }
+    const decidingOf = (v: string): ReadonlyArray<DecidingComparison> =>
+      (uncertainBy.get(v) ?? []).slice(0, DECIDING_MAX).map((u) => {
+        const pu = asPair(u, v)
+        const pv = asPair(v, u)
+        const leads = Statistics.objectiveLeads(pu, pv, paretoObjectives, true, frontOptions)
+        return {
+          by: u,
+          objectives: objectives.map((o, k): DecidingObjective => {
+            const beyondNoise = leads[k] === "a"
+            // dominator − dominated: the front asked (u, v) (v − u) where u leads, (v, u) where v does
+            const asked = judgedMemo.get(`${k}\u0000${u}\u0000${v}`)
+            const diff = asked !== undefined ? (asked.diff === null || asked.diff === undefined ? asked.diff : negated(asked.diff)) : judged(v, u, k).diff
+            return diff === undefined
+              ? { metric: o.metric, beyondNoise, basis: "intervals", intervals: { by: bounds(pu.values[k]!), variant: bounds(pv.values[k]!) } }
+              : { metric: o.metric, beyondNoise, basis: "paired", difference: diff }
+          })
+        }
+      })
     const ranking = points.length === 0
       ? []
       : Statistics.weightedRanking(points, objectives.map((o, i) => ({ ...paretoObjectives[i]!, weight: o.weight })))
@@ -1369,7 +1495,8 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       pareto: {
         strict: strict.has(v.variantId),
         uncertain: uncertain.has(v.variantId),
-        dominatedBy: { strict: strictBy.get(v.variantId) ?? [], uncertain: uncertainBy.get(v.variantId) ?? [] }
+        dominatedBy: { strict: strictBy.get(v.variantId) ?? [], uncertain: uncertainBy.get(v.variantId) ?? [] },
+        ...((uncertainBy.get(v.variantId) ?? []).length === 0 ? {} : { deciding: decidingOf(v.variantId) })
       },
       rank: rankOf.get(v.variantId)?.rank ?? null,
       score: rankOf.get(v.variantId)?.score ?? null,
@@ -1517,11 +1644,22 @@ const collect = (study: CompareInput, options: CompareOptions): Effect.Effect<Co
       const front = variants.filter((v) => v.pareto.strict).map((v) => v.variantId)
       candidates = variants.filter((v) => v.pareto.uncertain).map((v) => v.variantId)
       pointFront = front
+      // the two fronts may differ both ways (fix16ac F1): a variant beaten only within noise is a
+      // candidate off the strict front; one ahead only within noise and beaten beyond noise
+      // elsewhere is on the strict front and no candidate
+      const same = candidates.length === front.length && candidates.every((x) => front.includes(x))
+      const onlyPoints = front.filter((x) => !candidates.includes(x))
       summary = candidates.length === 0
         ? "no variant has a value for every objective: no candidate"
-        : candidates.length > front.length
-        ? `the Pareto candidates, ${WORDING.best}, are ${candidates.join(", ")}: no other variant beats them beyond the intervals (some of them may differ from each other); on point estimates alone the front is ${front.join(", ")}`
-        : `${candidates.length === 1 ? `${candidates[0]} is` : `${candidates.join(", ")} are the Pareto candidates,`} ${WORDING.best}`
+        : same
+        ? `${candidates.length === 1 ? `${candidates[0]} is` : `${candidates.join(", ")} are the Pareto candidates,`} ${WORDING.best}`
+        : `${candidates.length === 1 ? `the Pareto candidate, ${WORDING.best}, is ${candidates[0]}: no other variant beats it` : `the Pareto candidates, ${WORDING.best}, are ${candidates.join(", ")}: no other variant beats them`} beyond the intervals${
+          candidates.length === 1 ? "" : " (some of them may differ from each other)"
+        }; on point estimates alone the front is ${front.join(", ")}${
+          onlyPoints.length === 0
+            ? ""
+            : ` (${onlyPoints.join(", ")} ${onlyPoints.length === 1 ? "is" : "are"} on it by a lead within noise only, and beaten beyond noise on another objective: see Compare)`
+        }`
     }
     if (points.length > 2) {
       limitations.push(
@@ -1681,6 +1819,13 @@ export interface Evidence {
   /** Every case has the same value (since 0.10.0): no worst or best case, both lists empty. */
   readonly tie?: EvidenceTie | undefined
   /**
+   * `"pipeline shares"` (since 0.16.0, fix16ac F2): the metric is a usage figure measured per
+   * trial (`costUsd`, `tokens`, `tokensIn`, `tokensOut`) and the cases' values are their
+   * pipelines' shares of it (each case's attempts summed, the mean over the repeats), e.g. the
+   * per-case cost in US dollars. Absent when the values are the metric's own per-case values.
+   */
+  readonly perCase?: "pipeline shares" | undefined
+  /**
    * A variant with no compared trial (every one broke a hard constraint, or failed; since
    * 0.11.0): the worst and best cases are read from `trials`, which are not compared, and
    * `breaches` lists the constraints they broke; `trials` is empty when the metric has no
@@ -1719,7 +1864,7 @@ export const evidence = (
   Effect.gen(function*() {
     const worst = options.worst ?? 5
     const best = options.best ?? 5
-    const collected = yield* collect(study, { ...options, evidenceCases: Math.max(worst, best) })
+    const collected = yield* collect(study, { ...options, evidenceCases: Math.max(worst, best) }, metric)
     return yield* evidenceOf(collected, metric, variantId, worst, best)
   })
 
@@ -1751,9 +1896,9 @@ const evidenceOf = (
     // marked "not compared", with the constraints they broke
     let ev: { readonly worstCases: ReadonlyArray<EvidenceCase>; readonly bestCases: ReadonlyArray<EvidenceCase>; readonly tie?: EvidenceTie | undefined } = v.evidence[metric]!
     let notCompared: Evidence["notCompared"]
+    const caseKeys = [...values.values()][0]?.caseKeys ?? []
     if (v.succeeded === 0) {
       const byRepeat = v.trials.map((t) => values.get(t.trialId) ?? null)
-      const caseKeys = [...values.values()][0]?.caseKeys ?? []
       const matrix = caseMatrix(byRepeat, metric, caseKeys.length)
       const exclusion = v.exclusions?.find((x) => x.metric === metric)?.text
       // a metric without per-case values (tokens, wallMs): no cases, but the exclusion stands
@@ -1766,6 +1911,33 @@ const evidenceOf = (
           ...(exclusion === undefined ? {} : { exclusion })
         }
       }
+    }
+    // a usage metric without per-case values (costUsd, tokens…): each case's share, its
+    // pipelines' attempts summed (StudyMetrics.TrialValues.perPipeline), ranked as a case's value
+    const comparedTrials = (x: VariantComparison) => x.trials.filter((t) => t.compared).map((t) => values.get(t.trialId) ?? null)
+    let perPipeline = false
+    if (v.succeeded > 0 && ev.tie === undefined && ev.worstCases.length === 0 && ev.bestCases.length === 0 && m.kind === "builtin" && StudyMetrics.PER_PIPELINE_METRICS.has(metric)) {
+      const shares = caseMatrix(comparedTrials(v), metric, caseKeys.length, "perPipeline")
+      if (shares.present > 0) {
+        ev = rankedCases(shares, caseKeys, goalOf(m.direction, comparison.objectives.find((o) => o.metric === metric)), Math.max(worst, best))
+        perPipeline = true
+      }
+    }
+    // each listed case beside the baseline's value of the same case (its repeats' mean) and
+    // pipelines: the pairing behind the paired difference against the baseline (F2)
+    const base = comparison.variants.find((x) => x.variantId === comparison.baseline)
+    const paired = (list: ReadonlyArray<EvidenceCase>): ReadonlyArray<EvidenceCase> => {
+      if (base === undefined || base.variantId === variantId || base.succeeded === 0 || v.succeeded === 0) return list
+      const bm = caseMatrix(comparedTrials(base), metric, caseKeys.length, perPipeline ? "perPipeline" : "cases")
+      if (bm.present === 0) return list
+      const at = new Map(caseKeys.map((k, i) => [k, i]))
+      return list.map((x) => {
+        const c = at.get(x.caseKey)
+        const row = c === undefined ? undefined : bm.rows[c]
+        if (c === undefined || row === undefined || row.length === 0) return x
+        const value = Statistics.mean(row)
+        return { ...x, baseline: { variantId: base.variantId, value, difference: Statistics.difference(x.value, value), pipelineIds: bm.pipelinesOf(c) } }
+      })
     }
     return {
       studyId: comparison.studyId,
@@ -1785,8 +1957,9 @@ const evidenceOf = (
           ? { estimatedAttempts: values.get(t.trialId)!.estimatedAttempts! }
           : {})
       })),
-      worstCases: ev.worstCases.slice(0, worst),
-      bestCases: ev.bestCases.slice(0, best),
+      worstCases: paired(ev.worstCases.slice(0, worst)),
+      bestCases: paired(ev.bestCases.slice(0, best)),
+      ...(perPipeline ? { perCase: "pipeline shares" as const } : {}),
       ...(ev.tie === undefined ? {} : { tie: ev.tie }),
       ...(notCompared === undefined ? {} : { notCompared })
     }
@@ -1868,6 +2041,66 @@ const studentOf = (xs: ReadonlyArray<number>, level: number, unit: "repeat" | "p
   const i = Statistics.studentInterval(xs, level)
   if (i === null || !xs.every((x) => Statistics.nearlyEqual(x, xs[0]!))) return i
   return { ...i, lower: i.estimate, upper: i.estimate, method: `${i.method}; every ${unit} equal: ${DEGENERATE_T}; n = ${xs.length}` }
+}
+
+/**
+ * A variant's Pareto membership in words, as the text report and the Study page say it:
+ * `front` (on both fronts), `front within noise (behind v01 on the point estimates only)`,
+ * `dominated beyond noise by v02 (on the strict front by a lead within noise only)`, `dominated
+ * by v02`, `not compared`, or {@link unplacedText}'s words.
+ *
+ * @param c the comparison
+ * @param v one of its variants
+ * @returns the words
+ * @since 0.16.0
+ * @category rendering
+ */
+export const paretoText = (c: StudyComparison, v: VariantComparison): string =>
+  v.succeeded === 0
+    ? "not compared"
+    : v.pareto.strict && v.pareto.uncertain
+    ? "front"
+    : v.pareto.uncertain
+    ? `front within noise (behind ${v.pareto.dominatedBy.strict.join(", ")} on the point estimates only)`
+    : unplacedText(c, v) ??
+      (v.pareto.strict
+        ? `dominated beyond noise by ${v.pareto.dominatedBy.uncertain.join(", ")} (on the strict front by a lead within noise only)`
+        : `dominated by ${v.pareto.dominatedBy.uncertain.join(", ")}`)
+
+/** A level with the decimals it takes not to read 100 % (99.8%, 99.99978%). */
+const widenedPct = (level: number) => level >= 1 ? "100%" : `${Number((level * 100).toFixed(Math.max(1, -Math.floor(Math.log10(1 - level)) - 1)))}%`
+
+const signed = (x: number) => `${x > 0 ? "+" : ""}${fmt(x)}`
+
+/**
+ * A {@link DecidingComparison} in words: `v01 over v03: accuracy Δ +0.2 [0.1, 0.3] better
+ * beyond noise; costUsd Δ +0.001 [-0.002, 0.004] within noise (Δ: paired difference v01 − v03,
+ * intervals at 99.8%: widened for 6 comparisons)`; an objective judged on the two intervals
+ * reads `latencyP95Ms v01 500 [400, 600] vs v03 900 [800, 1000] better beyond noise`.
+ *
+ * @param d the deciding comparison
+ * @param variantId the dominated variant
+ * @returns the sentence
+ * @since 0.16.0
+ * @category rendering
+ */
+export const decidingText = (d: DecidingComparison, variantId: string): string => {
+  const verdict = (o: DecidingObjective) => o.beyondNoise ? "better beyond noise" : "within noise"
+  const parts = d.objectives.map((o) => {
+    if (o.basis === "intervals" && o.intervals !== undefined) {
+      const iv = (x: { readonly estimate: number; readonly lower: number; readonly upper: number }) => `${fmt(x.estimate)} [${fmt(x.lower)}, ${fmt(x.upper)}]`
+      return `${o.metric} ${d.by} ${iv(o.intervals.by)} vs ${variantId} ${iv(o.intervals.variant)} ${verdict(o)}`
+    }
+    const x = o.difference
+    if (x === null || x === undefined) return `${o.metric} no paired interval: ${verdict(o)}`
+    return `${o.metric} Δ ${signed(x.estimate)} [${fmt(x.lower)}, ${fmt(x.upper)}] ${verdict(o)}`
+  })
+  const paired = d.objectives.find((o) => o.basis === "paired" && o.difference !== null && o.difference !== undefined)?.difference
+  const widened = paired === undefined || paired === null ? null : /widened for (\d+) comparisons/.exec(paired.method)?.[1]
+  const note = paired === undefined || paired === null
+    ? " (the two variants' intervals)"
+    : ` (Δ: paired difference ${d.by} − ${variantId}, intervals at ${widenedPct(paired.level)}${widened === null || widened === undefined ? "" : `: widened for ${widened} comparisons`})`
+  return `${d.by} over ${variantId}: ${parts.join("; ")}${note}`
 }
 
 /**
@@ -2109,13 +2342,7 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   }
   for (const v of c.variants) {
     // a variant missing an objective's value is on no front, and dominated by nobody
-    const pareto = v.succeeded === 0
-      ? "not compared"
-      : v.pareto.strict
-      ? "front"
-      : v.pareto.uncertain
-      ? `front within noise (behind ${v.pareto.dominatedBy.strict.join(", ")} on the point estimates only)`
-      : unplacedText(c, v) ?? `dominated by ${v.pareto.dominatedBy.uncertain.join(", ")}`
+    const pareto = paretoText(c, v)
     if (md) {
       lines.push(`| ${v.variantId}${v.isBaseline ? " (baseline)" : ""} | ${shown.map((m) => {
         const x = v.values[m.name]!
@@ -2124,11 +2351,18 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
     } else {
       lines.push(`${bullet}${v.variantId}${v.isBaseline ? " (baseline)" : ""}: ${assignmentText(v.assignment)} — ${Words.count(v.succeeded, "compared trial")}; Pareto: ${pareto}; weighted rank ${v.rank ?? "—"}`)
       if (v.succeeded === 0) continue
+      for (const d of v.pareto.deciding ?? []) lines.push(`      why: ${decidingText(d, v.variantId)}`)
       for (const m of shown) {
         const x = v.values[m.name]!
         lines.push(`      ${m.name}: ${fmt(x.mean)}${judgeShareText(x.judgeCostUsd)}${intervalText(x.interval)} (${x.perRepeat.map(fmt).join(", ")}) median ${fmt(x.median)}`)
       }
     }
+  }
+  // why each dominated variant is dominated (the table has no room for it)
+  const deciding = c.variants.filter((v) => (v.pareto.deciding ?? []).length > 0)
+  if (md && deciding.length > 0) {
+    lines.push("", "### Why dominated (beyond noise; a lead within noise is a tie)")
+    for (const v of deciding) for (const d of v.pareto.deciding!) lines.push(`- ${v.variantId}: ${decidingText(d, v.variantId)}`)
   }
   // the interval methods, in full, once per section: a method shared by every variant once, and
   // metrics whose methods differ only by their seed (each metric draws its own) on one line
@@ -2276,8 +2510,13 @@ export const renderEvidence = (e: Evidence): string => {
   const cases = (title: string, list: ReadonlyArray<EvidenceCase>) => {
     lines.push(`${title}:`)
     if (list.length === 0) lines.push("  (no per-case values)")
-    for (const c of list) lines.push(`  ${c.caseKey} ${caseValueText(c)} · ${c.pipelineIds.join(", ")}`)
+    for (const c of list) {
+      lines.push(`  ${c.caseKey} ${caseValueText(c)} · ${c.pipelineIds.join(", ")}`)
+      // the baseline's value of the same case beside it: the pairing of the paired difference
+      if (c.baseline !== undefined) lines.push(`    baseline ${c.baseline.variantId}: ${fmt(c.baseline.value)} (Δ ${signed(c.baseline.difference)}) · ${c.baseline.pipelineIds.join(", ")}`)
+    }
   }
+  if (e.perCase !== undefined) lines.push(`per case: each case's share of ${e.metric.name} (its pipelines' attempts summed; the mean over the repeats)`)
   if (e.notCompared !== undefined) {
     if (e.notCompared.exclusion !== undefined) lines.push(e.notCompared.exclusion)
     const why = e.notCompared.breaches.length === 0 ? "" : ` (${e.notCompared.breaches.join("; ")})`

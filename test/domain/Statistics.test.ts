@@ -441,15 +441,62 @@ describe("Pareto", () => {
     assert.isTrue(S.dominates(points[0]!, points[3]!, accCost, true))
   })
 
-  it("uncertainty-aware dominance needs better-or-equal point estimates: no cycle, no empty front", () => {
-    // With 'not worse beyond the intervals' alone on every objective, a → b → c → a would each
-    // dominate the next and the front would be empty; point estimates rule that out.
+  it("uncertainty-aware dominance cycles (within noise is not transitive) are set aside: no empty front", () => {
+    // a beats b beyond noise on the first objective and ties the others within noise, b beats c
+    // on the third, c beats a on the second: pairwise, each dominates the next. The front sets
+    // the cycle aside (the data do not order them) and keeps all three (since fix16ac).
     const max: ReadonlyArray<S.ParetoObjective> = [{ direction: "maximize" }, { direction: "maximize" }, { direction: "maximize" }]
     const a: S.ParetoPoint = { id: "a", values: [iv(5, 5, 5), iv(2, 0, 4), iv(6, 3, 10)] }
     const b: S.ParetoPoint = { id: "b", values: [iv(2, 0, 4), iv(6, 3, 10), iv(5, 5, 5)] }
     const c: S.ParetoPoint = { id: "c", values: [iv(6, 3, 10), iv(5, 5, 5), iv(2, 0, 4)] }
-    assert.isFalse(S.dominates(a, b, max, true))
+    assert.isTrue(S.dominates(a, b, max, true))
+    assert.isTrue(S.dominates(b, c, max, true))
+    assert.isTrue(S.dominates(c, a, max, true))
     assert.deepStrictEqual(S.paretoFrontUncertain([a, b, c], max), ["a", "b", "c"])
+    assert.deepStrictEqual([...S.paretoDominators([a, b, c], max, true).values()], [[], [], []])
+    // a fourth point beaten beyond noise by a, outside the cycle: that dominance stands
+    const d: S.ParetoPoint = { id: "d", values: [iv(1, 0, 1.5), iv(2, 0, 4), iv(6, 3, 10)] }
+    assert.deepStrictEqual(S.paretoFrontUncertain([a, b, c, d], max), ["a", "b", "c"])
+    assert.deepStrictEqual(S.paretoDominators([a, b, c, d], max, true).get("d"), ["a", "c"])
+    // the same cycle assembled pair by pair
+    const by = S.dropDominanceCycles(new Map([["a", ["c"]], ["b", ["a"]], ["c", ["b"]], ["d", ["a", "c"]]]))
+    assert.deepStrictEqual([...by], [["a", []], ["b", []], ["c", []], ["d", ["a", "c"]]])
+  })
+
+  it("a lead within noise is a tie (issue 16): better beyond noise on one objective and behind within noise on another dominates (fix16ac F1)", () => {
+    // X: accuracy far better; cost a little higher, within noise. Y: cheaper on the point estimate
+    const x: S.ParetoPoint = { id: "X", values: [iv(0.9, 0.86, 0.94), iv(10.2, 9.6, 10.8)] }
+    const y: S.ParetoPoint = { id: "Y", values: [iv(0.7, 0.65, 0.75), iv(10, 9.5, 10.5)] }
+    assert.isTrue(S.dominates(x, y, accCost, true))
+    assert.isFalse(S.dominates(y, x, accCost, true))
+    // on point estimates Y's lower cost keeps it: the uncertainty-aware front is no superset of the strict one
+    assert.isFalse(S.dominates(x, y, accCost, false))
+    assert.deepStrictEqual(S.paretoFront([x, y], accCost), ["X", "Y"])
+    assert.deepStrictEqual(S.paretoFrontUncertain([x, y], accCost), ["X"])
+    assert.deepStrictEqual(S.paretoDominators([x, y], accCost, true).get("Y"), ["X"])
+    assert.deepStrictEqual(S.objectiveLeads(x, y, accCost, true), ["a", "tie"])
+    assert.deepStrictEqual(S.objectiveLeads(x, y, accCost, false), ["a", "b"])
+    // the other way round: Y's lead on cost beyond noise blocks the dominance (a trade-off)
+    const cheap: S.ParetoPoint = { id: "Z", values: [iv(0.7, 0.65, 0.75), iv(8, 7.5, 8.5)] }
+    assert.isFalse(S.dominates(x, cheap, accCost, true))
+    assert.isFalse(S.dominates(cheap, x, accCost, true))
+    assert.deepStrictEqual(S.paretoFrontUncertain([x, cheap], accCost), ["X", "Z"])
+    assert.deepStrictEqual(S.objectiveLeads(cheap, x, accCost, true), ["b", "a"])
+    // within noise on both: a tie, neither dominates, both stay (whatever the point estimates)
+    const near: S.ParetoPoint = { id: "N", values: [iv(0.88, 0.84, 0.92), iv(10.4, 9.8, 11)] }
+    assert.isFalse(S.dominates(x, near, accCost, true))
+    assert.isFalse(S.dominates(near, x, accCost, true))
+    assert.deepStrictEqual(S.paretoFrontUncertain([x, near], accCost), ["X", "N"])
+    // equal points: a tie everywhere
+    assert.isFalse(S.dominates(x, { ...x, id: "X2" }, accCost, true))
+    assert.deepStrictEqual(S.paretoFrontUncertain([x, { ...x, id: "X2" }], accCost), ["X", "X2"])
+    // a paired answer decides both ways: Y better on cost beyond noise by the paired test blocks X
+    const sepBoth = (a: string, b: string, k: number) => k === 0 ? a === "X" : a === "Y"
+    assert.deepStrictEqual(S.paretoFrontUncertain([x, y], accCost, { separated: sepBoth }), ["X", "Y"])
+    assert.deepStrictEqual(S.objectiveLeads(x, y, accCost, true, { separated: sepBoth }), ["a", "b"])
+    // the paired test finds no difference on cost either way: a tie, X dominates
+    const sepAcc = (a: string, _b: string, k: number) => k === 0 ? a === "X" : false
+    assert.deepStrictEqual(S.paretoFrontUncertain([x, y], accCost, { separated: sepAcc }), ["X"])
   })
 
   it("target: closeness to the target decides, in point estimates and in intervals", () => {
@@ -473,7 +520,7 @@ describe("Pareto", () => {
     assert.throws(() => S.paretoFront([{ id: "x", values: [1] }], [{ direction: "up" as "maximize" }]), RangeError, "objectives[0].direction must be")
   })
 
-  it("properties: non-empty front for non-empty input, no member dominated, uncertain ⊇ strict", () => {
+  it("properties: non-empty front for non-empty input, no member dominated, bare numbers give the strict front", () => {
     const value = fc.tuple(fc.integer({ min: 0, max: 6 }), fc.integer({ min: 0, max: 3 }), fc.integer({ min: 0, max: 3 }))
       .map(([e, dl, du]): S.Interval | number => (dl === 0 && du === 0 ? e : iv(e, e - dl, e + du)))
     const arb = fc.integer({ min: 1, max: 4 }).chain((m) =>
@@ -488,10 +535,15 @@ describe("Pareto", () => {
         const strict = S.paretoFront(points, objectives)
         const loose = S.paretoFrontUncertain(points, objectives)
         const byId = new Map(points.map((p) => [p.id, p]))
-        const undominated = (ids: ReadonlyArray<string>, uncertain: boolean) =>
-          ids.every((id) => points.every((q) => !S.dominates(q, byId.get(id)!, objectives, uncertain)))
-        return strict.length > 0 && loose.length > 0 && undominated(strict, false) && undominated(loose, true) &&
-          strict.every((id) => loose.includes(id))
+        const undominated = (ids: ReadonlyArray<string>) => ids.every((id) => points.every((q) => !S.dominates(q, byId.get(id)!, objectives, false)))
+        const by = S.paretoDominators(points, objectives, true)
+        // off the uncertainty-aware front: dominated pairwise by someone; on it: by nobody outside a cycle
+        const placed = points.every((p) => loose.includes(p.id) === (by.get(p.id)!.length === 0))
+        const pairwise = points.every((p) => by.get(p.id)!.every((q) => S.dominates(byId.get(q)!, p, objectives, true)))
+        // without uncertainty (every value a bare number) "beyond noise" is "better": the two fronts agree
+        const bare = points.map((p) => ({ id: p.id, values: p.values.map((v) => typeof v === "number" ? v : v.estimate) }))
+        const same = S.paretoFrontUncertain(bare, objectives).join() === S.paretoFront(bare, objectives).join()
+        return strict.length > 0 && loose.length > 0 && undominated(strict) && placed && pairwise && same
       }),
       fcOpts
     )
@@ -669,6 +721,34 @@ describe("Statistics: small samples, resampled trial statistics, multiplicity (i
     assert.deepStrictEqual(S.paretoFrontUncertain(pts, objectives, { comparable: () => false }), ["a", "b"])
     const wide = [{ id: "a", values: [{ estimate: 1, lower: 0, upper: 3, level: 0.95, method: "m", resamples: null, seed: null }] }, { id: "b", values: [2] }]
     assert.deepStrictEqual(S.paretoFrontUncertain(wide, objectives), ["a", "b"])
-    assert.deepStrictEqual(S.paretoFrontUncertain(wide, objectives, { separated: () => true }), ["b"])
+    assert.deepStrictEqual(S.paretoFrontUncertain(wide, objectives, { separated: (a) => a === "b" }), ["b"])
+  })
+})
+
+describe("float noise is 0 (fix16ac F6)", () => {
+  it("difference: a − b, exactly 0 within float noise of the two magnitudes, never -0", () => {
+    assert.strictEqual(S.difference(0.1 + 0.2, 0.3), 0)
+    assert.notStrictEqual(0.1 + 0.2 - 0.3, 0)
+    assert.isTrue(Object.is(S.difference(0.3, 0.1 + 0.2), 0))
+    assert.isTrue(Object.is(S.difference(-0, 0), 0))
+    assert.strictEqual(S.difference(1e-17, 0), 1e-17) // a tiny value that is no noise of larger ones
+    assert.strictEqual(S.difference(2, 0.5), 1.5)
+  })
+
+  it("bootstrapReduced: two sums equal but for float noise differ by exactly 0", () => {
+    // per repeat, case values 0.1, 0.2, 0.3 against 0, 0.3, 0.3: sums 0.6000000000000001 and 0.6
+    const a = [[0.1, 0.2, 0.3], [0.1, 0.2, 0.3]]
+    const b = [[0, 0.3, 0.3], [0, 0.3, 0.3]]
+    assert.notStrictEqual(0.1 + 0.2 + 0.3, 0 + 0.3 + 0.3)
+    const r = S.bootstrapReduced([a, b], "sum", { seed: 1, resamples: 200 })
+    const d = r.paired(0, 1)!
+    assert.isTrue(Object.is(d.estimate, 0), String(d.estimate))
+  })
+
+  it("the study views print a zero as 0, never -0", async () => {
+    const Words = await import("../../src/domain/internal/words.js")
+    assert.strictEqual(Words.figure(-0), "0")
+    assert.strictEqual(Words.figure(0), "0")
+    assert.strictEqual(Words.figure(-0.5), "-0.5000")
   })
 })

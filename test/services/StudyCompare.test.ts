@@ -716,10 +716,50 @@ describe("StudyCompare: the report is a pinned function of the stored study", ()
       const row = (id: string) =>
         page.split(`<tr data-variant="${id}">`).slice(1).map((r) => r.slice(0, r.indexOf("</tr>"))).find((r) => r.includes("pareto-strict")) ?? ""
       assert.include(row("v01"), `<td class="pareto-strict">no <span class="by">(dominated by v02, v03)</span></td>`)
-      assert.include(row("v01"), `<td class="pareto-uncertain">no <span class="by">(dominated by v02)</span></td>`)
+      assert.include(row("v01"), `<td class="pareto-uncertain">no <span class="by">(dominated by v02)</span><div class="why muted">v02 over v01: accuracy Δ +0.2500 [0.01444, 0.4856] better beyond noise; tokensIn Δ 0 [0, 0] within noise (`)
       assert.include(row("v03"), `<td class="pareto-strict">no <span class="by">(dominated by v02)</span></td><td class="pareto-uncertain">yes</td>`)
       assert.include(row("v02"), `<td class="pareto-strict">yes</td><td class="pareto-uncertain">yes</td>`)
     }).pipe(Effect.provide(studyEnv("golden"))))
+})
+
+describe("StudyCompare: a lead within noise is a tie on the uncertainty-aware front (fix16ac F1, F2)", () => {
+  it.effect("v02 right on every case, its score higher than the baseline's within noise: the baseline is dominated beyond noise, on the strict front only, and the report says why", () =>
+    Effect.gen(function*() {
+      const score: DomainStudy.MetricDecl = { name: "score", reducer: "mean", from: { output: "score" }, unit: "ratio", direction: "minimize" }
+      // v01 right on half of the 30 cases, v02 on all; the score is noise (v02's mean 0.4933 > v01's 0.4869)
+      const { input, study } = handMade({ id: "tie", correct: [new Set(range(0, 15)), new Set(range(0, 30))], cases: 30, repeats: 3, noisy: true, metrics: [accuracy, score], objectives: [{ metric: "accuracy", direction: "maximize" }, { metric: "score", direction: "minimize" }] })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      const [v01, v02] = c.variants
+      assert.isAbove(v02!.values.score!.mean!, v01!.values.score!.mean!)
+      // on point estimates v01's lower score keeps it; beyond noise it is a tie, and v02 is better on accuracy
+      assert.deepStrictEqual([v01!.pareto.strict, v01!.pareto.uncertain], [true, false])
+      assert.deepStrictEqual(v01!.pareto.dominatedBy, { strict: [], uncertain: ["v02"] })
+      assert.deepStrictEqual([v02!.pareto.strict, v02!.pareto.uncertain], [true, true])
+      assert.deepStrictEqual(c.conclusion.candidates, ["v02"])
+      assert.deepStrictEqual(c.conclusion.pointEstimateFront, ["v01", "v02"])
+      assert.include(c.conclusion.summary, "the Pareto candidate, best for the declared objectives and constraints, is v02: no other variant beats it beyond the intervals; on point estimates alone the front is v01, v02 (v01 is on it by a lead within noise only")
+      // F2: the deciding comparison, objective by objective, in JSON and in words
+      const deciding = v01!.pareto.deciding!
+      assert.strictEqual(deciding.length, 1)
+      assert.strictEqual(deciding[0]!.by, "v02")
+      const [acc, sc] = deciding[0]!.objectives
+      assert.deepStrictEqual([acc!.metric, acc!.beyondNoise, acc!.basis], ["accuracy", true, "paired"])
+      assert.closeTo(acc!.difference!.estimate, 0.5, 1e-12)
+      assert.isAbove(acc!.difference!.lower, 0)
+      assert.deepStrictEqual([sc!.metric, sc!.beyondNoise, sc!.basis], ["score", false, "paired"])
+      assert.isAbove(sc!.difference!.estimate, 0)
+      assert.isBelow(sc!.difference!.lower, 0)
+      assert.include(sc!.difference!.method, "widened for 2 comparisons")
+      assert.isUndefined(v02!.pareto.deciding)
+      const text = StudyCompare.renderText(c)
+      assert.include(text, "Pareto: dominated beyond noise by v02 (on the strict front by a lead within noise only)")
+      assert.match(text, /\n {6}why: v02 over v01: accuracy Δ \+0\.5000 \[[0-9.]+, [0-9.]+\] better beyond noise; score Δ \+[0-9.]+ \[-[0-9.]+, [0-9.]+\] within noise \(Δ: paired difference v02 − v01, intervals at 97\.5%: widened for 2 comparisons\)/)
+      const md = StudyCompare.renderMarkdown(c)
+      assert.include(md, "### Why dominated (beyond noise; a lead within noise is a tie)\n- v01: v02 over v01: accuracy Δ +0.5000")
+      const page = renderStudyPage(c)
+      assert.include(page, `<td class="pareto-strict">yes</td><td class="pareto-uncertain">no <span class="by">(dominated by v02)</span><div class="why muted">v02 over v01: accuracy Δ +0.5000`)
+    }).pipe(Effect.provide(studyEnv("tie"))))
 })
 
 describe("StudyCompare: the paired test's unit is the case; ties; survivorship (issue 16)", () => {
@@ -1519,6 +1559,40 @@ describe("StudyCompare: certain costs separate variants on the uncertainty-aware
       const line = StudyCompare.renderText(c).split("\n").find((l) => l.includes("v02 costUsd: Δ")) ?? ""
       assert.include(line, "no width: no difference shown")
     }).pipe(Effect.provide(studyEnv("dear"))))
+
+  it.effect("study evidence of a cost: each case's cost (its pipelines' share), beside the baseline's cost of the same case (fix16ac F2)", () =>
+    Effect.gen(function*() {
+      const { input, study } = handMade({
+        id: "percase",
+        correct: [BASE, BASE],
+        cases: 40,
+        repeats: 3,
+        flaky: true,
+        costOf: (arm, n) => (arm === 1 ? 0.006 : 0.001) * (1 + (n % 5)),
+        // costUsd is no objective: the evidence reads its per-pipeline shares all the same
+        objectives: [{ metric: "accuracy", direction: "maximize" }]
+      })
+      yield* runIt(study)
+      const e = yield* StudyCompare.evidence(input, "costUsd", "v02", { seed: 7, worst: 2, best: 1 })
+      assert.strictEqual(e.perCase, "pipeline shares")
+      assert.strictEqual(e.worstCases.length, 2)
+      const w = e.worstCases[0]!
+      assert.closeTo(w.value, 0.03, 1e-12)
+      assert.strictEqual(w.baseline!.variantId, "v01")
+      assert.closeTo(w.baseline!.value, 0.005, 1e-12)
+      assert.closeTo(w.baseline!.difference, 0.025, 1e-12)
+      assert.strictEqual(w.baseline!.pipelineIds.length, 3)
+      assert.notDeepEqual(w.baseline!.pipelineIds, w.pipelineIds)
+      assert.closeTo(e.bestCases[0]!.value, 0.006, 1e-12)
+      const text = StudyCompare.renderEvidence(e)
+      assert.include(text, "per case: each case's share of costUsd (its pipelines' attempts summed; the mean over the repeats)")
+      assert.match(text, /\n {4}baseline v01: 0\.005000 \(Δ \+0\.02500\) · /)
+      // a case-level metric pairs the same way; the baseline's own evidence has nothing beside it
+      const acc = yield* StudyCompare.evidence(input, "accuracy", "v02", { seed: 7 })
+      assert.isTrue(acc.tie !== undefined || acc.worstCases.every((x) => x.baseline !== undefined))
+      const own = yield* StudyCompare.evidence(input, "costUsd", "v01", { seed: 7 })
+      assert.isTrue(own.worstCases.length > 0 && own.worstCases.every((x) => x.baseline === undefined))
+    }).pipe(Effect.provide(studyEnv("percase"))))
 
   it.effect("a trial-only value whose repeats differ by the same amount each time is an exact difference: dominated", () =>
     Effect.gen(function*() {

@@ -23,15 +23,22 @@ export const noun = (n: number, one: string, many = `${one}s`): string => (n ===
 /**
  * A number for people, as every study view prints it: integers as they are, from 10,000 up
  * rounded to an integer, others with 4 significant digits (`0.8333`, not
- * `0.8333333333333334`); `—` for null, undefined or NaN.
+ * `0.8333333333333334`); `—` for null, undefined or NaN; a zero, or a figure that rounds to
+ * one, never reads `-0`.
  *
  * @param x - the number
  * @returns the figure
  * @since 0.11.0
  * @category formatting
  */
-export const figure = (x: number | null | undefined): string =>
-  x === null || x === undefined || Number.isNaN(x) ? "—" : Number.isInteger(x) ? String(x) : Math.abs(x) >= 1e4 ? x.toFixed(0) : x.toPrecision(4)
+export const figure = (x: number | null | undefined): string => {
+  if (x === null || x === undefined || Number.isNaN(x)) return "—"
+  // never "-0": a zero is 0 whatever its sign (fix16ac F6; a difference of float noise is made
+  // 0 where it is computed: Statistics.difference)
+  if (x === 0) return "0"
+  const text = Number.isInteger(x) ? String(x) : Math.abs(x) >= 1e4 ? x.toFixed(0) : x.toPrecision(4)
+  return /^-0(?:\.0*)?$/.test(text) ? text.slice(1) : text
+}
 
 /**
  * A count and its noun in agreement: `count(1, "trial")` is "1 trial", `count(3, "trial")` is

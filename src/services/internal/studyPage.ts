@@ -19,7 +19,7 @@ import { createHash } from "node:crypto"
 import { canonicalJsonUnsafe, type Json } from "../../domain/Json.js"
 import { noun } from "../../domain/internal/words.js"
 import { escapeHtml } from "../Dashboard.js"
-import { caseValueText, degenerateNote, deltaText, type Evidence, fmt, judgeShareText, statusWordsOf, type StudyComparison, tieText, unplacedText, type VariantComparison, versusText } from "../StudyCompare.js"
+import { caseValueText, decidingText, degenerateNote, deltaText, type Evidence, fmt, judgeShareText, statusWordsOf, type StudyComparison, tieText, unplacedText, type VariantComparison, versusText } from "../StudyCompare.js"
 import { distinctFigures, type BudgetFigure } from "../StudyControl.js"
 import { formatCost, STUDY_COST } from "./money.js"
 
@@ -64,15 +64,24 @@ export interface StudyPageOptions {
 
 // A Pareto column's cell: "yes" on the front, else "no" and the variants that dominate it
 // (escaped), "—" without a succeeded trial; dominated by nobody, why it is not placed, in the
-// text report's words (`none (no objectives to place it by)`, never an empty "dominated by")
-const frontCell = (c: StudyComparison, v: VariantComparison, onFront: boolean, by: ReadonlyArray<string>): string =>
-  v.succeeded === 0
+// text report's words (`none (no objectives to place it by)`, never an empty "dominated by");
+// off the front within noise, the deciding comparisons under it (fix16ac F2)
+const frontCell = (c: StudyComparison, v: VariantComparison, which: "strict" | "uncertain"): string => {
+  const onFront = v.pareto[which]
+  const by = v.pareto.dominatedBy[which]
+  return v.succeeded === 0
     ? "—"
     : onFront
     ? "yes"
     : by.length === 0
     ? escapeHtml(unplacedText(c, v) ?? "no")
-    : `no <span class="by">(dominated by ${escapeHtml(by.join(", "))})</span>`
+    : `no <span class="by">(dominated by ${escapeHtml(by.join(", "))})</span>${
+      // within noise: why, per dominator (a lead within noise is a tie; fix16ac F2)
+      which === "strict"
+        ? ""
+        : (v.pareto.deciding ?? []).map((d) => `<div class="why muted">${escapeHtml(decidingText(d, v.variantId))}</div>`).join("")
+    }`
+}
 
 /**
  * Renders the Study page of a comparison (every value escaped; see the module docs).
@@ -180,8 +189,8 @@ ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeM
     }).join("")
     return `<tr data-variant="${e(v.variantId)}"><td class="mono">${e(v.variantId)}${v.isBaseline ? " <span class=\"tag\">baseline</span>" : ""}</td><td class="assign">${
       e(assignmentText(v.assignment))
-    }</td><td>${e(v.succeeded)}</td>${cells}<td class="pareto-strict">${frontCell(c, v, v.pareto.strict, v.pareto.dominatedBy.strict)}</td><td class="pareto-uncertain">${
-      frontCell(c, v, v.pareto.uncertain, v.pareto.dominatedBy.uncertain)
+    }</td><td>${e(v.succeeded)}</td>${cells}<td class="pareto-strict">${frontCell(c, v, "strict")}</td><td class="pareto-uncertain">${
+      frontCell(c, v, "uncertain")
     }</td><td class="msg breaches">${e(v.breaches.join("; "))}</td><td>${e(v.rank ?? "—")}</td></tr>`
   }).join("")
   const versus = c.variants.filter((v) => !v.isBaseline && v.succeeded > 0).flatMap((v) =>
@@ -194,7 +203,7 @@ ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeM
     c.metrics.map((m) => `<option value="${e(m.name)}"${m.name === selected ? " selected" : ""}>${e(m.name)}</option>`).join("")
   const xDefault = c.objectives[0]?.metric ?? shown[0]?.name
   const yDefault = c.objectives[1]?.metric ?? c.metrics.find((m) => m.name !== xDefault && (m.name === "costUsd" || m.name === "wallMs"))?.name ?? c.metrics.find((m) => m.name !== xDefault)?.name
-  const compare = `<p class="muted">per metric: the mean of the repeats with its ${e(pct(c.level))} interval; Δ: the paired difference against the baseline <span class="mono">${e(c.baseline)}</span> (candidate − baseline) with its interval (hover for the wording). Pareto: strict front (point estimates) and front within noise (dominated only beyond the intervals).</p>
+  const compare = `<p class="muted">per metric: the mean of the repeats with its ${e(pct(c.level))} interval; Δ: the paired difference against the baseline <span class="mono">${e(c.baseline)}</span> (candidate − baseline) with its interval (hover for the wording). Pareto: strict front (point estimates) and front within noise (dominated only by a variant better beyond the intervals on one objective and not worse beyond them on any: a lead within noise is a tie, so the two fronts can differ both ways).</p>
 <table id="compare-table"><thead><tr><th>variant</th><th>assignment</th><th>compared trials</th>${head}<th>Pareto (strict)</th><th>Pareto (within noise)</th><th>constraint breaches</th><th>weighted rank</th></tr></thead><tbody>${compareRows}</tbody></table>
 <h3>Against the baseline</h3><ul id="compare-versus">${versus === "" ? "<li>nothing to compare</li>" : versus}</ul>
 <div class="two">

@@ -33,7 +33,10 @@
  * 1/N of the pipelines, the capacity and `run.concurrency`: the floor of what a runner that
  * runs a whole window on the embedded engine would cost per pipeline, BENCHMARKS.md pg17n),
  * `BENCH_CLUSTER_WINDOW_CLAIMS=1` (the runners run with `--window-claims`: each window claimed
- * whole, with local deadlines, instead of a claim and a fence per task; BENCHMARKS.md pg17o).
+ * whole, with local deadlines, instead of a claim and a fence per task; BENCHMARKS.md pg17o),
+ * `BENCH_CLUSTER_BLOCK_LEASES=1` (with window claims: the runners also run with `--block-leases
+ * --expected-runners 3`, each holding a block of every resource's slots and serving its tasks
+ * from it in memory; BENCHMARKS.md pg17r).
  */
 import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -51,6 +54,7 @@ const IDLE_S = Number(process.env.BENCH_CLUSTER_IDLE_S ?? 0)
 const EMBEDDED_PG = process.env.BENCH_CLUSTER_EMBEDDED_PG === "1"
 const EMBEDDED_PROCS = Number(process.env.BENCH_CLUSTER_EMBEDDED_PROCS ?? 1)
 const WINDOW_CLAIMS = process.env.BENCH_CLUSTER_WINDOW_CLAIMS === "1"
+const BLOCK_LEASES = WINDOW_CLAIMS && process.env.BENCH_CLUSTER_BLOCK_LEASES === "1"
 /** How to start `bin/assay` (under `node --cpu-prof` when profiling: Node 20 refuses it in NODE_OPTIONS). */
 const assayCommand = (name: string, args: ReadonlyArray<string>): [string, Array<string>] =>
   PROFILE === undefined
@@ -201,7 +205,8 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
         `127.0.0.1:${port}`,
         "--concurrency",
         String(CAPACITY),
-        ...(WINDOW_CLAIMS ? ["--window-claims"] : [])
+        ...(WINDOW_CLAIMS ? ["--window-claims"] : []),
+        ...(BLOCK_LEASES ? ["--block-leases", "--expected-runners", "3"] : [])
       ])
       const child = spawn(command, argv, {
         cwd: dir,
@@ -427,7 +432,7 @@ const embeddedPgRound = async (round: number, sqliteTasksPerS: number | undefine
   }
 }
 
-emit({ bench: "cluster.setup", pipelines: N, tasks: N * TASKS, window_claims: WINDOW_CLAIMS, capacity: CAPACITY, task_ms: TASK_MS, bound_tasks_per_s: BOUND, cores: os.cpus().length, load: uptime() })
+emit({ bench: "cluster.setup", pipelines: N, tasks: N * TASKS, window_claims: WINDOW_CLAIMS, block_leases: BLOCK_LEASES, capacity: CAPACITY, task_ms: TASK_MS, bound_tasks_per_s: BOUND, cores: os.cpus().length, load: uptime() })
 for (let round = 1; round <= ROUNDS; round++) {
   const sqlite = ONLY === "cluster" ? undefined : await sqliteRound(round)
   if (ONLY !== "sqlite" && ONLY !== "embedded-pg") await clusterRound(round, sqlite)

@@ -205,7 +205,41 @@ const runnerOptions = {
     Options.withDescription(
       "Claim each window of pipelines whole, with local deadlines, instead of a claim and a fence per task (experimental; needs `assay migrate` of this version)."
     )
+  ),
+  blockLeases: Options.boolean("block-leases").pipe(
+    Options.withDescription(
+      "Hold a block of each global pool resource's slots (capacity / --expected-runners) and serve the window's tasks from it, with no slot statement per task (experimental; needs --window-claims and --expected-runners)."
+    )
+  ),
+  expectedRunners: integerAtLeast("expected-runners", 1).pipe(
+    Options.optional,
+    Options.withDescription("How many runners share the pools (with --block-leases: each holds capacity / N slots of a resource).")
   )
+}
+
+/**
+ * The block leases of `assay runner` (`--block-leases`, `--expected-runners N`): `undefined`
+ * when off; a `ConfigError` (exit 2) when on without `--window-claims` or without
+ * `--expected-runners`, or `--expected-runners` without it.
+ *
+ * @since 0.9.0
+ * @category parsing
+ */
+export const blockLeasesOf = (
+  on: boolean,
+  windowClaims: boolean,
+  expectedRunners: Option.Option<number>
+): Either.Either<{ readonly expectedRunners: number } | undefined, ConfigError> => {
+  if (!on) {
+    return Option.isSome(expectedRunners)
+      ? Either.left(configError("--expected-runners", "is only used with --block-leases"))
+      : Either.right(undefined)
+  }
+  if (!windowClaims) return Either.left(configError("--block-leases", "needs --window-claims (the blocks are renewed with the window claims)"))
+  if (Option.isNone(expectedRunners)) {
+    return Either.left(configError("--block-leases", "needs --expected-runners N (each runner holds capacity / N slots of a resource)"))
+  }
+  return Either.right({ expectedRunners: expectedRunners.value })
 }
 
 /**
@@ -219,6 +253,7 @@ export const runner = Command.make("runner", runnerOptions, (o) =>
     const database = yield* checkDatabase(o.database)
     const address = yield* Option.match(o.listen, { onNone: () => Effect.succeed(undefined), onSome: parseListen })
     const lease = yield* leaseTiming(o.leaseTtl, o.renewEvery)
+    const blockLeases = yield* blockLeasesOf(o.blockLeases, o.windowClaims, o.expectedRunners)
     const run = yield* loadClusterRun
     return yield* run.runnerMain({
       config: o.config,
@@ -227,6 +262,7 @@ export const runner = Command.make("runner", runnerOptions, (o) =>
       store: o.store,
       concurrency: Option.getOrElse(o.concurrency, () => 64),
       lease,
-      windowClaims: o.windowClaims
+      windowClaims: o.windowClaims,
+      blockLeases
     })
   })).pipe(Command.withDescription("Run a cluster runner: host shards and run pipelines as workflows (exit 2 invalid flags)."))

@@ -222,6 +222,12 @@ export interface RunnerArgs {
    * deadlines, in place of a claim, a fence and an input read per task (docs/scale-out.md).
    */
   readonly windowClaims?: boolean | undefined
+  /**
+   * Block leases (`--block-leases --expected-runners N`; default off; needs window claims):
+   * each global pool resource's slots held as a block of `⌊capacity ÷ N⌋` rows and handed to
+   * the window's tasks in memory (docs/scale-out.md "Block leases").
+   */
+  readonly blockLeases?: { readonly expectedRunners: number } | undefined
 }
 
 /**
@@ -250,13 +256,14 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
         address === undefined ? "" : `, listening on ${address.host}:${address.port}`
       }; pool slots held ${Duration.format(lease.leaseTtl)} without renewal, renewed every ${Duration.format(lease.renewEvery)}${
         o.windowClaims === true ? "; window claims on" : ""
-      }`
+      }${o.blockLeases === undefined ? "" : `; block leases on (${o.blockLeases.expectedRunners} runners expected)`}`
     )
     const host = ClusterEngine.workflowLayer({
       concurrency: o.concurrency,
       pricing: experiment.run.pricing,
       cache: cache.run,
-      windowClaims: o.windowClaims === true
+      windowClaims: o.windowClaims === true,
+      blockLeases: o.blockLeases
     }).pipe(
       Layer.provideMerge(ClusterEngine.runnerLayer({
         shardingConfig: address === undefined ? {} : { runnerAddress: Option.some(RunnerAddress.make(address.host, address.port)) }

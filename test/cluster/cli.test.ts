@@ -9,7 +9,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Either, Option } from "effect"
 import * as path from "node:path"
-import { leaseTiming } from "../../src/cli/ClusterCommand.js"
+import { blockLeasesOf, leaseTiming } from "../../src/cli/ClusterCommand.js"
 import { assay, tempDir, write } from "../support/cli.js"
 
 const experiment = (dir: string, store?: string) =>
@@ -125,5 +125,20 @@ describe("leaseTiming", () => {
     const path = (e: ReturnType<typeof leaseTiming>) => Either.isLeft(e) ? e.left.issues.map((i) => i.path) : []
     assert.deepStrictEqual(path(leaseTiming(Option.some("x"), Option.none())), ["--lease-ttl"])
     assert.deepStrictEqual(path(leaseTiming(Option.some("1 second"), Option.some("2 seconds"))), ["--renew-every"])
+  })
+})
+
+describe("blockLeasesOf (--block-leases, --expected-runners)", () => {
+  const path = (e: ReturnType<typeof blockLeasesOf>) => Either.isLeft(e) ? e.left.issues.map((i) => i.path) : []
+
+  it("off by default; on with window claims and the expected runners", () => {
+    assert.deepStrictEqual(blockLeasesOf(false, false, Option.none()), Either.right(undefined))
+    assert.deepStrictEqual(blockLeasesOf(true, true, Option.some(3)), Either.right({ expectedRunners: 3 }))
+  })
+
+  it("refused (exit 2, the flag as the issue's path) without window claims, without the runners, or the runners alone", () => {
+    assert.deepStrictEqual(path(blockLeasesOf(true, false, Option.some(3))), ["--block-leases"])
+    assert.deepStrictEqual(path(blockLeasesOf(true, true, Option.none())), ["--block-leases"])
+    assert.deepStrictEqual(path(blockLeasesOf(false, true, Option.some(3))), ["--expected-runners"])
   })
 })

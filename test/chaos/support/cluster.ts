@@ -66,6 +66,13 @@ export const fastTimings: ClusterTimings = {
  */
 export const windowClaims = process.env.ASSAY_CHAOS_WINDOW_CLAIMS === "1"
 
+/**
+ * Whether the runners also hold block leases (`--block-leases --expected-runners N`, issue 17
+ * step 2; N the scenario's runner count): `ASSAY_CHAOS_BLOCK_LEASES=1`, with
+ * `ASSAY_CHAOS_WINDOW_CLAIMS=1` (block leases need window claims). Off by default.
+ */
+export const blockLeases = windowClaims && process.env.ASSAY_CHAOS_BLOCK_LEASES === "1"
+
 /** A duration of {@link ClusterTimings} in milliseconds. */
 export const timingMs = (d: string): number => Duration.toMillis(Duration.decode(d as Duration.DurationInput))
 
@@ -206,7 +213,8 @@ export const startCluster = async (options: {
       `127.0.0.1:${port}`,
       "--concurrency",
       "64",
-      ...(windowClaims ? ["--window-claims"] : [])
+      ...(windowClaims ? ["--window-claims"] : []),
+      ...(blockLeases ? ["--block-leases", "--expected-runners", String(options.runners ?? 3)] : [])
     ], { cwd: dir, env })
   const logs: Array<Array<CliProcess>> = []
   const launch = (i: number) => {

@@ -109,6 +109,26 @@ export interface WindowClaimOptions {
   readonly ttl?: Duration.DurationInput | undefined
   readonly heartbeat?: Duration.DurationInput | undefined
   readonly clock: Clock.Clock
+  /**
+   * Other claims of the process renewed in the same statement (block leases: the global
+   * pools' blocks, `PgPools` `Gate.blockRider`): its CTEs and columns join the renewal, and
+   * it settles from the statement's row. A renewal that fails settles nothing (L3).
+   */
+  readonly rider?: Rider | undefined
+}
+
+/**
+ * Other claims renewed in the window claims' statement: `parts(first)` gives CTEs, columns and
+ * parameters (numbered from `first`), or `undefined` when it has nothing to renew now;
+ * `settle(row, sent)` reads the statement's row (`sent`: the local time before it was sent).
+ */
+export interface Rider {
+  readonly parts: (first: number) => {
+    readonly ctes: ReadonlyArray<string>
+    readonly cols: ReadonlyArray<string>
+    readonly params: ReadonlyArray<unknown>
+  } | undefined
+  readonly settle: (row: Record<string, unknown> | undefined, sent: number) => Effect.Effect<void>
 }
 
 /**
@@ -135,6 +155,38 @@ export const make = (sql: SqlClient.SqlClient, options: WindowClaimOptions): Win
   const clock = options.clock
   /** The local deadline of every claim this process holds, by token. */
   const deadlines = new Map<string, number>()
+  /** The window claims' new deadlines from a renewal's answer (`renewed`: the tokens the database renewed). */
+  const renewedAs = (tokens: ReadonlyArray<string>, renewed: ReadonlySet<string>, sent: number) => {
+    for (const token of tokens) {
+      // a claim released meanwhile is not brought back
+      if (!deadlines.has(token)) continue
+      // only the database's answer that the row is another's is a loss (L3)
+      deadlines.set(token, renewed.has(token) ? sent + keep : 0)
+    }
+  }
+  /** The window claims and the rider's claims renewed in one statement. */
+  const renewWith = (
+    tokens: ReadonlyArray<string>,
+    rider: { readonly ctes: ReadonlyArray<string>; readonly cols: ReadonlyArray<string>; readonly params: ReadonlyArray<unknown> }
+  ): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      const sent = clock.unsafeCurrentTimeMillis()
+      return sql.unsafe<Record<string, unknown>>(
+        `WITH window_renew AS (
+          UPDATE ${TABLE} SET expires_at = now() + $1::int * interval '1 millisecond' WHERE token = ANY($2::text[]) RETURNING token
+        ), ${rider.ctes.join(", ")}
+        SELECT (SELECT COALESCE(json_agg(token), '[]'::json) FROM window_renew) AS window_renewed, ${rider.cols.join(", ")}`,
+        [ttlMs, tokens, ...rider.params]
+      ).pipe(
+        Effect.flatMap((rows) => {
+          const raw = rows[0]?.window_renewed ?? []
+          const list = (typeof raw === "string" ? JSON.parse(raw) : raw) as ReadonlyArray<string>
+          renewedAs(tokens, new Set(list), sent)
+          return options.rider!.settle(rows[0], sent)
+        }),
+        Effect.catchAll((e) => Effect.logDebug(`claims not renewed (they run to their deadlines): ${e.message}`))
+      )
+    })
   return sql.onDialectOrElse({
     pg: (): WindowClaims | undefined => ({
       ttl,
@@ -165,6 +217,8 @@ export const make = (sql: SqlClient.SqlClient, options: WindowClaimOptions): Win
         }),
       renewAll: Effect.suspend(() => {
         const tokens = Array.from(deadlines.keys())
+        const rider = options.rider?.parts(3)
+        if (rider !== undefined) return renewWith(tokens, rider)
         if (tokens.length === 0) return Effect.void
         const sent = clock.unsafeCurrentTimeMillis()
         return sql.unsafe<{ token: string }>(

@@ -41,6 +41,7 @@ import type { PoolsService } from "../../Pools.js"
 import { Store, type StoreService } from "../../Store.js"
 import * as Infra from "./infra.js"
 import * as InFlight from "./inflight.js"
+import * as PgPools from "../pool/pg/pools.js"
 import { makeTaskEnv, newClaim, runTask, type TaskEnv } from "./task.js"
 import { runWindow } from "./window.js"
 import * as WindowClaims from "./windowClaims.js"
@@ -237,6 +238,16 @@ export interface WorkflowLayerOptions {
    * Postgres client it is ignored.
    */
   readonly windowClaims?: boolean | undefined
+  /**
+   * Block leases (issue 17, step 2; default off; needs `windowClaims`): each global pool
+   * resource's slot rows are claimed by this process as a block of `⌊capacity ÷
+   * expectedRunners⌋` rows at the first acquire of its pool, renewed with the window claims in
+   * their one statement per heartbeat, and handed to the window's tasks in memory (no slot
+   * statement per task); a slot goes back to the block once its task's checkpoint has
+   * committed. A resource whose block is empty is served by a slot claim per task. Needs the
+   * global pools (`PgPools`) in the cluster's database; otherwise ignored, with a warning.
+   */
+  readonly blockLeases?: { readonly expectedRunners: number } | undefined
 }
 
 /** The run this process worked for last (what its pool events and resource rows are filed under). */
@@ -454,8 +465,20 @@ export const workflowLayer = (
     const catalog = yield* SpecCatalog
     const run = body(env, catalog, ownStore)
     // window claims (step 1 of the design): one claim per window, renewed all at once
+    // block leases (step 2): the global pools' blocks ride on the window claims' renewal
+    const gate = PgPools.gateOf(pools)
+    let rider: WindowClaims.Rider | undefined = undefined
+    if (options.blockLeases !== undefined && options.windowClaims === true && Option.isSome(sql) && claims !== undefined) {
+      if (gate === undefined || !(yield* claims.sameDatabase(gate.sql))) {
+        yield* Effect.logWarning("block leases need the global pools in the cluster's database: a slot is claimed per task")
+      } else {
+        yield* gate.enableBlocks(options.blockLeases.expectedRunners)
+        rider = gate.blockRider
+      }
+    }
     const windowClaims = options.windowClaims === true && Option.isSome(sql)
       ? WindowClaims.make(sql.value, {
+        rider,
         clock: env.clock,
         ttl: options.claimTtl ?? Option.getOrUndefined(Option.map(sharding, (c) => c.shardLockExpiration)),
         heartbeat: options.claimHeartbeat ?? Option.getOrUndefined(Option.map(sharding, (c) => c.shardLockRefreshInterval))
@@ -463,7 +486,11 @@ export const workflowLayer = (
       : undefined
     if (windowClaims !== undefined && Option.isSome(sql)) {
       yield* WindowClaims.requireTable(sql.value)
-      yield* Effect.forkScoped(Effect.repeat(windowClaims.renewAll, Schedule.spaced(windowClaims.heartbeat)))
+      // with blocks, at least as often as the pools renew their slots
+      const every = rider === undefined || gate === undefined
+        ? windowClaims.heartbeat
+        : Duration.min(windowClaims.heartbeat, Duration.millis(gate.settings.renewEveryMs))
+      yield* Effect.forkScoped(Effect.repeat(windowClaims.renewAll, Schedule.spaced(every)))
     }
     const runWindowed = windowBody(
       env,

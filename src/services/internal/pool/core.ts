@@ -440,7 +440,8 @@ export class Core implements Client.ClientEnv {
     const b = res.breaker
     if (b.state === "open" && now < b.openUntil) return false
     // a probe at a time: after a rate limit, or while the breaker is half-open
-    const capacity = res.probing || b.state !== "closed" ? 1 : res.resource.capacity
+    const declared = res.probing || b.state !== "closed" ? 1 : res.resource.capacity
+    const capacity = res.ceiling === undefined ? declared : Math.min(declared, res.ceiling)
     return res.active < capacity && Resource.inRotation(res.health, now)
   }
 
@@ -1408,11 +1409,34 @@ export const make = (
       restoreState: (pool, id, state) => Effect.flatMap(poolOf(pool), (p) => core.restoreState(p, id, state))
     }
     publishers.set(service, (e) => core.fanout.deliver(e, core.pools.get(e.pool)?.onEvent))
+    ceilings.set(service, (pool, id, ceiling) => {
+      const p = core.pools.get(pool)
+      const res = p?.list.find((r) => r.info.id === id)
+      if (p === undefined || res === undefined || res.ceiling === ceiling) return
+      const raised = ceiling === undefined || (res.ceiling !== undefined && ceiling > res.ceiling)
+      res.ceiling = ceiling
+      // a higher ceiling frees room: queued waiters are served
+      if (raised && p.waiters.head !== undefined) core.dispatch(p)
+    })
     // `acquire` goes through `core.scoped`, which applies a runner attempt's hooks
     return markAppliesHooks(service)
   })
 
 const publishers = new WeakMap<PoolsService, (event: ResourceEvent) => Effect.Effect<void>>()
+
+const ceilings = new WeakMap<PoolsService, (pool: string, id: string, ceiling: number | undefined) => void>()
+
+/**
+ * Sets (or, with `undefined`, clears) a resource's ceiling in `pools`' local core: no more
+ * than `ceiling` leases of it at once, below its declared capacity (the global pools' block
+ * of slot rows held, `pool/pg/pools.ts`); a raised ceiling serves queued waiters at once.
+ * Synchronous; a no-op for an unknown pool or resource, or a service this module did not build.
+ *
+ * @internal
+ */
+export const setCeiling = (pools: PoolsService, pool: string, id: string, ceiling: number | undefined): void => {
+  ceilings.get(pools)?.(pool, id, ceiling)
+}
 
 /**
  * Delivers `event` as one of `pools`' own events (its subscribers, the pool's and the

@@ -78,6 +78,12 @@ export interface Res {
   /** The circuit breaker (pure state, see `src/domain/Breaker.ts`). */
   breaker: Breaker.Breaker
   readonly slot: AcquireAlgorithm.Slot
+  /**
+   * A ceiling below the declared capacity (leases at once), set from outside the core: the
+   * global pools' block leases (`pool/pg/pools.ts`) hold this many slot rows of the resource,
+   * and the local core grants no more. `undefined`: the declared capacity alone.
+   */
+  ceiling?: number | undefined
 }
 
 /**

@@ -32,7 +32,7 @@
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Deferred, Duration, Effect, Either, Exit, Fiber, FiberRef, Option, Random, Scope } from "effect"
+import { Deferred, Duration, Effect, Either, Exit, Fiber, FiberId, FiberRef, Option, Random, Scope } from "effect"
 import { AcquireTimeout, ResourceUnavailable } from "../../../../domain/Errors.js"
 import type { ConfigError } from "../../../../domain/Errors.js"
 import * as AcquireAlgorithm from "../../../AcquireAlgorithm.js"
@@ -49,7 +49,7 @@ import type { PoolConfig } from "../../../Pool.js"
 import type { Holder, LeakedLease, PoolHandle, PoolsOptions, PoolsService } from "../../../Pools.js"
 import { anonymous } from "../state.js"
 import { makePools as makeLocal } from "../../../Pools.js"
-import { publish } from "../core.js"
+import { publish, setCeiling } from "../core.js"
 import { LeaseLost } from "./errors.js"
 import * as Q from "./sql.js"
 
@@ -146,6 +146,16 @@ export class PgLease implements Lease<any> {
   lostAs: LeaseLost | undefined
   /** Told once when the lease is lost while still held ({@link onLost}). */
   readonly watchers: Array<(lost: LeaseLost) => void> = []
+  /**
+   * The block its slot comes from (block leases): no statement of its own, no renewal fiber
+   * (the block is renewed as a whole), its deadline the block's.
+   */
+  block: Block | undefined
+  /**
+   * Where its end is parked until its task's checkpoint has committed ({@link holdUntilCommit}):
+   * the end (slot back to the block, local lease back) is pushed there instead of run.
+   */
+  parkIn: Array<Effect.Effect<void>> | undefined
   constructor(
     readonly inner: Lease<any>,
     readonly claimed: Q.Claimed,
@@ -266,8 +276,70 @@ export const lostAtFence = (lease: Lease<any>): Effect.Effect<void> =>
     )
     : Effect.void
 
+/**
+ * A block (block leases, issue 17 step 2): the slot rows of one resource this runner holds as
+ * a whole, claimed together ({@link Q.claimBlock}), renewed together with the runner's window
+ * claims, and handed to leases in memory. `deadline` is the local deadline of every slot in it
+ * (the local time before the last renewal that succeeded was sent, plus the TTL, less the
+ * margin): past it the block calls nothing more. `target` is its size (`⌊capacity ÷
+ * runners⌋`, 0 for a dead resource); a slot coming back above it, or above the capacity, is
+ * given back to the database.
+ */
+export class Block {
+  /** Slots held and not in use. */
+  readonly free: Array<Q.Claimed> = []
+  /** Slots in use, by slot number, with the lease on each. */
+  readonly used = new Map<number, PgLease>()
+  deadline = 0
+  capacity: number | undefined = undefined
+  target = 0
+  /** Local time of the last lease taken from it (0: none yet). */
+  lastUse = 0
+  constructor(readonly pool: string, readonly resource: string) {}
+  /** Slots held: free and in use. */
+  get held(): number {
+    return this.free.length + this.used.size
+  }
+}
+
+/** A resource's shared state as the last block renewal read it (local epoch ms). */
+interface SharedHealth {
+  readonly dead: boolean
+  readonly throttledUntil: number
+  readonly cooledUntil: number
+}
+
+/** The block leases of a gate, once enabled ({@link Gate.enableBlocks}). */
+interface BlockMode {
+  /** The runners expected to share each resource: a block is `⌊capacity ÷ runners⌋` slots. */
+  readonly runners: number
+  /** Every block, by `pool \u0000 resource`. */
+  readonly blocks: Map<string, Block>
+  /** The pools whose blocks are claimed (or being claimed): cleared when a pool goes idle. */
+  readonly claimed: Map<string, Deferred.Deferred<void>>
+  /** The resources' shared state, by `pool \u0000 resource`, from the last renewal. */
+  readonly health: Map<string, SharedHealth>
+  /** A resource with an empty block whose per-task claim was refused: not offered until then (local ms). */
+  readonly refusedUntil: Map<string, number>
+  /** When the previous renewal was sent (a pool with no lease taken since is idle). */
+  lastRenewal: number
+}
+
+/**
+ * The block leases' part of the runner's renewal statement (`cluster/windowClaims.ts` joins
+ * it to the window claims' renewal): `parts` (CTEs, columns, parameters from `first`), and
+ * `settle` (the statement's row, the local time it was sent) or `failed` (it did not answer:
+ * nothing changes, the blocks run to their deadlines, L3).
+ */
+export interface BlockRider {
+  readonly parts: (first: number) => { readonly ctes: ReadonlyArray<string>; readonly cols: ReadonlyArray<string>; readonly params: ReadonlyArray<unknown> } | undefined
+  readonly settle: (row: Record<string, unknown> | undefined, sent: number) => Effect.Effect<void>
+}
+
 /** The gate: the global side of every lease. */
 export class Gate {
+  /** Block leases, once enabled ({@link Gate.enableBlocks}); `undefined`: a slot claim per lease. */
+  blockMode: BlockMode | undefined = undefined
   readonly leases = new Map<string, Set<PgLease>>()
   readonly quotaBlocked = new Map<string, number>()
   /** The declared default algorithm of each pool. */
@@ -561,11 +633,23 @@ export class Gate {
       // the first try goes without the global view when the algorithm does not rank by it: the
       // slot claim checks capacity, death, cooldown and throttle itself, so the view is read
       // only once a claim was refused (to choose among what is free, and to see a pool dead)
-      let viewed = gate.ranksGlobally(opts, holder, target)
+      // block leases: the resources are served from this runner's blocks, in memory (a
+      // resource with an empty block by a slot claim per lease); the global view is not read
+      const blocks = gate.blockMode
+      let viewed = blocks === undefined && gate.ranksGlobally(opts, holder, target)
       while (true) {
         let set: Set<ResourceInfo>
         let algorithm: AcquireAlgorithm.AcquireAlgorithm | undefined = undefined
-        if (viewed) {
+        if (blocks !== undefined) {
+          yield* gate.ensureBlocks(target === undefined ? pools : [target])
+          if (target !== undefined && (yield* gate.hopeless(target, opts, gate.deadByBlocks(blocks)))) {
+            return yield* new ResourceUnavailable({
+              pool: target,
+              message: `every resource of pool "${target}" that matches the request is dead (shared state)`
+            })
+          }
+          set = yield* gate.blockSet(blocks)
+        } else if (viewed) {
           const rows = yield* Effect.either(Q.view(gate.sql, pools))
           if (Either.isLeft(rows)) {
             // the database is unreachable: wait and ask again (L5); the acquire's timeout bounds it
@@ -585,8 +669,12 @@ export class Gate {
         } else {
           set = yield* gate.usableLocally()
         }
-        const blind = !viewed
-        const pollMs = Math.min(gate.settings.pollMaxMs, gate.settings.pollMinMs * 2 ** Math.min(n, 16))
+        const blind = !viewed && blocks === undefined
+        // with blocks the local core waits for a slot itself (its ceiling is the block): the
+        // local wait is bounded by `pollMax`, then the blocks and the shared state are looked at again
+        const pollMs = blocks !== undefined
+          ? gate.settings.pollMaxMs
+          : Math.min(gate.settings.pollMaxMs, gate.settings.pollMinMs * 2 ** Math.min(n, 16))
         const local: AcquireOptions = {
           ...opts,
           ...(algorithm === undefined ? {} : { algorithm }),
@@ -620,6 +708,37 @@ export class Gate {
               return yield* e
             }
             const lease = leased.right
+            const block = blocks?.blocks.get(`${lease.pool}\u0000${lease.resource.id}`)
+            if (block !== undefined && block.held > 0) {
+              // served from the block, in memory: no statement (the local core's ceiling is the
+              // block, so a slot is free); past the block's deadline nothing more is granted
+              const now = yield* gate.nowMs
+              const slot = now < block.deadline ? block.free.pop() : undefined
+              if (slot === undefined) {
+                yield* releaseLocal(lease)
+                yield* restore(gate.sleepBackoff(n))
+                return Option.none<PgLease>()
+              }
+              const charges = yield* Effect.either(gate.chargeAll(lease.pool, lease.resource))
+              if (Either.isLeft(charges) || charges.right === undefined) {
+                block.free.push(slot)
+                yield* releaseLocal(lease)
+                if (Either.isLeft(charges)) yield* restore(gate.sleepBackoff(n))
+                return Option.none<PgLease>()
+              }
+              const lost = yield* Deferred.make<never, LeaseLost>()
+              const pg = new PgLease(lease, slot, charges.right, lost, holder.owner, raw, releaseLocal(lease), gate)
+              pg.block = block
+              pg.deadline = block.deadline
+              block.used.set(slot.slot, pg)
+              block.lastUse = now
+              if (holder.owner !== undefined) {
+                let s = gate.leases.get(holder.owner)
+                if (s === undefined) gate.leases.set(holder.owner, s = new Set())
+                s.add(pg)
+              }
+              return Option.some(pg)
+            }
             // the deadline counts from before the claim was sent (the server's TTL starts later)
             const sent = yield* gate.nowMs
             const fence = yield* FiberRef.get(currentClaimFence)
@@ -649,6 +768,13 @@ export class Gate {
               : yield* Effect.either(Effect.map(Q.claim(gate.sql, pool, resource, runnerId, leaseTtlMs, handOver), taken))
             if (Either.isLeft(claimed) || claimed.right === undefined) {
               yield* releaseLocal(lease)
+              if (blocks !== undefined) {
+                // an empty block's resource, full globally: offered again after a backoff
+                const now = yield* gate.nowMs
+                const base = Math.min(gate.settings.pollMaxMs, gate.settings.pollMinMs * 2 ** Math.min(n, 16))
+                blocks.refusedUntil.set(`${pool}\u0000${resource}`, now + base)
+                return Option.none<PgLease>()
+              }
               // refused without the view: read it at once (no wait) and choose again
               if (!blind || Either.isLeft(claimed)) yield* restore(gate.sleepBackoff(n))
               return Option.none<PgLease>()
@@ -678,6 +804,7 @@ export class Gate {
         if (Option.isSome(got)) return got.value
         if (blind) viewed = true
         else n++
+        if (blocks !== undefined) viewed = false
       }
     })
     if (opts.timeout === undefined) return loop
@@ -774,6 +901,14 @@ export class Gate {
   finish(lease: PgLease, completed: boolean): Effect.Effect<void> {
     return Effect.suspend(() => {
       if (lease.done) return Effect.void
+      if (lease.block !== undefined && lease.parkIn !== undefined) {
+        // parked until the task's checkpoint has committed (`holdUntilCommit`)
+        const sink = lease.parkIn
+        lease.parkIn = undefined
+        if (lease.owner !== undefined) this.leases.get(lease.owner)?.delete(lease)
+        sink.push(this.finish(lease, completed))
+        return Effect.void
+      }
       lease.done = true
       lease.watchers.length = 0
       if (lease.owner !== undefined) {
@@ -783,6 +918,12 @@ export class Gate {
       }
       const stop = lease.renewal === undefined ? Effect.void : Fiber.interrupt(lease.renewal)
       const lapsed = Effect.flatMap(this.nowMs, (now) => now >= lease.deadline ? this.markLost(lease, "deadline", false) : Effect.void)
+      if (lease.block !== undefined) {
+        // the slot goes back to its block before the local lease to the local core (whose
+        // ceiling is the block: a waiter it wakes finds the slot free)
+        const back = Effect.flatMap(Deferred.isDone(lease.lost), (lost) => this.blockReturn(lease, completed && !lost))
+        return Effect.uninterruptible(Effect.all([lapsed, back, lease.releaseLocal], { discard: true }))
+      }
       const giveBack = Effect.flatMap(Deferred.isDone(lease.lost), (lost) =>
         completed && !lost ? this.queueRelease(lease.pool, lease.resource.id, lease.claimed) : Effect.void)
       return Effect.uninterruptible(Effect.all([stop, lapsed, lease.releaseLocal, giveBack], { discard: true }))
@@ -912,6 +1053,323 @@ export class Gate {
     )
   }
 
+  // --- block leases (issue 17, step 2) ----------------------------------------------------
+
+  /**
+   * Turns block leases on (idempotent): from now on each resource's slots are claimed as a
+   * block of `⌊capacity ÷ runners⌋` rows at the first acquire of its pool, renewed through
+   * {@link Gate.blockRider} (with the runner's other claims, in one statement), and handed out
+   * in memory; a resource whose block is empty (capacity below `runners`, or every row held
+   * by others) is served by a slot claim per lease, as without blocks. Starts the watchdog that
+   * loses a block whose local deadline passed with no renewal.
+   */
+  enableBlocks(runners: number): Effect.Effect<void> {
+    const gate = this
+    return Effect.suspend(() => {
+      if (gate.blockMode !== undefined) return Effect.void
+      gate.blockMode = {
+        runners: Math.max(1, Math.floor(runners)),
+        blocks: new Map(),
+        claimed: new Map(),
+        health: new Map(),
+        refusedUntil: new Map(),
+        lastRenewal: 0
+      }
+      return Effect.asVoid(Effect.forkIn(Effect.interruptible(gate.blockWatchdog), gate.scope))
+    })
+  }
+
+  /** The block of a resource, created empty when missing (block leases on). */
+  blockOf(mode: BlockMode, pool: string, resource: string): Block {
+    const key = `${pool}\u0000${resource}`
+    let b = mode.blocks.get(key)
+    if (b === undefined) mode.blocks.set(key, b = new Block(pool, resource))
+    return b
+  }
+
+  /** The local core's ceiling of a block's resource: the slots it holds (none held: no ceiling, the per-lease claims). */
+  ceiling(block: Block): void {
+    setCeiling(this.local, block.pool, block.resource, block.held > 0 ? block.held : undefined)
+  }
+
+  /** Adds freshly claimed slots to a block; its deadline is the earliest of its slots'. */
+  addToBlock(block: Block, claim: Q.BlockClaim, sent: number): void {
+    const mode = this.blockMode
+    if (claim.capacity !== undefined) {
+      block.capacity = claim.capacity
+      if (mode !== undefined) block.target = Math.floor(claim.capacity / mode.runners)
+    }
+    if (claim.claimed.length === 0) return
+    const deadline = sent + this.settings.leaseTtlMs - this.marginMs
+    block.deadline = block.held === 0 ? deadline : Math.min(block.deadline, deadline)
+    for (const c of claim.claimed) {
+      this.claimedSlot(block.pool, block.resource, c.slot)
+      block.free.push(c)
+    }
+    this.ceiling(block)
+  }
+
+  /** Claims (or tops up) one block: one statement; an error leaves it as it is (the renewal tries again). */
+  claimInto(block: Block): Effect.Effect<void> {
+    const gate = this
+    const mode = this.blockMode
+    if (mode === undefined) return Effect.void
+    return Effect.gen(function*() {
+      const sent = yield* gate.nowMs
+      // a block just claimed counts as used (the pool is not idle at the next renewal)
+      block.lastUse = Math.max(block.lastUse, sent)
+      const r = yield* Effect.either(
+        Q.claimBlock(gate.sql, block.pool, block.resource, gate.settings.runnerId, gate.settings.leaseTtlMs, mode.runners, block.held)
+      )
+      if (Either.isLeft(r)) {
+        yield* Effect.logWarning(`global pools: cannot claim a block of ${block.pool}/${block.resource}: ${r.left.message}`)
+        return
+      }
+      gate.addToBlock(block, r.right, sent)
+    })
+  }
+
+  /**
+   * The blocks of `pools` claimed once, at their first need (the acquires that arrive
+   * meanwhile wait for the same claim): one statement per resource.
+   */
+  ensureBlocks(pools: ReadonlyArray<string>): Effect.Effect<void> {
+    const gate = this
+    const mode = this.blockMode
+    if (mode === undefined) return Effect.void
+    return Effect.forEach(pools, (pool) =>
+      Effect.suspend(() => {
+        const known = mode.claimed.get(pool)
+        if (known !== undefined) return Deferred.await(known)
+        const done = Deferred.unsafeMake<void>(FiberId.none)
+        mode.claimed.set(pool, done)
+        return Effect.uninterruptible(Effect.ensuring(
+          Effect.flatMap(
+            Effect.orDie(Effect.flatMap(gate.local.get(pool), (h) => h.resources)),
+            (infos) => Effect.forEach(infos, (info) => gate.claimInto(gate.blockOf(mode, pool, info.id)), { discard: true })
+          ),
+          Deferred.succeed(done, undefined)
+        ))
+      }), { discard: true })
+  }
+
+  /**
+   * What an acquire offers the local core in block mode: every resource of the local pools
+   * not blocked by a quota window this process saw full, nor dead, throttled or cooling down
+   * by the shared state the last renewal read; a resource with an empty block (served by a
+   * slot claim per lease) not while its last claim's refusal stands.
+   */
+  blockSet(mode: BlockMode): Effect.Effect<Set<ResourceInfo>> {
+    const gate = this
+    return Effect.gen(function*() {
+      const out = yield* gate.usableLocally()
+      const now = yield* gate.nowMs
+      for (const name of yield* gate.local.names) {
+        const h = yield* Effect.orDie(gate.local.get(name))
+        for (const info of yield* h.resources) {
+          if (!out.has(info)) continue
+          const key = `${name}\u0000${info.id}`
+          const health = mode.health.get(key)
+          if (health !== undefined && (health.dead || health.throttledUntil > now || health.cooledUntil > now)) {
+            out.delete(info)
+            continue
+          }
+          const block = mode.blocks.get(key)
+          const refused = mode.refusedUntil.get(key)
+          if ((block === undefined || block.held === 0) && refused !== undefined) {
+            if (refused > now) out.delete(info)
+            else mode.refusedUntil.delete(key)
+          }
+        }
+      }
+      return out
+    })
+  }
+
+  /** The resources dead by the shared state the last renewal read, by pool (for `hopeless`). */
+  deadByBlocks(mode: BlockMode): Map<string, Set<string>> {
+    const dead = new Map<string, Set<string>>()
+    for (const [key, h] of mode.health) {
+      if (!h.dead) continue
+      const [pool, resource] = key.split("\u0000") as [string, string]
+      let s = dead.get(pool)
+      if (s === undefined) dead.set(pool, s = new Set())
+      s.add(resource)
+    }
+    return dead
+  }
+
+  /**
+   * A block lease ended: its slot leaves the lease. After a completed call on a lease not
+   * lost, it goes back to the block's free slots, or to the database (batched) when the block
+   * is above its size, the slot above the resource's capacity, or the resource dead; after an
+   * unknown outcome it is dropped from the block (no longer renewed: it expires at its TTL, so
+   * a call still running at the provider is never doubled); a lost lease's slot was dropped
+   * already.
+   */
+  blockReturn(lease: PgLease, completed: boolean): Effect.Effect<void> {
+    const block = lease.block!
+    return Effect.suspend(() => {
+      if (block.used.get(lease.claimed.slot) !== lease) return Effect.void
+      block.used.delete(lease.claimed.slot)
+      const mode = this.blockMode
+      let back = Effect.void as Effect.Effect<void>
+      if (completed && lease.lostAs === undefined) {
+        const dead = mode?.health.get(`${block.pool}\u0000${block.resource}`)?.dead === true
+        const above = block.capacity !== undefined && lease.claimed.slot > block.capacity
+        if (dead || above || block.held + 1 > block.target || mode === undefined) {
+          back = this.queueRelease(block.pool, block.resource, lease.claimed)
+        } else {
+          block.free.push(lease.claimed)
+        }
+      }
+      this.ceiling(block)
+      return back
+    })
+  }
+
+  /**
+   * A block lost (the database gave its slots to another holder, or its deadline passed with no
+   * renewal): every lease on it is lost (its call stopped, `lease.lost`), and its slots are
+   * dropped without a release (they may be another runner's now).
+   */
+  loseSlots(block: Block, slots: ReadonlySet<number> | undefined, reason: "taken" | "deadline"): Effect.Effect<void> {
+    const gate = this
+    return Effect.gen(function*() {
+      const lost = (slot: number) => slots === undefined || slots.has(slot)
+      for (let i = block.free.length - 1; i >= 0; i--) if (lost(block.free[i]!.slot)) block.free.splice(i, 1)
+      for (const [slot, lease] of [...block.used]) {
+        if (!lost(slot)) continue
+        block.used.delete(slot)
+        yield* gate.markLost(lease, reason, true)
+      }
+      gate.ceiling(block)
+    })
+  }
+
+  /** Loses every block whose local deadline has passed (checked at each deadline and every second). */
+  get blockWatchdog(): Effect.Effect<void> {
+    const gate = this
+    return Effect.gen(function*() {
+      while (true) {
+        const mode = gate.blockMode
+        if (mode === undefined) return
+        const now = yield* gate.nowMs
+        let next = now + 1_000
+        for (const block of mode.blocks.values()) {
+          if (block.held === 0) continue
+          if (now >= block.deadline) yield* gate.loseSlots(block, undefined, "deadline")
+          else next = Math.min(next, block.deadline)
+        }
+        yield* Effect.sleep(Duration.millis(Math.max(1, next - now)))
+      }
+    })
+  }
+
+  /**
+   * The block leases' part of the runner's renewal (see {@link BlockRider}): every slot of
+   * every block is renewed, and the resources' shared state read, in the statement of the
+   * window claims' renewal. Settling it:
+   * - a slot the database did not renew is lost (its lease too); the others get a new
+   *   deadline, the local time the statement was sent plus the TTL, less the margin;
+   * - each block's size follows the capacity read (`⌊capacity ÷ runners⌋`; 0 for a dead
+   *   resource): free slots above it, or above the capacity, go back at once (a resize shrinks
+   *   the blocks within one renewal), slots in use when they come back;
+   * - a pool none of whose blocks was used since the previous renewal gives its slots back
+   *   (claimed again at its next need); a block below its size is topped up (one statement).
+   */
+  get blockRider(): BlockRider {
+    const gate = this
+    /** The slots the last renewal was sent for (key → lease id): only those are judged by its answer. */
+    let sentFor = new Map<string, string>()
+    return {
+      parts: (first) => {
+        const mode = gate.blockMode
+        if (mode === undefined || mode.blocks.size === 0) return undefined
+        const slots: Array<Q.Release> = []
+        for (const b of mode.blocks.values()) {
+          for (const c of b.free) slots.push({ pool: b.pool, resource: b.resource, slot: c.slot, leaseId: c.leaseId })
+          for (const l of b.used.values()) slots.push({ pool: b.pool, resource: b.resource, slot: l.claimed.slot, leaseId: l.claimed.leaseId })
+        }
+        const pools = [...new Set([...mode.blocks.values()].map((b) => b.pool))]
+        sentFor = new Map(slots.map((r) => [`${r.pool}\u0000${r.resource}\u0000${r.slot}`, r.leaseId]))
+        return Q.blockRenewalParts(first, slots, pools, gate.settings.leaseTtlMs)
+      },
+      settle: (row, sent) =>
+        Effect.gen(function*() {
+          const mode = gate.blockMode
+          if (mode === undefined) return
+          const answer = Q.blockRenewalOf(row)
+          const now = yield* gate.nowMs
+          const renewed = new Set(answer.renewed.map((r) => `${r.pool}\u0000${r.resource}\u0000${r.slot}`))
+          const deadline = sent + gate.settings.leaseTtlMs - gate.marginMs
+          // a slot the statement was sent for and did not renew is lost (one claimed since is not judged)
+          const judged = sentFor
+          const notRenewed = (block: Block, c: Q.Claimed) => {
+            const key = `${block.pool}\u0000${block.resource}\u0000${c.slot}`
+            return judged.get(key) === c.leaseId && !renewed.has(key)
+          }
+          for (const block of mode.blocks.values()) {
+            const gone = new Set<number>()
+            for (const c of block.free) if (notRenewed(block, c)) gone.add(c.slot)
+            for (const l of block.used.values()) if (notRenewed(block, l.claimed)) gone.add(l.claimed.slot)
+            const before = block.held
+            if (gone.size > 0) yield* gate.loseSlots(block, gone, "taken")
+            if (block.held > 0 && gone.size < before) {
+              block.deadline = Math.max(block.deadline, deadline)
+              for (const l of block.used.values()) l.deadline = block.deadline
+            }
+          }
+          for (const r of answer.resources) {
+            const key = `${r.pool}\u0000${r.resource}`
+            const dead = r.state === "dead"
+            mode.health.set(key, { dead, throttledUntil: now + r.throttleMs, cooledUntil: now + r.cooldownMs })
+            const block = mode.blocks.get(key)
+            if (block === undefined) continue
+            block.capacity = r.capacity
+            block.target = dead ? 0 : Math.floor(r.capacity / mode.runners)
+          }
+          // idle pools give their blocks back; the others shrink to their size, or grow to it
+          const busy = new Set<string>()
+          for (const b of mode.blocks.values()) if (b.used.size > 0 || b.lastUse >= mode.lastRenewal) busy.add(b.pool)
+          const back: Array<Q.Release> = []
+          const topUp: Array<Block> = []
+          for (const block of mode.blocks.values()) {
+            const idle = !busy.has(block.pool)
+            // slots above the capacity first
+            block.free.sort((a, b) => a.slot - b.slot)
+            while (block.free.length > 0) {
+              const last = block.free[block.free.length - 1]!
+              const above = block.capacity !== undefined && last.slot > block.capacity
+              if (!idle && !above && block.held <= block.target) break
+              block.free.pop()
+              back.push({ pool: block.pool, resource: block.resource, slot: last.slot, leaseId: last.leaseId })
+            }
+            gate.ceiling(block)
+            if (idle) mode.claimed.delete(block.pool)
+            else if (mode.claimed.has(block.pool) && block.held < block.target) topUp.push(block)
+          }
+          mode.lastRenewal = sent
+          for (const r of back) yield* gate.queueRelease(r.pool, r.resource, r)
+          for (const block of topUp) yield* gate.claimInto(block)
+        })
+    }
+  }
+
+  /** Gives every block's free slots back (the service closing); slots in use are left to their TTL. */
+  releaseBlocks(): void {
+    const mode = this.blockMode
+    if (mode === undefined) return
+    for (const block of mode.blocks.values()) {
+      for (const c of block.free.splice(0)) {
+        const key = `${block.pool}\u0000${block.resource}`
+        let slots = this.queued.get(key)
+        if (slots === undefined) this.queued.set(key, slots = new Map())
+        slots.set(c.slot, { pool: block.pool, resource: block.resource, slot: c.slot, leaseId: c.leaseId })
+      }
+    }
+  }
+
   reclaim(owner: string, countLeaks: boolean): Effect.Effect<ReadonlyArray<LeakedLease>> {
     const gate = this
     return Effect.gen(function*() {
@@ -940,6 +1398,9 @@ export const make = (
     const gate = new Gate(sql, local, settings, scope)
     // the releases still queued are written when the service closes (later ones at once)
     yield* Effect.addFinalizer(() => Effect.suspend(() => {
+      // the blocks' free slots go back with the queued releases (slots in use: their calls'
+      // outcome is unknown, they are left to their TTL)
+      gate.releaseBlocks()
       gate.closed = true
       return gate.flush
     }))
@@ -972,6 +1433,29 @@ export const make = (
       add: (pool, resource) =>
         Effect.tap(local.add(pool, resource), (info) => Effect.orDie(Q.declare(sql, pool, info.id, info.capacity)))
     }
+    gates.set(service, gate)
     return service
   })
+
+const gates = new WeakMap<PoolsService, Gate>()
+
+/**
+ * The gate of a global pools service (`undefined` for any other pools service): what the
+ * cluster engine enables block leases on and renews them through.
+ */
+export const gateOf = (pools: PoolsService): Gate | undefined => gates.get(pools)
+
+/**
+ * Parks the end of a global lease taken from a block until `sink` is run (block leases): when
+ * the lease ends, its slot goes back to the block, and its local lease to the local pool,
+ * only once the caller runs what `sink` holds (the cluster engine: after the task's
+ * checkpoint has committed, so that a runner killed between a call and its commit never holds
+ * more uncommitted calls than slots). A no-op for any other lease.
+ */
+export const holdUntilCommit = (lease: Lease<any>, sink: Array<Effect.Effect<void>>): void => {
+  if (isPgLease(lease) && lease.block !== undefined && !lease.done) lease.parkIn = sink
+}
+
+/** Whether a lease was served from a block (block leases); `false` for any other. */
+export const fromBlock = (lease: Lease<any>): boolean => isPgLease(lease) && lease.block !== undefined
 

@@ -391,3 +391,131 @@ export const windowLeftMs = (sql: SqlClient.SqlClient, windowMs: number) =>
         timestamptz '2000-01-01 00:00:00+00') + make_interval(secs => ${secs(windowMs)}::float8) - now())) * 1000)::float8 AS ms`,
     (rows) => Math.max(0, Number(rows[0]?.ms ?? 0))
   )
+
+/** What {@link claimBlock} answers: the resource's global capacity (`undefined`: no row, or dead) and the slots claimed. */
+export interface BlockClaim {
+  readonly capacity: number | undefined
+  readonly claimed: ReadonlyArray<Claimed>
+}
+
+/**
+ * Claims a block of slots of a resource for `holder`, in one statement (block leases, issue 17
+ * step 2): up to `⌊capacity ÷ runners⌋ − held` free slots (never held, or expired) at or below
+ * the resource's global capacity, of a resource not dead, each with a new lease id and a TTL of
+ * `ttlMs`; `FOR UPDATE SKIP LOCKED`, so concurrent claims never take the same row. Also
+ * answers the capacity it read (what the block's size follows).
+ */
+export const claimBlock = (
+  sql: SqlClient.SqlClient,
+  pool: string,
+  resource: string,
+  holder: string,
+  ttlMs: number,
+  runners: number,
+  held: number
+) =>
+  Effect.map(
+    sql.unsafe<{ capacity: number | null; claimed: ReadonlyArray<{ slot: number; lease_id: string }> | string | null }>(
+      `WITH r AS (
+        SELECT capacity FROM assay_pool_resource WHERE pool = $1 AND resource = $2 AND state <> 'dead'
+      ), pick AS (
+        SELECT sl.pool, sl.resource, sl.slot FROM assay_pool_slot sl
+        WHERE sl.pool = $1 AND sl.resource = $2 AND sl.slot <= COALESCE((SELECT capacity FROM r), 0)
+          AND (sl.holder IS NULL OR sl.expires_at <= now())
+        ORDER BY sl.slot
+        LIMIT GREATEST(0, COALESCE((SELECT capacity FROM r), 0) / $5::int - $6::int)
+        FOR UPDATE OF sl SKIP LOCKED
+      ), up AS (
+        UPDATE assay_pool_slot s SET holder = $3, lease_id = gen_random_uuid(), acquired_at = now(),
+          expires_at = now() + make_interval(secs => $4::float8)
+        FROM pick WHERE s.pool = pick.pool AND s.resource = pick.resource AND s.slot = pick.slot
+        RETURNING s.slot, s.lease_id::text AS lease_id
+      )
+      SELECT (SELECT capacity FROM r) AS capacity,
+        (SELECT COALESCE(json_agg(json_build_object('slot', slot, 'lease_id', lease_id) ORDER BY slot), '[]'::json) FROM up) AS claimed`,
+      [pool, resource, holder, secs(ttlMs), Math.max(1, Math.floor(runners)), Math.max(0, Math.floor(held))]
+    ),
+    (rows): BlockClaim => {
+      const row = rows[0]
+      const raw = row?.claimed ?? []
+      const list = (typeof raw === "string" ? JSON.parse(raw) : raw) as ReadonlyArray<{ slot: number; lease_id: string }>
+      return {
+        capacity: row === undefined || row.capacity === null ? undefined : Number(row.capacity),
+        claimed: list.map((c) => ({ slot: Number(c.slot), leaseId: String(c.lease_id) }))
+      }
+    }
+  )
+
+/**
+ * The block leases' part of a runner's renewal statement (joined to its window claims' renewal,
+ * `cluster/windowClaims.ts`): CTEs `block_renew` (every slot in `slots` extended by `ttlMs`
+ * from the server's now, only while its own lease holds it and it has not expired) and
+ * `block_rows` (the state of every resource of `pools`), and the two JSON columns the
+ * statement selects from them (`block_renewed`, `block_resources`). Parameters from `first`.
+ */
+export const blockRenewalParts = (
+  first: number,
+  slots: ReadonlyArray<Release>,
+  pools: ReadonlyArray<string>,
+  ttlMs: number
+): { readonly ctes: ReadonlyArray<string>; readonly cols: ReadonlyArray<string>; readonly params: ReadonlyArray<unknown> } => {
+  const p = (k: number) => `$${first + k}`
+  return {
+    ctes: [
+      `block_renew AS (
+        UPDATE assay_pool_slot s SET expires_at = now() + make_interval(secs => ${p(0)}::float8)
+        FROM unnest(${p(1)}::text[], ${p(2)}::text[], ${p(3)}::int[], ${p(4)}::uuid[]) AS b(pool, resource, slot, lease_id)
+        WHERE s.pool = b.pool AND s.resource = b.resource AND s.slot = b.slot AND s.lease_id = b.lease_id AND s.expires_at > now()
+        RETURNING s.pool, s.resource, s.slot
+      )`,
+      `block_rows AS (
+        SELECT r.pool, r.resource, r.capacity, r.state,
+          COALESCE(GREATEST(0, extract(epoch FROM (r.throttled_until - now())) * 1000), 0)::float8 AS throttle_ms,
+          COALESCE(GREATEST(0, extract(epoch FROM (r.cooldown_until - now())) * 1000), 0)::float8 AS cooldown_ms
+        FROM assay_pool_resource r WHERE r.pool = ANY(${p(5)}::text[])
+      )`
+    ],
+    cols: [
+      `(SELECT COALESCE(json_agg(json_build_object('pool', pool, 'resource', resource, 'slot', slot)), '[]'::json) FROM block_renew) AS block_renewed`,
+      `(SELECT COALESCE(json_agg(json_build_object('pool', pool, 'resource', resource, 'capacity', capacity, 'state', state,
+          'throttle_ms', throttle_ms, 'cooldown_ms', cooldown_ms)), '[]'::json) FROM block_rows) AS block_resources`
+    ],
+    params: [
+      secs(ttlMs),
+      slots.map((s) => s.pool),
+      slots.map((s) => s.resource),
+      slots.map((s) => s.slot),
+      slots.map((s) => s.leaseId),
+      pools
+    ]
+  }
+}
+
+/** What the block part of a renewal answered: the slots renewed and the resources' state. */
+export interface BlockRenewal {
+  readonly renewed: ReadonlyArray<{ readonly pool: string; readonly resource: string; readonly slot: number }>
+  readonly resources: ReadonlyArray<{
+    readonly pool: string
+    readonly resource: string
+    readonly capacity: number
+    readonly state: string
+    readonly throttleMs: number
+    readonly cooldownMs: number
+  }>
+}
+
+const jsonList = (u: unknown): ReadonlyArray<Record<string, unknown>> =>
+  (typeof u === "string" ? JSON.parse(u) : u ?? []) as ReadonlyArray<Record<string, unknown>>
+
+/** Reads the columns of {@link blockRenewalParts} from the renewal statement's row. */
+export const blockRenewalOf = (row: Record<string, unknown> | undefined): BlockRenewal => ({
+  renewed: jsonList(row?.block_renewed).map((r) => ({ pool: String(r.pool), resource: String(r.resource), slot: Number(r.slot) })),
+  resources: jsonList(row?.block_resources).map((r) => ({
+    pool: String(r.pool),
+    resource: String(r.resource),
+    capacity: Number(r.capacity),
+    state: String(r.state),
+    throttleMs: Number(r.throttle_ms),
+    cooldownMs: Number(r.cooldown_ms)
+  }))
+})

@@ -1,0 +1,234 @@
+/**
+ * Block leases (issue 17, step 2 of docs/scale-out.md "Next: windows claimed whole"): a runner
+ * holds a block of `⌊capacity ÷ runners⌋` slot rows of each resource, renews it with its
+ * window claims in one statement, and hands its leases out in memory.
+ *
+ * Each "runner" is a `PgPools` service on its own client over one fresh database; the
+ * renewal is the window claims' `renewAll` with the block rider, as the cluster engine runs it.
+ */
+import * as Reactivity from "@effect/experimental/Reactivity"
+import { SqlClient } from "@effect/sql"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { Duration, Effect, Exit, Layer, Redacted, Scope, TestClock, TestContext } from "effect"
+import { describe, expect, it } from "vitest"
+import * as Resource from "../../src/domain/Resource.js"
+import * as PgPools from "../../src/layers/PgPools.js"
+import * as WindowClaims from "../../src/services/internal/cluster/windowClaims.js"
+import * as Gates from "../../src/services/internal/pool/pg/pools.js"
+import * as Pool from "../../src/services/Pool.js"
+import type { PoolsService } from "../../src/services/Pools.js"
+import { usePostgres } from "../support/postgres.js"
+
+const pg = usePostgres()
+let dbSeq = 0
+
+const clientLayer = (url: string) => PgClient.layer({ url: Redacted.make(url), maxConnections: 4 }).pipe(Layer.provide(Reactivity.layer))
+
+/** A fresh database with the pool tables and the window claim table; returns its URL. */
+const freshDb = async (): Promise<string> => {
+  const name = `blocks_${++dbSeq}`
+  await pg.createDatabase(name)
+  await Effect.runPromise(Effect.scoped(Effect.provide(Effect.zipRight(PgPools.migrate, WindowClaims.createTable), clientLayer(pg.url(name)))))
+  return pg.url(name)
+}
+
+const client = (url: string): Effect.Effect<SqlClient.SqlClient, never, Scope.Scope> =>
+  Effect.orDie(Effect.provide(PgClient.make({ url: Redacted.make(url), maxConnections: 4 }), Reactivity.layer))
+
+/** One "runner": global pools with block leases on (`runners` expected) and its renewal (window claims + blocks). */
+const runner = (sql: SqlClient.SqlClient, pools: ReadonlyArray<Pool.PoolConfig>, id: string, runners: number) =>
+  Effect.gen(function*() {
+    const svc: PoolsService = yield* Effect.orDie(Effect.provideService(
+      PgPools.make(pools, { runnerId: id, leaseTtl: "30 seconds", renewEvery: "10 seconds", pollMin: "5 millis", pollMax: "50 millis" }),
+      SqlClient.SqlClient,
+      sql
+    ))
+    const gate = Gates.gateOf(svc)!
+    yield* gate.enableBlocks(runners)
+    const claims = WindowClaims.make(sql, { clock: yield* Effect.clock, rider: gate.blockRider })!
+    return { svc, gate, renew: claims.renewAll }
+  })
+
+const held = (sql: SqlClient.SqlClient, holder?: string) =>
+  Effect.orDie(Effect.map(
+    holder === undefined
+      ? sql<{ n: number }>`SELECT count(*)::int AS n FROM assay_pool_slot WHERE holder IS NOT NULL AND expires_at > now()`
+      : sql<{ n: number }>`SELECT count(*)::int AS n FROM assay_pool_slot WHERE holder = ${holder} AND expires_at > now()`,
+    (rows) => Number(rows[0]!.n)
+  ))
+
+const llm = (capacity: number, extra: Partial<Resource.ResourceOptions<any>> = {}) =>
+  Pool.make("llm", [Resource.make("llm", { id: "key-a", capacity, ...extra })])
+
+const run = <A, E>(eff: Effect.Effect<A, E, Scope.Scope>): Promise<A> => Effect.runPromise(Effect.scoped(eff))
+
+describe("PgPools block leases", () => {
+  it("a block of ⌊capacity ÷ runners⌋ slots is claimed at the first acquire, served in memory, renewed in one statement, and given back on exit", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const sql = yield* client(url)
+      const scope = yield* Scope.make()
+      const r = yield* Scope.extend(runner(yield* client(url), [llm(7)], "r1", 3), scope)
+      expect(yield* held(sql)).toBe(0)
+      const a = yield* Scope.make()
+      const first = yield* Scope.extend(r.svc.acquire({ pool: "llm" }), a)
+      // ⌊7 ÷ 3⌋ = 2 rows held as one block
+      expect(yield* held(sql, "r1")).toBe(2)
+      expect(Gates.fromBlock(first)).toBe(true)
+      // the slot table out of reach: the block still serves, so no statement is needed
+      yield* sql.unsafe("ALTER TABLE assay_pool_slot RENAME TO away")
+      const second = yield* Scope.extend(r.svc.acquire({ pool: "llm" }), a)
+      expect(second.resource.id).toBe("key-a")
+      // the block is the local ceiling: a third waits (and times out here)
+      const third = yield* Effect.exit(Scope.extend(r.svc.acquire({ pool: "llm", timeout: "200 millis" }), a))
+      expect(Exit.isFailure(third)).toBe(true)
+      yield* sql.unsafe("ALTER TABLE away RENAME TO assay_pool_slot")
+      // both back: the next acquires take them again, still without a claim
+      yield* Scope.close(a, Exit.void)
+      const expires = (yield* sql<{ e: string }>`SELECT max(expires_at)::text AS e FROM assay_pool_slot WHERE holder = 'r1'`)[0]!.e
+      yield* Effect.sleep("20 millis")
+      yield* r.renew
+      const renewed = (yield* sql<{ e: string }>`SELECT max(expires_at)::text AS e FROM assay_pool_slot WHERE holder = 'r1'`)[0]!.e
+      expect(renewed > expires).toBe(true)
+      expect(yield* held(sql, "r1")).toBe(2)
+      // the runner stops: its block goes back
+      yield* Scope.close(scope, Exit.void)
+      expect(yield* held(sql)).toBe(0)
+    }))
+  })
+
+  it("a slot parked until its task's commit is not handed out again before it; an interrupted call's slot is kept out until its TTL", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const sql = yield* client(url)
+      const scope = yield* Scope.make()
+      const r = yield* Scope.extend(runner(yield* client(url), [llm(2)], "r1", 1), scope)
+      const sink: Array<Effect.Effect<void>> = []
+      const a = yield* Scope.make()
+      const lease = yield* Scope.extend(r.svc.acquire({ pool: "llm" }), a)
+      Gates.holdUntilCommit(lease, sink)
+      const b = yield* Scope.make()
+      yield* Scope.extend(r.svc.acquire({ pool: "llm" }), b)
+      // the call completed (its scope succeeded) but its checkpoint has not committed: parked
+      yield* Scope.close(a, Exit.void)
+      expect(sink.length).toBe(1)
+      const before = yield* Effect.exit(Effect.scoped(r.svc.acquire({ pool: "llm", timeout: "150 millis" })))
+      expect(Exit.isFailure(before)).toBe(true)
+      // committed: the slot goes back to the block, and is served again
+      yield* Effect.all(sink.splice(0), { discard: true })
+      const c = yield* Scope.make()
+      yield* Scope.extend(r.svc.acquire({ pool: "llm", timeout: "1 second" }), c)
+      yield* Scope.close(c, Exit.void)
+      // an interrupted call (unknown outcome): its slot leaves the block and stays held in the
+      // database until its TTL (a call may still be running at the provider)
+      yield* Scope.close(b, Exit.interrupt(undefined as never))
+      yield* Scope.close(scope, Exit.void)
+      expect(yield* held(sql)).toBe(1)
+    }))
+  })
+
+  it("renewals failing past the block's local deadline: its leases are lost and it grants nothing more", async () => {
+    const url = await freshDb()
+    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const sql = yield* client(url)
+      const r = yield* runner(yield* client(url), [llm(4)], "r1", 2)
+      const a = yield* Scope.make()
+      const lease = yield* Scope.extend(r.svc.acquire({ pool: "llm" }), a)
+      const deadline = Gates.deadlineOf(lease)!
+      // the database unreachable for the renewals: a failed renewal is not a loss (L3)
+      yield* sql.unsafe("ALTER TABLE assay_pool_slot RENAME TO away")
+      yield* TestClock.adjust("20 seconds")
+      yield* r.renew
+      expect(yield* Gates.knownLost(lease)).toBe(false)
+      expect(Gates.deadlineOf(lease)).toBe(deadline)
+      // past the deadline: lost, and the block is empty (nothing more is served from it)
+      yield* TestClock.adjust(Duration.millis(deadline + 1 - (yield* TestClock.currentTimeMillis)))
+      yield* Effect.yieldNow()
+      expect(yield* Gates.knownLost(lease)).toBe(true)
+      const mode = r.gate.blockMode!
+      expect([...mode.blocks.values()].reduce((n, b) => n + b.held, 0)).toBe(0)
+      yield* sql.unsafe("ALTER TABLE away RENAME TO assay_pool_slot")
+      yield* Scope.close(a, Exit.void)
+    })).pipe(Effect.provide(TestContext.TestContext)))
+  })
+
+  it("a resize shrinks the block within one renewal; a dead resource's slots are let go and the failover finds the live one (C9)", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const sql = yield* client(url)
+      const pools = [Pool.make("llm", [Resource.make("llm", { id: "r1", capacity: 3 }), Resource.make("llm", { id: "r2", capacity: 3 })], {
+        algorithm: "failover"
+      })]
+      const r = yield* runner(yield* client(url), pools, "r1", 1)
+      const a = yield* Scope.make()
+      const first = yield* Scope.extend(r.svc.acquire({ pool: "llm" }), a)
+      expect(first.resource.id).toBe("r1")
+      expect(yield* held(sql)).toBe(6)
+      // r2 lowered to 1: its free slots above the new size go back at the next renewal
+      expect(yield* PgPools.resize("llm", "r2", 1).pipe(Effect.provideService(SqlClient.SqlClient, sql))).toBe(true)
+      yield* r.renew
+      // (releases are written in batches, within the release delay)
+      yield* Effect.sleep("100 millis")
+      const heldOf = (res: string) =>
+        Effect.map(sql<{ n: number }>`SELECT count(*)::int AS n FROM assay_pool_slot WHERE resource = ${res} AND holder IS NOT NULL AND expires_at > now()`, (rows) => Number(rows[0]!.n))
+      expect(yield* heldOf("r2")).toBe(1)
+      // r1 dies (another runner saw it): its free slots are let go at the next renewal, the one
+      // in use when it comes back; the failover then leases the live r2
+      yield* sql`UPDATE assay_pool_resource SET state = 'dead' WHERE resource = 'r1'`
+      yield* r.renew
+      yield* Effect.sleep("100 millis")
+      expect(yield* heldOf("r1")).toBe(1)
+      const next = yield* Scope.extend(r.svc.acquire({ pool: "llm", timeout: "2 seconds" }), a)
+      expect(next.resource.id).toBe("r2")
+      yield* Scope.close(a, Exit.void)
+      yield* Effect.sleep("100 millis")
+      expect(yield* heldOf("r1")).toBe(0)
+      // every matching resource dead: the acquire fails rather than waits
+      yield* sql`UPDATE assay_pool_resource SET state = 'dead' WHERE resource = 'r2'`
+      yield* r.renew
+      const hopeless = yield* Effect.flip(Effect.scoped(r.svc.acquire({ pool: "llm", timeout: "2 seconds" })))
+      expect(hopeless._tag).toBe("ResourceUnavailable")
+    }))
+  })
+
+  it("three runners with blocks: peak in flight never above the capacity; a fourth runner with no block still progresses (per-task claims, then blocks given back by idle runners)", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const sql = yield* client(url)
+      const capacity = 6
+      const runners = yield* Effect.forEach([1, 2, 3], (i) => Effect.flatMap(client(url), (c) => runner(c, [llm(capacity)], `r${i}`, 3)))
+      let inFlight = 0
+      let peak = 0
+      let dbPeak = 0
+      const work = (svc: PoolsService) =>
+        Effect.scoped(Effect.gen(function*() {
+          yield* svc.acquire({ pool: "llm" })
+          inFlight++
+          peak = Math.max(peak, inFlight)
+          yield* Effect.sleep("3 millis")
+          inFlight--
+        }))
+      const renewals = Effect.forEach(runners, (r) => r.renew, { concurrency: "unbounded", discard: true })
+      yield* Effect.all([
+        Effect.forEach(Array.from({ length: 90 }, (_, i) => i), (i) => work(runners[i % 3]!.svc), { concurrency: "unbounded", discard: true }),
+        Effect.repeatN(Effect.zipRight(renewals, Effect.flatMap(held(sql), (n) => Effect.sync(() => dbPeak = Math.max(dbPeak, n)))), 5)
+      ], { concurrency: "unbounded" })
+      expect(peak).toBeGreaterThan(0)
+      expect(peak).toBeLessThanOrEqual(capacity)
+      expect(dbPeak).toBeLessThanOrEqual(capacity)
+      // 3 blocks of 2: every row held
+      expect(yield* held(sql)).toBe(6)
+      // a fourth runner (more than expected) gets an empty block: its acquire is a per-task
+      // claim, refused while the others hold every row, and it waits (bounded by its timeout)
+      // until the others, idle for a whole renewal, give their blocks back
+      const fourth = yield* Effect.flatMap(client(url), (c) => runner(c, [llm(capacity)], "r4", 3))
+      const waiting = yield* Effect.fork(Effect.scoped(Effect.as(fourth.svc.acquire({ pool: "llm", timeout: "20 seconds" }), "got")))
+      yield* Effect.sleep("200 millis")
+      yield* renewals
+      yield* renewals
+      expect(yield* waiting.await.pipe(Effect.map(Exit.isSuccess))).toBe(true)
+      yield* Effect.sleep("100 millis")
+      expect(yield* held(sql, "r1")).toBe(0)
+    }))
+  })
+})

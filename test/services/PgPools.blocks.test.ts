@@ -209,9 +209,18 @@ describe("PgPools block leases", () => {
           inFlight--
         }))
       const renewals = Effect.forEach(runners, (r) => r.renew, { concurrency: "unbounded", discard: true })
+      // 30 workers (10 per runner) keep taking leases until the 6 renewals are done, so no
+      // renewal finds its runner idle (an idle runner gives its block back: checked below),
+      // however the machine's load orders them
+      let renewed = false
+      const worker = (svc: PoolsService, left: number): Effect.Effect<void, unknown> =>
+        Effect.suspend(() => renewed && left <= 0 ? Effect.void : Effect.zipRight(work(svc), worker(svc, left - 1)))
       yield* Effect.all([
-        Effect.forEach(Array.from({ length: 90 }, (_, i) => i), (i) => work(runners[i % 3]!.svc), { concurrency: "unbounded", discard: true }),
-        Effect.repeatN(Effect.zipRight(renewals, Effect.flatMap(held(sql), (n) => Effect.sync(() => dbPeak = Math.max(dbPeak, n)))), 5)
+        Effect.forEach(Array.from({ length: 30 }, (_, i) => i), (i) => worker(runners[i % 3]!.svc, 3), { concurrency: "unbounded", discard: true }),
+        Effect.zipRight(
+          Effect.repeatN(Effect.zipRight(renewals, Effect.flatMap(held(sql), (n) => Effect.sync(() => dbPeak = Math.max(dbPeak, n)))), 5),
+          Effect.sync(() => renewed = true)
+        )
       ], { concurrency: "unbounded" })
       expect(peak).toBeGreaterThan(0)
       expect(peak).toBeLessThanOrEqual(capacity)

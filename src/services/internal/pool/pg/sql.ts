@@ -494,14 +494,8 @@ export const blockRenewalParts = (
 /** What the block part of a renewal answered: the slots renewed and the resources' state. */
 export interface BlockRenewal {
   readonly renewed: ReadonlyArray<{ readonly pool: string; readonly resource: string; readonly slot: number }>
-  readonly resources: ReadonlyArray<{
-    readonly pool: string
-    readonly resource: string
-    readonly capacity: number
-    readonly state: string
-    readonly throttleMs: number
-    readonly cooldownMs: number
-  }>
+  /** Each blocked resource's global state (as {@link GlobalRow}, without the lease count). */
+  readonly resources: ReadonlyArray<Pick<GlobalRow, "pool" | "resource" | "capacity" | "state" | "throttleMs" | "cooldownMs">>
 }
 
 const jsonList = (u: unknown): ReadonlyArray<Record<string, unknown>> =>

@@ -1230,6 +1230,12 @@ const dominanceEdges = (
  * and linear graph algorithms", SIAM J. Comput. 1972), iterative. O(n²).
  */
 const acyclic = (edges: ReadonlyArray<ReadonlyArray<boolean>>): ReadonlyArray<ReadonlyArray<boolean>> => {
+  const component = components(edges)
+  return edges.map((row, j) => row.map((e, i) => e && component[i] !== component[j]))
+}
+
+/** Each node's strongly connected component (a number; nodes in a cycle share one). */
+const components = (edges: ReadonlyArray<ReadonlyArray<boolean>>): Int32Array => {
   const n = edges.length
   const index = new Int32Array(n).fill(-1)
   const low = new Int32Array(n)
@@ -1276,7 +1282,7 @@ const acyclic = (edges: ReadonlyArray<ReadonlyArray<boolean>>): ReadonlyArray<Re
       }
     }
   }
-  return edges.map((row, j) => row.map((e, i) => e && component[i] !== component[j]))
+  return component
 }
 
 /**
@@ -1306,6 +1312,71 @@ export const dropDominanceCycles = (dominators: ReadonlyMap<string, ReadonlyArra
   const kept = acyclic(edges)
   return new Map(ids.map((id, i) => [id, ids.filter((_, j) => kept[j]![i])]))
 }
+
+/**
+ * The dominance cycles {@link dropDominanceCycles} sets aside: each group of points that beat
+ * one another in a circle (a strongly connected component of two or more points of the
+ * "dominated by" relation), its ids in the map's key order; the groups ordered by their first
+ * id. Empty when the relation has no cycle. What a report says of a variant on the front only
+ * because its cycle was set aside. Ids not listed as keys are ignored.
+ *
+ * @param dominators each point's dominators, before {@link dropDominanceCycles}
+ * @returns the cycles' ids
+ * @since 0.16.0
+ * @category pareto
+ */
+export const dominanceCycles = (dominators: ReadonlyMap<string, ReadonlyArray<string>>): ReadonlyArray<ReadonlyArray<string>> => {
+  const ids = [...dominators.keys()]
+  const at = new Map(ids.map((id, i) => [id, i]))
+  const edges = ids.map(() => ids.map(() => false))
+  ids.forEach((id, i) => {
+    for (const by of dominators.get(id) ?? []) {
+      const j = at.get(by)
+      if (j !== undefined && j !== i) edges[j]![i] = true
+    }
+  })
+  const component = components(edges)
+  const groups = new Map<number, Array<string>>()
+  ids.forEach((id, i) => groups.set(component[i]!, [...(groups.get(component[i]!) ?? []), id]))
+  return [...groups.values()].filter((g) => g.length > 1)
+}
+
+/**
+ * The raw "dominated by" relation of {@link paretoDominators} with `uncertain = true`, cycles
+ * kept: for each point, the points that dominate it beyond the intervals.
+ */
+const uncertainDominatorsRaw = (
+  points: ReadonlyArray<ParetoPoint>,
+  objectives: ReadonlyArray<ParetoObjective>,
+  options: UncertainFrontOptions
+): ReadonlyMap<string, ReadonlyArray<string>> => {
+  checkObjectives("paretoDominanceCycles", objectives)
+  const goods = points.map((p) => goodsOf("paretoDominanceCycles", p, objectives))
+  const { comparable, separated } = options
+  return new Map(points.map((pi, i) => [
+    pi.id,
+    points.filter((pj, j) => {
+      if (i === j) return false
+      if (comparable !== undefined && !comparable(pj.id, pi.id)) return false
+      const sep = separated === undefined ? undefined : (k: number, reverse: boolean) => reverse ? separated(pi.id, pj.id, k) : separated(pj.id, pi.id, k)
+      return dominatesGood(goods[j]!, goods[i]!, true, sep)
+    }).map((p) => p.id)
+  ]))
+}
+
+/**
+ * The dominance cycles {@link paretoFrontUncertain} sets aside (same `options`): see
+ * {@link dominanceCycles}. Empty when the uncertainty-aware relation has no cycle. O(n² · m).
+ *
+ * @throws RangeError (a caller bug): as {@link dominates}.
+ * @since 0.16.0
+ * @category pareto
+ */
+export const paretoDominanceCycles = (
+  points: ReadonlyArray<ParetoPoint>,
+  objectives: ReadonlyArray<ParetoObjective>,
+  options: UncertainFrontOptions = {}
+): ReadonlyArray<ReadonlyArray<string>> => dominanceCycles(uncertainDominatorsRaw(points, objectives, options))
 
 const front = (
   fn: string,

@@ -422,6 +422,13 @@ export interface VariantComparison {
      * first {@link DECIDING_MAX} of `dominatedBy.uncertain`), objective by objective.
      */
     readonly deciding?: ReadonlyArray<DecidingComparison> | undefined
+    /**
+     * Since 0.16.0 (tester16g F1): the variants (this one among them, in the study's order) that
+     * beat one another in a circle beyond noise (a dominates b, b dominates … dominates a). The
+     * uncertainty-aware front sets such a cycle aside: none of them removes another, so a member
+     * may be on that front only because of it. Absent when the variant is in no cycle.
+     */
+    readonly cycle?: ReadonlyArray<string> | undefined
   }
   /** Weighted-ranking place (1 = highest score); equal scores share a place (1, 1, 3). */
   readonly rank: number | null
@@ -545,6 +552,12 @@ export interface StudyComparison {
      * is the top of the weighted ranking (since 0.11.0).
      */
     readonly notRuledOut?: ReadonlyArray<string> | undefined
+    /**
+     * Since 0.16.0 (tester16g F1): the candidates that beat one another in a circle beyond
+     * noise, cycle by cycle (see `variants[].pareto.cycle`): candidates only because their
+     * cycle is set aside, never called best. Absent when no candidate is in a cycle.
+     */
+    readonly cycles?: ReadonlyArray<ReadonlyArray<string>> | undefined
     readonly summary: string
     readonly limitations: ReadonlyArray<string>
   }
@@ -561,6 +574,8 @@ export const WORDING = {
   single: "current highest-scoring candidate",
   /** One variant left after the hard constraints (and failures): nothing was compared (since 0.12.0). */
   only: "the only variant meeting the constraints",
+  /** Every candidate is in a dominance cycle beyond noise: none is shown best (since 0.16.0). */
+  inseparable: "cannot be separated: they beat one another in a circle beyond noise",
   none: "no candidate"
 } as const
 
@@ -1430,13 +1445,19 @@ const collect = (
         uncertainOut.set(pts[i]!.id, uBy)
       }
       // assembled pair by pair: the cycles "within noise" can form are set aside as the front does
-      return { strict: strictOut as ReadonlyMap<string, ReadonlyArray<string>>, uncertain: Statistics.dropDominanceCycles(uncertainOut) }
+      return {
+        strict: strictOut as ReadonlyMap<string, ReadonlyArray<string>>,
+        uncertain: Statistics.dropDominanceCycles(uncertainOut),
+        cycles: Statistics.dominanceCycles(uncertainOut)
+      }
     }
     const frontOptions: Statistics.UncertainFrontOptions = { comparable: (a, b) => comparable.get(`${a}\u0000${b}`) ?? false, separated }
     let uncertain = new Set(Statistics.paretoFrontUncertain(widened, paretoObjectives, frontOptions))
     const estimates = points.map((p) => ({ id: p.id, values: p.values.map((x) => typeof x === "number" ? x : x.estimate) }))
     let strictBy = Statistics.paretoDominators(estimates, paretoObjectives, false)
     let uncertainBy = Statistics.paretoDominators(widened, paretoObjectives, true, frontOptions)
+    // the cycles set aside (tester16g F1): every view says a member is on the front only so
+    let frontCycles = Statistics.paretoDominanceCycles(widened, paretoObjectives, frontOptions)
     // repeats pair by number (issue 16, N2): when two variants do not have the same repeats (a
     // confirmation ran more of one), whether one dominates the other is read on the repeats both
     // have (their means over those repeats; the paired differences already pair them), so a
@@ -1445,6 +1466,7 @@ const collect = (
       const pairwiseBy = pairedDominators(points, widened, paretoObjectives, objectives.map((o) => o.metric), frontOptions)
       strictBy = pairwiseBy.strict
       uncertainBy = pairwiseBy.uncertain
+      frontCycles = pairwiseBy.cycles
       strict.clear()
       for (const p of points) if ((strictBy.get(p.id) ?? []).length === 0) strict.add(p.id)
       uncertain = new Set(points.filter((p) => (uncertainBy.get(p.id) ?? []).length === 0).map((p) => p.id))
@@ -1476,6 +1498,7 @@ const collect = (
           })
         }
       })
+    const cycleOf = new Map(frontCycles.flatMap((ids) => ids.map((id) => [id, ids] as const)))
     const ranking = points.length === 0
       ? []
       : Statistics.weightedRanking(points, objectives.map((o, i) => ({ ...paretoObjectives[i]!, weight: o.weight })))
@@ -1496,7 +1519,8 @@ const collect = (
         strict: strict.has(v.variantId),
         uncertain: uncertain.has(v.variantId),
         dominatedBy: { strict: strictBy.get(v.variantId) ?? [], uncertain: uncertainBy.get(v.variantId) ?? [] },
-        ...((uncertainBy.get(v.variantId) ?? []).length === 0 ? {} : { deciding: decidingOf(v.variantId) })
+        ...((uncertainBy.get(v.variantId) ?? []).length === 0 ? {} : { deciding: decidingOf(v.variantId) }),
+        ...(cycleOf.get(v.variantId) === undefined ? {} : { cycle: cycleOf.get(v.variantId) })
       },
       rank: rankOf.get(v.variantId)?.rank ?? null,
       score: rankOf.get(v.variantId)?.score ?? null,
@@ -1588,6 +1612,7 @@ const collect = (
     let candidates: Array<string>
     let pointFront: Array<string> = []
     let notRuledOut: Array<string> | undefined
+    let cycles: ReadonlyArray<ReadonlyArray<string>> | undefined
     let summary: string
     if (comparedTrials === 0) {
       wording = WORDING.none
@@ -1649,8 +1674,22 @@ const collect = (
       // elsewhere is on the strict front and no candidate
       const same = candidates.length === front.length && candidates.every((x) => front.includes(x))
       const onlyPoints = front.filter((x) => !candidates.includes(x))
+      // candidates only because their dominance cycle is set aside (tester16g F1): never "best"
+      const cyclic = [...new Map(variants.filter((v) => v.pareto.uncertain && v.pareto.cycle !== undefined).map((v) => [v.pareto.cycle!.join("\u0000"), v.pareto.cycle!])).values()]
+        .map((g) => g.filter((x) => candidates.includes(x)))
+      const inCycle = new Set(cyclic.flat())
+      const plain = candidates.filter((x) => !inCycle.has(x))
+      if (cyclic.length > 0) {
+        cycles = cyclic
+        if (plain.length === 0) wording = WORDING.inseparable
+      }
+      const cycleWords = cyclic.map((g) => `${g.join(", ")} cannot be separated: they beat one another in a circle beyond noise, so none of them can be ruled out by the others`).join("; ")
       summary = candidates.length === 0
         ? "no variant has a value for every objective: no candidate"
+        : cyclic.length > 0
+        ? `the Pareto candidates are ${candidates.join(", ")}: ${
+          plain.length === 0 ? "" : `${plain.join(", ")} ${plain.length === 1 ? "is" : "are"} ${WORDING.best}; `
+        }${cycleWords}${same ? "" : `; on point estimates alone the front is ${front.join(", ")}`}`
         : same
         ? `${candidates.length === 1 ? `${candidates[0]} is` : `${candidates.join(", ")} are the Pareto candidates,`} ${WORDING.best}`
         : `${candidates.length === 1 ? `the Pareto candidate, ${WORDING.best}, is ${candidates[0]}: no other variant beats it` : `the Pareto candidates, ${WORDING.best}, are ${candidates.join(", ")}: no other variant beats them`} beyond the intervals${
@@ -1769,7 +1808,7 @@ const collect = (
         return exclusions.length === 0 ? v : { ...v, exclusions }
       }),
       weightedRanking: ranking.map((r) => ({ variantId: r.id, score: r.score })),
-      conclusion: { status, wording, candidates, pointEstimateFront: pointFront, ...(notRuledOut === undefined ? {} : { notRuledOut }), summary, limitations }
+      conclusion: { status, wording, candidates, pointEstimateFront: pointFront, ...(notRuledOut === undefined ? {} : { notRuledOut }), ...(cycles === undefined ? {} : { cycles }), summary, limitations }
     }
     return { comparison, values, rows }
   })
@@ -2059,13 +2098,29 @@ export const paretoText = (c: StudyComparison, v: VariantComparison): string =>
   v.succeeded === 0
     ? "not compared"
     : v.pareto.strict && v.pareto.uncertain
-    ? "front"
+    ? `front${cycleNote(v)}`
     : v.pareto.uncertain
-    ? `front within noise (behind ${v.pareto.dominatedBy.strict.join(", ")} on the point estimates only)`
+    ? `front within noise (behind ${v.pareto.dominatedBy.strict.join(", ")} on the point estimates only)${cycleNote(v)}`
     : unplacedText(c, v) ??
       (v.pareto.strict
         ? `dominated beyond noise by ${v.pareto.dominatedBy.uncertain.join(", ")} (on the strict front by a lead within noise only)`
         : `dominated by ${v.pareto.dominatedBy.uncertain.join(", ")}`)
+
+/** What a dominance cycle means, after its members' ids. */
+const cycleClause = "beat one another in a circle beyond noise: none of them can be ruled out by the others"
+
+/**
+ * Why a variant on the uncertainty-aware front is there when it is in a dominance cycle
+ * (tester16g F1): ` (on the front only because v01, v02, v03 beat one another in a circle
+ * beyond noise: none of them can be ruled out by the others)`, else `""`.
+ *
+ * @param v a variant of a comparison
+ * @returns the words, with a leading space, or `""`
+ * @since 0.16.0
+ * @category rendering
+ */
+export const cycleNote = (v: VariantComparison): string =>
+  v.pareto.uncertain && v.pareto.cycle !== undefined ? ` (on the front only because ${v.pareto.cycle.join(", ")} ${cycleClause})` : ""
 
 /** A level with the decimals it takes not to read 100 % (99.8%, 99.99978%). */
 const widenedPct = (level: number) => level >= 1 ? "100%" : `${Number((level * 100).toFixed(Math.max(1, -Math.floor(Math.log10(1 - level)) - 1)))}%`
@@ -2438,7 +2493,15 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   lines.push("", h("Conclusion"))
   lines.push(`${bullet}status: ${statusWordsOf(c, c.conclusion.status)}`)
   lines.push(`${bullet}${c.conclusion.summary}`)
-  if (c.conclusion.candidates.length > 0) lines.push(`${bullet}${Words.noun(c.conclusion.candidates.length, "candidate")} (${c.conclusion.wording}): ${c.conclusion.candidates.join(", ")}`)
+  const inCycle = new Set((c.conclusion.cycles ?? []).flat())
+  const plain = c.conclusion.candidates.filter((x) => !inCycle.has(x))
+  if (inCycle.size === 0) {
+    if (c.conclusion.candidates.length > 0) lines.push(`${bullet}${Words.noun(c.conclusion.candidates.length, "candidate")} (${c.conclusion.wording}): ${c.conclusion.candidates.join(", ")}`)
+  } else {
+    // a candidate in a dominance cycle is never listed under "best" (tester16g F1)
+    if (plain.length > 0) lines.push(`${bullet}${Words.noun(plain.length, "candidate")} (${WORDING.best}): ${plain.join(", ")}`)
+    for (const g of c.conclusion.cycles ?? []) lines.push(`${bullet}candidates (${WORDING.inseparable}): ${g.join(", ")}`)
+  }
   if (c.conclusion.notRuledOut !== undefined) lines.push(`${bullet}not ruled out (the sample is below the declared minimums): ${c.conclusion.notRuledOut.join(", ")}`)
   lines.push(`${bullet}limitations:${c.conclusion.limitations.length === 0 ? " none noted" : ""}`)
   for (const l of c.conclusion.limitations) lines.push(`${md ? "  - " : "    "}${l}`)

@@ -461,6 +461,11 @@ describe("Pareto", () => {
     // the same cycle assembled pair by pair
     const by = S.dropDominanceCycles(new Map([["a", ["c"]], ["b", ["a"]], ["c", ["b"]], ["d", ["a", "c"]]]))
     assert.deepStrictEqual([...by], [["a", []], ["b", []], ["c", []], ["d", ["a", "c"]]])
+    // and which points were set aside, for the report to say so (tester16g F1)
+    assert.deepStrictEqual(S.paretoDominanceCycles([a, b, c, d], max), [["a", "b", "c"]])
+    assert.deepStrictEqual(S.dominanceCycles(new Map([["a", ["c"]], ["b", ["a"]], ["c", ["b"]], ["d", ["a", "c"]]])), [["a", "b", "c"]])
+    assert.deepStrictEqual(S.paretoDominanceCycles([a, d], max), [])
+    assert.deepStrictEqual(S.dominanceCycles(new Map([["x", ["y"]], ["y", ["x"]], ["z", []], ["w", ["z"]]])), [["x", "y"]])
   })
 
   it("a lead within noise is a tie (issue 16): better beyond noise on one objective and behind within noise on another dominates (fix16ac F1)", () => {

@@ -48,6 +48,12 @@ interface HandMade {
   readonly tokensOf?: (arm: number) => number
   /** With `flaky`: the cost (US dollars) the call of variant number `arm` on case `n` reports (default none). */
   readonly costOf?: (arm: number, n: number) => number
+  /**
+   * The outputs of variant number `arm` on case `n`, instead of the default task's (`correct`
+   * from `correct` and `usage`): e.g. numbers for `from: { output }` metrics. (The default task's
+   * code is left as it is: the pipelines' ids, which the golden pins, hash it.)
+   */
+  readonly outputsOf?: (arm: number, n: number) => Record<string, number | boolean>
 }
 
 /** A pseudo-random number in [0, 1) from a string (FNV-1a then fmix32; deterministic test noise). */
@@ -77,7 +83,9 @@ const handMade = (o: HandMade) => {
     variants.flatMap((variant) => Array.from({ length: repeats }, (_, r) => ({ trialId: `p${version}-${variant.id}-r${r + 1}`, variant, repeat: r + 1 })))
   const seen = new Set<string>()
   const templateOf = (trialId: string, arm: number) =>
-    Pipeline.make(
+    o.outputsOf !== undefined
+      ? Pipeline.make("cases", Task.make("outputs", {}, (n: number) => Effect.succeed({ n, ...o.outputsOf!(arm, n) })))
+      : Pipeline.make(
       "cases",
       Task.make("answer", { retry: { maxAttempts: 2, base: "1 millis", jitter: "none" } }, (n: number, ctx) =>
         Effect.gen(function*() {
@@ -760,6 +768,61 @@ describe("StudyCompare: a lead within noise is a tie on the uncertainty-aware fr
       const page = renderStudyPage(c)
       assert.include(page, `<td class="pareto-strict">yes</td><td class="pareto-uncertain">no <span class="by">(dominated by v02)</span><div class="why muted">v02 over v01: accuracy Δ +0.5000`)
     }).pipe(Effect.provide(studyEnv("tie"))))
+})
+
+describe("StudyCompare: a dominance cycle set aside is said in every view (tester16g F1)", () => {
+  it.effect("three variants beating one another in a circle beyond noise: on the front only because of it, never called best; a fourth below them stays dominated", () =>
+    Effect.gen(function*() {
+      // metric k of variant i is 5 + its level + a per-case pattern -1, 0, 1 shifted by a salt:
+      // each of v01, v02, v03 leads the next by 0.9 - 0.45 on one metric (beyond noise) and trails
+      // it by 0.45 on the other two (within noise); v04 is below all three everywhere
+      const levels = [[0.9, 0.45, 0], [0, 0.9, 0.45], [0.45, 0, 0.9], [-1, -1, -1]]
+      const salts = [0, 1, 2, 0]
+      const pattern = [-1, 0, 1]
+      const m = (name: string): DomainStudy.MetricDecl => ({ name, reducer: "mean", from: { output: name }, direction: "maximize" })
+      const { input, study } = handMade({
+        id: "cycle",
+        correct: [BASE, BASE, BASE, BASE],
+        cases: 40,
+        repeats: 3,
+        outputsOf: (arm, n) => {
+          const e = pattern[(n + salts[arm]!) % 3]!
+          return { a: 5 + levels[arm]![0]! + e, b: 5 + levels[arm]![1]! + e, c: 5 + levels[arm]![2]! + e }
+        },
+        metrics: [m("a"), m("b"), m("c")],
+        objectives: [{ metric: "a", direction: "maximize" }, { metric: "b", direction: "maximize" }, { metric: "c", direction: "maximize" }]
+      })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      const [v01, v02, v03, v04] = c.variants
+      for (const v of [v01!, v02!, v03!]) {
+        assert.isTrue(v.pareto.uncertain)
+        assert.deepStrictEqual(v.pareto.cycle, ["v01", "v02", "v03"])
+      }
+      // v04 is in no cycle: dominated by all three (a dominance from the cycle stands)
+      assert.isUndefined(v04!.pareto.cycle)
+      assert.deepStrictEqual(v04!.pareto.dominatedBy.uncertain, ["v01", "v02", "v03"])
+      assert.deepStrictEqual(c.conclusion.candidates, ["v01", "v02", "v03"])
+      assert.deepStrictEqual(c.conclusion.cycles, [["v01", "v02", "v03"]])
+      assert.strictEqual(c.conclusion.wording, StudyCompare.WORDING.inseparable)
+      // never "best" of them
+      assert.notInclude(c.conclusion.summary, "best")
+      assert.include(c.conclusion.summary, "v01, v02, v03 cannot be separated: they beat one another in a circle beyond noise")
+      const note = "on the front only because v01, v02, v03 beat one another in a circle beyond noise: none of them can be ruled out by the others"
+      const text = StudyCompare.renderText(c)
+      assert.include(text, `v02: arm=1 — 3 compared trials; Pareto: front (${note})`)
+      assert.notInclude(text, StudyCompare.WORDING.best)
+      assert.include(text, `candidates (${StudyCompare.WORDING.inseparable}): v01, v02, v03`)
+      const md = StudyCompare.renderMarkdown(c)
+      assert.include(md, `front (${note})`)
+      assert.notInclude(md, StudyCompare.WORDING.best)
+      const page = renderStudyPage(c)
+      assert.include(page, `<td class="pareto-uncertain">yes<div class="why muted cycle">${note}</div>`)
+      assert.include(page, `<span id="conclusion-cycles"><span class="mono">v01</span>, <span class="mono">v02</span>, <span class="mono">v03</span></span>`)
+      assert.notInclude(page, StudyCompare.WORDING.best)
+      const json = JSON.parse(JSON.stringify(c))
+      assert.deepStrictEqual(json.variants[1].pareto.cycle, ["v01", "v02", "v03"])
+    }).pipe(Effect.provide(studyEnv("cycle"))))
 })
 
 describe("StudyCompare: the paired test's unit is the case; ties; survivorship (issue 16)", () => {

@@ -19,7 +19,7 @@ import { createHash } from "node:crypto"
 import { canonicalJsonUnsafe, type Json } from "../../domain/Json.js"
 import { noun } from "../../domain/internal/words.js"
 import { escapeHtml } from "../Dashboard.js"
-import { caseValueText, decidingText, degenerateNote, deltaText, type Evidence, fmt, judgeShareText, statusWordsOf, type StudyComparison, tieText, unplacedText, type VariantComparison, versusText } from "../StudyCompare.js"
+import { caseValueText, cycleNote, decidingText, degenerateNote, deltaText, type Evidence, fmt, judgeShareText, statusWordsOf, type StudyComparison, tieText, unplacedText, type VariantComparison, versusText } from "../StudyCompare.js"
 import { distinctFigures, type BudgetFigure } from "../StudyControl.js"
 import { formatCost, STUDY_COST } from "./money.js"
 
@@ -72,7 +72,10 @@ const frontCell = (c: StudyComparison, v: VariantComparison, which: "strict" | "
   return v.succeeded === 0
     ? "—"
     : onFront
-    ? "yes"
+    ? `yes${
+      // on the front only because its dominance cycle is set aside (tester16g F1)
+      which === "uncertain" && v.pareto.cycle !== undefined ? `<div class="why muted cycle">${escapeHtml(cycleNote(v).trim().replace(/^\((.*)\)$/, "$1"))}</div>` : ""
+    }`
     : by.length === 0
     ? escapeHtml(unplacedText(c, v) ?? "no")
     : `no <span class="by">(dominated by ${escapeHtml(by.join(", "))})</span>${
@@ -262,6 +265,7 @@ ${li("status", e(c.conclusion.status ?? statusWordsOf(c, null)))}
 ${li("conclusion", `<span id="conclusion-summary">${e(c.conclusion.summary)}</span>`)}
 ${li("wording", `<span id="conclusion-wording">${e(c.conclusion.wording)}</span>`)}
 ${li("candidates", `<span id="conclusion-candidates">${c.conclusion.candidates.length === 0 ? "none" : c.conclusion.candidates.map((x) => `<span class="mono">${e(x)}</span>`).join(", ")}</span>`)}
+${c.conclusion.cycles === undefined ? "" : li("cannot be separated", `<span id="conclusion-cycles">${c.conclusion.cycles.map((g) => g.map((x) => `<span class="mono">${e(x)}</span>`).join(", ")).join("; ")}</span> <span class="muted">(they beat one another in a circle beyond noise: none of them can be ruled out by the others, and none is called best)</span>`)}
 ${c.conclusion.notRuledOut === undefined ? "" : li("not ruled out", `<span id="conclusion-not-ruled-out">${c.conclusion.notRuledOut.map((x) => `<span class="mono">${e(x)}</span>`).join(", ")}</span> <span class="muted">(the sample is below the declared minimums)</span>`)}
 </ul>
 <h3>Limitations</h3><ul id="conclusion-limitations">${c.conclusion.limitations.length === 0 ? "<li>none noted</li>" : c.conclusion.limitations.map((l) => `<li>${e(l)}</li>`).join("")}</ul>

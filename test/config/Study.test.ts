@@ -1293,6 +1293,24 @@ describe("StudyConfig.load: an objective written as its metric's name alone (tes
       assert.notMatch(undirected.join("\n"), /expected an object/)
     }))
 
+  it.effect("a mistyped metric's name alone gets a did-you-mean at objectives[i], not advice to give it a direction (tester16g F3)", () =>
+    Effect.gen(function*() {
+      // no metrics section: the built-in it misspells
+      const typo = yield* failure(write(study({ objectives: ["accuracy", "costusd"] })))
+      const at1 = typo.filter((l) => l.startsWith("objectives[1]"))
+      assert.deepStrictEqual(at1, [
+        "objectives[1]: \"costusd\" alone: no built-in or declared metric is named \"costusd\" | did you mean costUsd? (if a task or judge reports \"costusd\", write { metric: costusd, direction: maximize } or { metric: costusd, direction: minimize })"
+      ])
+      // with a metrics section: the declared metric it misspells, said once, with no advice to give it a direction
+      const declared = yield* failure(write(study({
+        metrics: [{ name: "quality", reducer: "mean", from: { metric: "q" }, direction: "maximize" }],
+        objectives: ["qualty"]
+      })))
+      assert.deepStrictEqual(declared, [
+        "objectives[0].metric: unknown metric \"qualty\": not declared under metrics, not built in and not reported by a judge task | did you mean \"quality\"?"
+      ])
+    }))
+
   it("the JSON Schema takes a metric's name where an objective belongs", () => {
     const items = (studyJsonSchema() as any).properties.objectives.items
     assert.deepStrictEqual(items.anyOf.map((x: any) => x.type), ["object", "string"])

@@ -1084,6 +1084,9 @@ const readBareObjectives = (doc: unknown): { readonly doc: unknown; readonly iss
     const own = entry === undefined ? Study.BUILTIN_METRICS[o]?.direction : entry["direction"]
     if (own === "maximize" || own === "minimize") return { metric: o, direction: own }
     const write = `write { metric: ${o}, direction: maximize } or { metric: ${o}, direction: minimize }`
+    const near = entry === undefined
+      ? closest(o, [...Object.keys(Study.BUILTIN_METRICS), ...declared.map((m) => m["name"]).filter((n): n is string => typeof n === "string")])
+      : undefined
     if (own === "target") {
       issues.push(issue(at, `"${o}" alone: metric "${o}" is declared direction target, and a name alone gives no target value`, `write { metric: ${o}, direction: target, target: VALUE }`))
     } else if (entry !== undefined) {
@@ -1092,6 +1095,17 @@ const readBareObjectives = (doc: unknown): { readonly doc: unknown; readonly iss
         `"${o}" alone: metric "${o}" declares no direction (its metrics entry has none), so which way is better is not known`,
         `${write}, or give its metrics entry a direction`
       ))
+    } else if (near !== undefined) {
+      // a misspelt metric (`costusd`): the name it misspells first, not a direction for a metric
+      // nothing may report (tester16g F3). With a metrics section the check of every objective's
+      // metric says it (`unknown metric …: did you mean …?`, once judges are read): not twice
+      if (doc["metrics"] === undefined) {
+        issues.push(issue(
+          at,
+          `"${o}" alone: no built-in or declared metric is named "${o}"`,
+          `did you mean ${near}? (if a task or judge reports "${o}", ${write})`
+        ))
+      }
     } else {
       issues.push(issue(
         at,

@@ -2053,7 +2053,7 @@ const BUILTIN = new Set(DomainStudy.BUILTIN_METRIC_NAMES)
 
 const pct = (level: number) => `${Math.round(level * 1000) / 10}%`
 
-const intervalText = (i: Statistics.Interval | null) => i === null ? "" : ` [${fmt(i.lower)}, ${fmt(i.upper)}]${degenerateNote(i)}`
+const intervalText = (i: Statistics.Interval | null) => i === null ? "" : ` ${Words.range(i.lower, i.upper)}${degenerateNote(i)}`
 
 /** What marks a zero-width bootstrap interval of a case-level metric (every case equal) in its `method`. */
 const DEGENERATE = "every case equal: the bootstrap cannot show uncertainty"
@@ -2106,6 +2106,23 @@ export const paretoText = (c: StudyComparison, v: VariantComparison): string =>
         ? `dominated beyond noise by ${v.pareto.dominatedBy.uncertain.join(", ")} (on the strict front by a lead within noise only)`
         : `dominated by ${v.pareto.dominatedBy.uncertain.join(", ")}`)
 
+/**
+ * When a variant has more dominators than deciding comparisons shown (the first
+ * {@link DECIDING_MAX}; tester16g F7): `(3 of 5 shown; not explained: v06, v07)`, else `""`.
+ *
+ * @param v a variant of a comparison
+ * @returns the words, or `""`
+ * @since 0.16.0
+ * @category rendering
+ */
+export const decidingShown = (v: VariantComparison): string => {
+  const shown = v.pareto.deciding ?? []
+  const all = v.pareto.dominatedBy.uncertain
+  if (shown.length === 0 || all.length <= shown.length) return ""
+  const by = new Set(shown.map((d) => d.by))
+  return `(${shown.length} of ${all.length} shown; not explained: ${all.filter((x) => !by.has(x)).join(", ")})`
+}
+
 /** What a dominance cycle means, after its members' ids. */
 const cycleClause = "beat one another in a circle beyond noise: none of them can be ruled out by the others"
 
@@ -2143,12 +2160,12 @@ export const decidingText = (d: DecidingComparison, variantId: string): string =
   const verdict = (o: DecidingObjective) => o.beyondNoise ? "better beyond noise" : "within noise"
   const parts = d.objectives.map((o) => {
     if (o.basis === "intervals" && o.intervals !== undefined) {
-      const iv = (x: { readonly estimate: number; readonly lower: number; readonly upper: number }) => `${fmt(x.estimate)} [${fmt(x.lower)}, ${fmt(x.upper)}]`
+      const iv = (x: { readonly estimate: number; readonly lower: number; readonly upper: number }) => `${fmt(x.estimate)} ${Words.range(x.lower, x.upper)}`
       return `${o.metric} ${d.by} ${iv(o.intervals.by)} vs ${variantId} ${iv(o.intervals.variant)} ${verdict(o)}`
     }
     const x = o.difference
     if (x === null || x === undefined) return `${o.metric} no paired interval: ${verdict(o)}`
-    return `${o.metric} Δ ${signed(x.estimate)} [${fmt(x.lower)}, ${fmt(x.upper)}] ${verdict(o)}`
+    return `${o.metric} Δ ${signed(x.estimate)} ${Words.range(x.lower, x.upper)} ${verdict(o)}`
   })
   const paired = d.objectives.find((o) => o.basis === "paired" && o.difference !== null && o.difference !== undefined)?.difference
   const widened = paired === undefined || paired === null ? null : /widened for (\d+) comparisons/.exec(paired.method)?.[1]
@@ -2407,6 +2424,7 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
       lines.push(`${bullet}${v.variantId}${v.isBaseline ? " (baseline)" : ""}: ${assignmentText(v.assignment)} — ${Words.count(v.succeeded, "compared trial")}; Pareto: ${pareto}; weighted rank ${v.rank ?? "—"}`)
       if (v.succeeded === 0) continue
       for (const d of v.pareto.deciding ?? []) lines.push(`      why: ${decidingText(d, v.variantId)}`)
+      if (decidingShown(v) !== "") lines.push(`      why: ${decidingShown(v)}`)
       for (const m of shown) {
         const x = v.values[m.name]!
         lines.push(`      ${m.name}: ${fmt(x.mean)}${judgeShareText(x.judgeCostUsd)}${intervalText(x.interval)} (${x.perRepeat.map(fmt).join(", ")}) median ${fmt(x.median)}`)
@@ -2417,7 +2435,10 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
   const deciding = c.variants.filter((v) => (v.pareto.deciding ?? []).length > 0)
   if (md && deciding.length > 0) {
     lines.push("", "### Why dominated (beyond noise; a lead within noise is a tie)")
-    for (const v of deciding) for (const d of v.pareto.deciding!) lines.push(`- ${v.variantId}: ${decidingText(d, v.variantId)}`)
+    for (const v of deciding) {
+      for (const d of v.pareto.deciding!) lines.push(`- ${v.variantId}: ${decidingText(d, v.variantId)}`)
+      if (decidingShown(v) !== "") lines.push(`- ${v.variantId}: ${decidingShown(v)}`)
+    }
   }
   // the interval methods, in full, once per section: a method shared by every variant once, and
   // metrics whose methods differ only by their seed (each metric draws its own) on one line

@@ -2,7 +2,23 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
 import { warningsOf } from "../../src/cli/StudyPlan.js"
-import { count, labelled, listed, noun, unsetEnvWarning } from "../../src/domain/internal/words.js"
+import { count, figure, labelled, listed, noun, range, unsetEnvWarning } from "../../src/domain/internal/words.js"
+
+describe("words: an interval's two ends are written the same way (tester16g F4)", () => {
+  it("an integer up to float noise is that integer, and an interval never mixes an integer with the same number in 4 digits", () => {
+    // v04 is v01 + 2 on every case: the bootstrap's upper end is -2 up to float noise
+    expect(figure(-1.9999999999999998)).toBe("-2")
+    expect(range(-2, -1.9999999999999998)).toBe("[-2, -2]")
+    expect(range(1.9999999999999998, 2)).toBe("[2, 2]")
+    // a real (not float-noise) difference below the 4 digits: both ends in 4 digits
+    expect(range(2, 2.0004)).toBe("[2.000, 2.000]")
+    expect(range(-1.0001, -1)).toBe("[-1.000, -1.000]")
+    // different numbers keep their own forms
+    expect(range(0, 0.5)).toBe("[0, 0.5000]")
+    expect(range(2, 3)).toBe("[2, 3]")
+    expect(figure(2.0004)).toBe("2.000")
+  })
+})
 
 describe("words: labels and counts agree in number with what follows them", () => {
   it("a label before ids is singular for one id and plural for several", () => {

@@ -825,6 +825,39 @@ describe("StudyCompare: a dominance cycle set aside is said in every view (teste
     }).pipe(Effect.provide(studyEnv("cycle"))))
 })
 
+describe("StudyCompare: the why lines say how many are shown; intervals print both ends alike (tester16g F4, F7)", () => {
+  it.effect("a variant beaten by 5 others, each better by exactly 2 on every case: 3 why lines and '(3 of 5 shown)'; no [2, 2.000] mix", () =>
+    Effect.gen(function*() {
+      const pattern = [-0.1, 0, 0.1, 0.7]
+      const { input, study } = handMade({
+        id: "many",
+        correct: [BASE, BASE, BASE, BASE, BASE, BASE],
+        cases: 40,
+        repeats: 3,
+        outputsOf: (arm, n) => ({ a: (arm === 0 ? 1.1 : 3.1) + pattern[n % 4]! }),
+        metrics: [{ name: "a", reducer: "mean", from: { output: "a" }, direction: "maximize" }],
+        objectives: [{ metric: "a", direction: "maximize" }]
+      })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      const v01 = c.variants[0]!
+      assert.deepStrictEqual(v01.pareto.dominatedBy.uncertain, ["v02", "v03", "v04", "v05", "v06"])
+      assert.strictEqual(v01.pareto.deciding!.length, 3)
+      const shown = "(3 of 5 shown; not explained: v05, v06)"
+      const text = StudyCompare.renderText(c)
+      assert.include(text, `      why: ${shown}`)
+      assert.include(StudyCompare.renderMarkdown(c), `- v01: ${shown}`)
+      assert.include(renderStudyPage(c), `<div class="why muted">${shown}</div>`)
+      // the paired differences are 2 on every case, up to float noise: both ends read alike
+      for (const view of [text, StudyCompare.renderMarkdown(c), renderStudyPage(c)]) {
+        for (const [, lo, hi] of view.matchAll(/\[(-?[\d.]+), (-?[\d.]+)\]/g)) {
+          if (Number(lo) === Number(hi)) assert.strictEqual(lo, hi, view)
+        }
+      }
+      assert.include(text, "why: v02 over v01: a Δ +2 [2, 2] better beyond noise")
+    }).pipe(Effect.provide(studyEnv("many"))))
+})
+
 describe("StudyCompare: the paired test's unit is the case; ties; survivorship (issue 16)", () => {
   it.effect("three identical repeats give the exact McNemar p of one repeat (the case is the unit, repeats are not independent pairs)", () =>
     Effect.gen(function*() {

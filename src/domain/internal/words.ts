@@ -36,8 +36,36 @@ export const figure = (x: number | null | undefined): string => {
   // never "-0": a zero is 0 whatever its sign (fix16ac F6; a difference of float noise is made
   // 0 where it is computed: Statistics.difference)
   if (x === 0) return "0"
-  const text = Number.isInteger(x) ? String(x) : Math.abs(x) >= 1e4 ? x.toFixed(0) : x.toPrecision(4)
+  // an integer up to float noise (-1.9999999999999998: a sum of halves) is that integer
+  // (tester16g F4): it would read "-2.000" beside an exact "-2"
+  const whole = Math.round(x)
+  const y = whole !== x && Math.abs(whole - x) <= 1e-12 * Math.max(1, Math.abs(x)) ? whole : x
+  if (y === 0) return "0"
+  const text = Number.isInteger(y) ? String(y) : Math.abs(y) >= 1e4 ? y.toFixed(0) : y.toPrecision(4)
   return /^-0(?:\.0*)?$/.test(text) ? text.slice(1) : text
+}
+
+/**
+ * An interval's two ends for people, `[lower, upper]`, each a {@link figure}, both written the
+ * same way (tester16g F4): when one end is an integer and the other reads as that same number
+ * to 4 significant digits (`2` and `2.0004`), the integer is written with the other's digits
+ * too (`[2.000, 2.000]`, never `[2, 2.000]`).
+ *
+ * @param lower - the lower end
+ * @param upper - the upper end
+ * @returns `[a, b]`
+ * @since 0.16.0
+ * @category formatting
+ */
+export const range = (lower: number | null | undefined, upper: number | null | undefined): string => {
+  let a = figure(lower)
+  let b = figure(upper)
+  const integral = (t: string) => /^-?\d+$/.test(t)
+  const alike = (int: string, other: string) => integral(int) && !integral(other) && Number(other) === Number(int) && Math.abs(Number(int)) < 1e4
+  const digitsOf = (int: string, other: string) => Number(int).toPrecision(Math.max(1, other.replace(/^-/, "").replace(".", "").replace(/^0+/, "").length))
+  if (alike(a, b)) a = digitsOf(a, b)
+  else if (alike(b, a)) b = digitsOf(b, a)
+  return `[${a}, ${b}]`
 }
 
 /**

@@ -17,9 +17,9 @@
  */
 import { createHash } from "node:crypto"
 import { canonicalJsonUnsafe, type Json } from "../../domain/Json.js"
-import { noun } from "../../domain/internal/words.js"
+import { noun, range } from "../../domain/internal/words.js"
 import { escapeHtml } from "../Dashboard.js"
-import { caseValueText, cycleNote, decidingText, degenerateNote, deltaText, type Evidence, fmt, judgeShareText, statusWordsOf, type StudyComparison, tieText, unplacedText, type VariantComparison, versusText } from "../StudyCompare.js"
+import { caseValueText, cycleNote, decidingShown, decidingText, degenerateNote, deltaText, type Evidence, fmt, judgeShareText, statusWordsOf, type StudyComparison, tieText, unplacedText, type VariantComparison, versusText } from "../StudyCompare.js"
 import { distinctFigures, type BudgetFigure } from "../StudyControl.js"
 import { formatCost, STUDY_COST } from "./money.js"
 
@@ -32,7 +32,7 @@ const assignmentText = (a: Readonly<Record<string, Json>>): string =>
 const pct = (level: number) => `${Math.round(level * 1000) / 10}%`
 
 const intervalText = (i: { readonly lower: number; readonly upper: number; readonly method?: string } | null): string =>
-  i === null ? "" : ` [${fmt(i.lower)}, ${fmt(i.upper)}]${i.method === undefined ? "" : degenerateNote({ ...i, method: i.method })}`
+  i === null ? "" : ` ${range(i.lower, i.upper)}${i.method === undefined ? "" : degenerateNote({ ...i, method: i.method })}`
 
 /** `/?experiment=TRIAL`: the dashboard's view of one trial (a suite member): its pipelines. */
 const trialHref = (trialId: string): string => `/?experiment=${encodeURIComponent(trialId)}`
@@ -82,7 +82,8 @@ const frontCell = (c: StudyComparison, v: VariantComparison, which: "strict" | "
       // within noise: why, per dominator (a lead within noise is a tie; fix16ac F2)
       which === "strict"
         ? ""
-        : (v.pareto.deciding ?? []).map((d) => `<div class="why muted">${escapeHtml(decidingText(d, v.variantId))}</div>`).join("")
+        : (v.pareto.deciding ?? []).map((d) => `<div class="why muted">${escapeHtml(decidingText(d, v.variantId))}</div>`).join("") +
+          (decidingShown(v) === "" ? "" : `<div class="why muted">${escapeHtml(decidingShown(v))}</div>`)
     }`
 }
 

@@ -1,6 +1,7 @@
 /**
- * The spam-prompts study demo (`npm run demo:study`, examples/studies/spam-prompts) on a reduced
- * sample: the demo script starts `bin/assay mock-llm` with the study's model profiles, runs the
+ * The spam-prompts study demo (`npm run demo:study`, examples/studies/spam-prompts) as the
+ * issue states it, on its default 300 emails (at 30 the accuracy differences are all within
+ * noise, so the uncertainty-aware front rightly keeps one candidate): the demo script starts `bin/assay mock-llm` with the study's model profiles, runs the
  * study through `bin/assay study run` and prints the Compare view of `bin/assay study report`.
  * Needs `npm run build` (bin/assay runs dist/).
  */
@@ -14,22 +15,22 @@ const study = path.join(root, "examples/studies/spam-prompts/study.yaml")
 const tsx = path.join(root, "node_modules/.bin/tsx")
 
 describe("the spam-prompts study demo", () => {
-  it.live("30 emails x 2 prompts x 3 models x 3 repeats: the Compare view shows >= 2 Pareto candidates and paired deltas", () =>
+  it.live("300 emails x 2 prompts x 3 models x 3 repeats: the Compare view shows >= 2 Pareto candidates and paired deltas", () =>
     Effect.scoped(Effect.gen(function*() {
       const out = yield* tempDir("spam-prompts")
       const ran = yield* exec(tsx, ["--conditions=assay-source", demo, "--out", out], {
-        env: { SPAM_PROMPTS_EMAILS: "30" },
-        killAfterMs: 240_000
+        env: { SPAM_PROMPTS_EMAILS: "300" },
+        killAfterMs: 420_000
       })
       assert.strictEqual(ran.code, 0, `${ran.stdout}\n${ran.stderr}`)
       const view = ran.stdout.slice(ran.stdout.indexOf("\nCOMPARE\n"))
       assert.isAbove(view.length, 0, ran.stdout)
-      // six variants, each with its Pareto membership; at least two on the strict front
+      // six variants, each with its Pareto membership; at least two on the uncertainty-aware front
       const front = view.split("\n").filter((l) => /^\s*v0\d.*Pareto: front;/.test(l))
       assert.isAtLeast(front.length, 2, view)
-      // the paired comparison of every candidate's accuracy against the baseline over the 30 cases
+      // the paired comparison of every candidate's accuracy against the baseline over the 300 cases
       for (const v of ["v02", "v03", "v04", "v05", "v06"]) {
-        assert.match(view, new RegExp(`\\n    ${v} accuracy: Δ [+-]\\S+ \\[\\S+, \\S+\\] over 30 paired cases`), view)
+        assert.match(view, new RegExp(`\\n    ${v} accuracy: Δ [+-]\\S+ \\[\\S+, \\S+\\] over 300 paired cases`), view)
       }
       assert.match(view, /v0\d costUsd: Δ \+\S+ .* over 3 paired repeats/)
       assert.include(view, "best for the declared objectives and constraints")
@@ -50,5 +51,5 @@ describe("the spam-prompts study demo", () => {
       assert.isBelow(cost("v01"), cost("v02"))
       assert.isBelow(cost("v02"), cost("v03"))
       assert.isBelow(cost("v01"), cost("v04"))
-    })), 300_000)
+    })), 480_000)
 })

@@ -1286,6 +1286,26 @@ const components = (edges: ReadonlyArray<ReadonlyArray<boolean>>): Int32Array =>
 }
 
 /**
+ * The "dominated by" relation as an adjacency matrix over the map's keys (in key order):
+ * `edges[j][i]` when `ids[j]` dominates `ids[i]`; self-dominance and ids not listed as keys are
+ * left out.
+ */
+const dominanceGraph = (
+  dominators: ReadonlyMap<string, ReadonlyArray<string>>
+): { readonly ids: ReadonlyArray<string>; readonly edges: Array<Array<boolean>> } => {
+  const ids = [...dominators.keys()]
+  const at = new Map(ids.map((id, i) => [id, i]))
+  const edges = ids.map(() => ids.map(() => false))
+  ids.forEach((id, i) => {
+    for (const by of dominators.get(id) ?? []) {
+      const j = at.get(by)
+      if (j !== undefined && j !== i) edges[j]![i] = true
+    }
+  })
+  return { ids, edges }
+}
+
+/**
  * A dominance relation without its cycles: each point's dominators (by id), minus those in a
  * cycle with it (a dominates b, b dominates … dominates a). Pairwise uncertainty-aware
  * dominance can cycle, because "within noise" is not transitive: with three objectives, `a` can
@@ -1300,15 +1320,7 @@ const components = (edges: ReadonlyArray<ReadonlyArray<boolean>>): Int32Array =>
  * @category pareto
  */
 export const dropDominanceCycles = (dominators: ReadonlyMap<string, ReadonlyArray<string>>): ReadonlyMap<string, ReadonlyArray<string>> => {
-  const ids = [...dominators.keys()]
-  const at = new Map(ids.map((id, i) => [id, i]))
-  const edges = ids.map(() => ids.map(() => false))
-  ids.forEach((id, i) => {
-    for (const by of dominators.get(id) ?? []) {
-      const j = at.get(by)
-      if (j !== undefined && j !== i) edges[j]![i] = true
-    }
-  })
+  const { ids, edges } = dominanceGraph(dominators)
   const kept = acyclic(edges)
   return new Map(ids.map((id, i) => [id, ids.filter((_, j) => kept[j]![i])]))
 }
@@ -1326,15 +1338,7 @@ export const dropDominanceCycles = (dominators: ReadonlyMap<string, ReadonlyArra
  * @category pareto
  */
 export const dominanceCycles = (dominators: ReadonlyMap<string, ReadonlyArray<string>>): ReadonlyArray<ReadonlyArray<string>> => {
-  const ids = [...dominators.keys()]
-  const at = new Map(ids.map((id, i) => [id, i]))
-  const edges = ids.map(() => ids.map(() => false))
-  ids.forEach((id, i) => {
-    for (const by of dominators.get(id) ?? []) {
-      const j = at.get(by)
-      if (j !== undefined && j !== i) edges[j]![i] = true
-    }
-  })
+  const { ids, edges } = dominanceGraph(dominators)
   const component = components(edges)
   const groups = new Map<number, Array<string>>()
   ids.forEach((id, i) => groups.set(component[i]!, [...(groups.get(component[i]!) ?? []), id]))

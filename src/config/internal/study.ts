@@ -1045,16 +1045,43 @@ export const isStudyFile = (file: string): Effect.Effect<boolean, never, FileSys
  * mean, from: { output: FIELD } }`. Any other issue is returned as it is.
  */
 const bareEntryHint = (doc: unknown) => (i: ConfigIssue): ConfigIssue => {
+  const direction = /^objectives\[(\d+)\]\.direction$/.exec(i.path)
+  if (direction !== null && i.message === "is missing" && i.suggestion === undefined) return missingDirectionHint(doc, Number(direction[1]), i)
   const m = /^(objectives|metrics)\[(\d+)\]$/.exec(i.path)
   if (m === null || i.suggestion !== undefined || !i.message.startsWith("expected an object")) return i
   const list = isRecord(doc) ? doc[m[1]!] : undefined
   const name = Array.isArray(list) ? list[Number(m[2])] as unknown : undefined
-  if (typeof name !== "string" || name === "") return i
+  if (typeof name !== "string" || name === "") {
+    // (tester16g F9: a number or a list where an objective belongs: the other form is said too)
+    return m[1] === "objectives" && typeof name !== "string"
+      ? { ...i, message: i.message.replace(/^expected (an object \{[^}]*\})/, "expected $1 or a metric's name alone (its own direction)") }
+      : i
+  }
   return {
     ...i,
     suggestion: m[1] === "objectives"
       ? `write { metric: ${name}, direction: ${Study.BUILTIN_METRICS[name]?.direction ?? "maximize"} }`
       : `write { name: ${name}, reducer: mean, from: { output: FIELD } }`
+  }
+}
+
+/**
+ * What to write for an objective `{ metric }` without a direction (tester16g F9: a bare "is
+ * missing" before): the three directions, and, when the metric has a direction of its own (a
+ * built-in metric's, or its `metrics:` entry's), that its name alone reads that direction.
+ */
+const missingDirectionHint = (doc: unknown, index: number, i: ConfigIssue): ConfigIssue => {
+  const objectives = isRecord(doc) ? doc["objectives"] : undefined
+  const entry = Array.isArray(objectives) ? objectives[index] as unknown : undefined
+  const metric = isRecord(entry) && typeof entry["metric"] === "string" ? entry["metric"] : undefined
+  if (metric === undefined) return i
+  const declared = isRecord(doc) && Array.isArray(doc["metrics"]) ? doc["metrics"].filter(isRecord).find((m) => m["name"] === metric) : undefined
+  const own = declared === undefined ? Study.BUILTIN_METRICS[metric]?.direction : declared["direction"]
+  return {
+    ...i,
+    message: `is missing: which way "${metric}" is better is not given`,
+    suggestion: `write direction: maximize, minimize, or target with target: VALUE` +
+      (own === "maximize" || own === "minimize" ? ` (or the objective as "${metric}" alone: its metric's own direction, ${own})` : "")
   }
 }
 
@@ -1427,7 +1454,7 @@ export const load = (
         current = repaired
         const again = decode(repaired)
         if (Either.isRight(again)) break
-        round = decodeIssues(again.left, repaired, StudyFile)
+        round = decodeIssues(again.left, repaired, StudyFile).map(bareEntryHint(repaired))
         const fresh = round.filter((i) => !said.has(issueKey(i)))
         if (fresh.length === 0) break
         for (const i of fresh) said.add(issueKey(i))

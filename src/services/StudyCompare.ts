@@ -203,6 +203,13 @@ export interface EvidenceCase {
     readonly value: number
     readonly difference: number
     readonly pipelineIds: ReadonlyArray<string>
+    /**
+     * When the two variants do not have the same compared repeats (a confirmation ran more of
+     * one; since 0.16.0, tester16g F2): the variant's value of the case over the paired repeats
+     * only (see {@link Evidence.pairing}), of which `difference` is made; the case's listed
+     * `value` stays the variant's mean over all its repeats. Absent when the repeats are the same.
+     */
+    readonly variantValue?: number | undefined
   } | undefined
 }
 
@@ -1865,6 +1872,20 @@ export interface Evidence {
    */
   readonly perCase?: "pipeline shares" | undefined
   /**
+   * The repeats the per-case differences pair (since 0.16.0, tester16g F2), present when the
+   * variant and the baseline do not have the same compared repeats (a confirmation): `repeats`,
+   * the repeat numbers both have, which every case's `baseline` value and `difference` are read
+   * over (as the paired difference against the baseline is); `variantRepeats` and
+   * `baselineRepeats`, each side's own compared repeats (the listed values are the variant's
+   * means over all of its). Absent when the two have the same repeats, or nothing is paired.
+   */
+  readonly pairing?: {
+    readonly baselineId: string
+    readonly repeats: ReadonlyArray<number>
+    readonly variantRepeats: ReadonlyArray<number>
+    readonly baselineRepeats: ReadonlyArray<number>
+  } | undefined
+  /**
    * A variant with no compared trial (every one broke a hard constraint, or failed; since
    * 0.11.0): the worst and best cases are read from `trials`, which are not compared, and
    * `breaches` lists the constraints they broke; `trials` is empty when the metric has no
@@ -1962,22 +1983,51 @@ const evidenceOf = (
         perPipeline = true
       }
     }
-    // each listed case beside the baseline's value of the same case (its repeats' mean) and
-    // pipelines: the pairing behind the paired difference against the baseline (F2)
+    // each listed case beside the baseline's value of the same case and its pipelines: the
+    // pairing behind the paired difference against the baseline (fix16ac F2). Repeats pair by
+    // number, as in the comparison: when the two sides' compared repeats differ (a
+    // confirmation), the baseline's value and the difference are read over the repeats both
+    // have, so the per-case differences average to the paired difference (tester16g F2)
     const base = comparison.variants.find((x) => x.variantId === comparison.baseline)
+    const byRepeatOf = (x: VariantComparison): Array<StudyMetrics.TrialValues | null> => {
+      const out: Array<StudyMetrics.TrialValues | null> = []
+      for (const t of x.trials) if (t.compared) out[t.repeat - 1] = values.get(t.trialId) ?? null
+      return Array.from({ length: out.length }, (_, r) => out[r] ?? null)
+    }
+    let pairing: Evidence["pairing"]
     const paired = (list: ReadonlyArray<EvidenceCase>): ReadonlyArray<EvidenceCase> => {
       if (base === undefined || base.variantId === variantId || base.succeeded === 0 || v.succeeded === 0) return list
-      const bm = caseMatrix(comparedTrials(base), metric, caseKeys.length, perPipeline ? "perPipeline" : "cases")
+      const from = perPipeline ? "perPipeline" as const : "cases" as const
+      const onCommon = onCommonRepeats(byRepeatOf(base), byRepeatOf(v))
+      const bm = caseMatrix(onCommon.a, metric, caseKeys.length, from)
+      const vm = onCommon.same ? undefined : caseMatrix(onCommon.b, metric, caseKeys.length, from)
       if (bm.present === 0) return list
+      if (vm !== undefined) {
+        const numbers = (xs: ReadonlyArray<StudyMetrics.TrialValues | null>) => xs.flatMap((t, r) => t === null ? [] : [r + 1])
+        pairing = { baselineId: base.variantId, repeats: numbers(onCommon.a), variantRepeats: numbers(byRepeatOf(v)), baselineRepeats: numbers(byRepeatOf(base)) }
+      }
       const at = new Map(caseKeys.map((k, i) => [k, i]))
       return list.map((x) => {
         const c = at.get(x.caseKey)
         const row = c === undefined ? undefined : bm.rows[c]
-        if (c === undefined || row === undefined || row.length === 0) return x
+        const own = c === undefined || vm === undefined ? undefined : vm.rows[c]
+        if (c === undefined || row === undefined || row.length === 0 || (own !== undefined && own.length === 0)) return x
         const value = Statistics.mean(row)
-        return { ...x, baseline: { variantId: base.variantId, value, difference: Statistics.difference(x.value, value), pipelineIds: bm.pipelinesOf(c) } }
+        const variantValue = own === undefined ? x.value : Statistics.mean(own)
+        return {
+          ...x,
+          baseline: {
+            variantId: base.variantId,
+            value,
+            difference: Statistics.difference(variantValue, value),
+            pipelineIds: bm.pipelinesOf(c),
+            ...(own === undefined ? {} : { variantValue })
+          }
+        }
       })
     }
+    const worstCases = paired(ev.worstCases.slice(0, worst))
+    const bestCases = paired(ev.bestCases.slice(0, best))
     return {
       studyId: comparison.studyId,
       version: comparison.version,
@@ -1996,9 +2046,10 @@ const evidenceOf = (
           ? { estimatedAttempts: values.get(t.trialId)!.estimatedAttempts! }
           : {})
       })),
-      worstCases: paired(ev.worstCases.slice(0, worst)),
-      bestCases: paired(ev.bestCases.slice(0, best)),
+      worstCases,
+      bestCases,
       ...(perPipeline ? { perCase: "pipeline shares" as const } : {}),
+      ...(pairing === undefined ? {} : { pairing }),
       ...(ev.tie === undefined ? {} : { tie: ev.tie }),
       ...(notCompared === undefined ? {} : { notCompared })
     }
@@ -2568,6 +2619,42 @@ const noComparedRepeat = (v: { readonly trials: ReadonlyArray<{ readonly status:
 }
 
 /**
+ * Repeat numbers in words, runs joined: `[1, 2, 3, 5]` → `1–3, 5`.
+ *
+ * @param repeats repeat numbers, ascending
+ * @returns the phrase
+ * @since 0.16.0
+ * @category rendering
+ */
+export const repeatsText = (repeats: ReadonlyArray<number>): string => {
+  const runs: Array<string> = []
+  for (let i = 0; i < repeats.length;) {
+    let j = i
+    while (j + 1 < repeats.length && repeats[j + 1] === repeats[j]! + 1) j++
+    runs.push(j === i ? `${repeats[i]}` : j === i + 1 ? `${repeats[i]}, ${repeats[j]}` : `${repeats[i]}–${repeats[j]}`)
+    i = j + 1
+  }
+  return runs.join(", ")
+}
+
+/**
+ * An {@link Evidence.pairing} in words (tester16g F2): `paired with the baseline v01 over
+ * repeats 1–2 (the repeats both have; v02 has 1–3, v01 1–2): each case's value is v02's mean
+ * over all its repeats, its baseline value and Δ are over the paired repeats, as the paired
+ * difference is`.
+ *
+ * @param variantId the variant the evidence is of
+ * @param p the pairing
+ * @returns the sentence
+ * @since 0.16.0
+ * @category rendering
+ */
+export const pairingText = (variantId: string, p: NonNullable<Evidence["pairing"]>): string =>
+  `paired with the baseline ${p.baselineId} over ${Words.noun(p.repeats.length, "repeat")} ${repeatsText(p.repeats)} (the repeats both have; ${variantId} has ${
+    repeatsText(p.variantRepeats)
+  }, ${p.baselineId} ${repeatsText(p.baselineRepeats)}): each case's value is ${variantId}'s mean over all its repeats, its baseline value and Δ are over the paired repeats, as the paired difference is`
+
+/**
  * An {@link Evidence} as text: the value, each trial and its first 3 pipelines (the count of
  * the rest; `evidence --json` lists every one), the worst and best cases (for a variant with
  * no compared trial, those of its trials not compared, with the constraints they broke).
@@ -2597,9 +2684,14 @@ export const renderEvidence = (e: Evidence): string => {
     for (const c of list) {
       lines.push(`  ${c.caseKey} ${caseValueText(c)} · ${c.pipelineIds.join(", ")}`)
       // the baseline's value of the same case beside it: the pairing of the paired difference
-      if (c.baseline !== undefined) lines.push(`    baseline ${c.baseline.variantId}: ${fmt(c.baseline.value)} (Δ ${signed(c.baseline.difference)}) · ${c.baseline.pipelineIds.join(", ")}`)
+      // (over the paired repeats only when the two sides' repeats differ: tester16g F2)
+      if (c.baseline !== undefined) {
+        const own = c.baseline.variantValue === undefined ? "" : `${e.variantId} ${fmt(c.baseline.variantValue)} over the paired repeats, `
+        lines.push(`    baseline ${c.baseline.variantId}: ${fmt(c.baseline.value)} (${own}Δ ${signed(c.baseline.difference)}) · ${c.baseline.pipelineIds.join(", ")}`)
+      }
     }
   }
+  if (e.pairing !== undefined) lines.push(pairingText(e.variantId, e.pairing))
   if (e.perCase !== undefined) lines.push(`per case: each case's share of ${e.metric.name} (its pipelines' attempts summed; the mean over the repeats)`)
   if (e.notCompared !== undefined) {
     if (e.notCompared.exclusion !== undefined) lines.push(e.notCompared.exclusion)

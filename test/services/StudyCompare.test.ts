@@ -297,6 +297,33 @@ describe("StudyCompare: what a fresh user read wrong (issue 16, tester16 F4, F5,
       assert.isTrue(v02.pareto.uncertain)
     }).pipe(Effect.provide(studyEnv("confirmed"))))
 
+  it.effect("after a confirmation the evidence's per-case differences pair the repeats both have: their mean is the paired difference (tester16g F2)", () =>
+    Effect.gen(function*() {
+      // as above: v02 has repeats 1-5, v01 1-3; the paired difference is over 1-3 (2/30)
+      const c = yield* confirmedStudy
+      const { input } = handMade({ id: "confirmed", correct: [new Set(range(0, 25)), new Set(range(0, 27))], cases: 30, repeats: 5 })
+      const e = yield* StudyCompare.evidence(input, "accuracy", "v02", { worst: 30, best: 30 })
+      const byCase = new Map([...e.worstCases, ...e.bestCases].map((x) => [x.caseKey, x]))
+      assert.strictEqual(byCase.size, 30)
+      const diffs = [...byCase.values()].map((x) => x.baseline!.difference)
+      assert.closeTo(S.mean(diffs), c.variants[1]!.vsBaseline.accuracy!.paired!.difference.estimate, 1e-12)
+      assert.closeTo(S.mean(diffs), 2 / 30, 1e-12)
+      // the listed value (and ranking) stays v02's own over its 5 repeats; the paired value beside it
+      const case0 = [...byCase.values()].find((x) => x.pipelineIds.length === 5 && x.value === 1)!
+      assert.strictEqual(case0.baseline!.variantValue, 1)
+      const case26 = [...byCase.values()].find((x) => S.nearlyEqual(x.value, 0.6) && x.baseline!.value === 0)!
+      assert.strictEqual(case26.baseline!.variantValue, 1)
+      assert.closeTo(case26.baseline!.difference, 1, 1e-12)
+      assert.strictEqual(case26.baseline!.pipelineIds.length, 3)
+      assert.deepStrictEqual(e.pairing, { baselineId: "v01", repeats: [1, 2, 3], variantRepeats: [1, 2, 3, 4, 5], baselineRepeats: [1, 2, 3] })
+      const text = StudyCompare.renderEvidence(e)
+      assert.include(text, "paired with the baseline v01 over repeats 1–3 (the repeats both have; v02 has 1–5, v01 1–3)")
+      assert.match(text, /\n {4}baseline v01: 0 \(v02 1 over the paired repeats, Δ \+1\) · /)
+      // the same repeats on both sides: no pairing note, no second value
+      const same = yield* StudyCompare.evidence(input, "accuracy", "v01", { worst: 3 })
+      assert.isUndefined(same.pairing)
+    }).pipe(Effect.provide(studyEnv("confirmed"))))
+
   it.effect("after a confirmation both Pareto fronts compare each pair over the repeats both have, and the report says so (issue 16, N2)", () =>
     Effect.gen(function*() {
       // as above: over repeats 1-3 v02 (27/30) beats v01 (25/30); its confirmation repeats 4

@@ -29,6 +29,7 @@ import { describeAlgorithm } from "./build.js"
 import { check } from "./check.js"
 import { expandEnv, hidingEnvValuesOf } from "./env.js"
 import { closest, decodeIssues, formatPath, isRecord, issue, literalExpected } from "./issues.js"
+import { fieldsOf } from "./documentFields.js"
 import { findRefs, isPlain, VAR_KEY } from "./refs.js"
 import * as parse from "./parse.js"
 import * as sources from "./sources.js"
@@ -192,7 +193,10 @@ export interface Trial {
  *   each protocol version by `study run`); its `judges` (since 0.15.0) are the base
  *   experiment's judge tasks (`tasks`: `{ task, metric, rubric }` each) and `experimentOtherwise`,
  *   the 12-hex digest of the experiment part with the judges' rubrics left out, so that a
- *   version's change names a changed rubric.
+ *   version's change names a changed rubric; its `experimentFields` (since 0.16.0) are that
+ *   same part field by field (`document`: leaf path -> value, nothing secret kept, see
+ *   `documentFields.fieldsOf`; `code`: the 12-hex digest of the tasks' code), so that a
+ *   version's change names the changed fields.
  *
  * @since 0.6.0
  * @category models
@@ -2159,6 +2163,13 @@ export const load = (
       tasks: judgesOf(experiment.template.tasks),
       experimentOtherwise: digest(canonicalJsonUnsafe({ document: withoutRubrics(experimentIdentity(plain(base.raw))), code: taskCode })).slice(0, 12)
     })
+    // the same experiment part field by field (nothing secret kept, see documentFields): stored
+    // with each version's description, so that a later change names the fields (tester16g F11);
+    // the description is not digested, so a version frozen before keeps its digest
+    const experimentFields: Json = plain({
+      document: fieldsOf(withoutRubrics(experimentIdentity(plain(base.raw)))),
+      code: digest(canonicalJsonUnsafe(taskCode)).slice(0, 12)
+    })
     // before 0.9.0 the code files' contents were not digested: a version frozen then is still
     // this protocol (its files' contents were never recorded, so a change to them cannot be told)
     const { modules: _modules, ...withoutModules } = protocol
@@ -2307,6 +2318,7 @@ export const load = (
           ...(doc.metrics === undefined ? {} : { metrics: doc.metrics }),
           ...(hasModules ? { modules } : {}),
           judges,
+          experimentFields,
           ...(doc.analysis === undefined ? {} : { analysis: doc.analysis }),
           trialConcurrency,
           plan,

@@ -2195,35 +2195,85 @@ const widenedPct = (level: number) => level >= 1 ? "100%" : `${Number((level * 1
 
 const signed = (x: number) => `${x > 0 ? "+" : ""}${fmt(x)}`
 
+/** An objective as {@link decidingText} reads it: its metric, direction and target. */
+type DecidingObjectiveOf = { readonly metric: string; readonly direction: DomainStudy.Direction; readonly target?: number | undefined }
+
 /**
- * A {@link DecidingComparison} in words: `v01 over v03: accuracy Δ +0.2 [0.1, 0.3] better
- * beyond noise; costUsd Δ +0.001 [-0.002, 0.004] within noise (Δ: paired difference v01 − v03,
- * intervals at 99.8%: widened for 6 comparisons)`; an objective judged on the two intervals
- * reads `latencyP95Ms v01 500 [400, 600] vs v03 900 [800, 1000] better beyond noise`.
+ * A {@link DecidingComparison} in words, one phrase per objective saying which way the
+ * dominator leans in words (tester16g F5): `v01 over v03: accuracy Δ +0.2000 [0.1000, 0.3000]:
+ * v01 ahead beyond noise; costUsd Δ +0.001000 [-0.002000, 0.004000]: v01 behind, within noise;
+ * calls equal`. An objective judged on the two intervals (a `target` one, with its target)
+ * reads `a v01 5.900 [5.535, 6.265] vs v03 4.975 [4.610, 5.340] (target 5): v01 ahead beyond
+ * noise`. What Δ and the intervals are is said once per report ({@link decidingNote}), not
+ * per line. Without `objectives` the direction is not known: `better beyond noise` / `within
+ * noise`.
  *
  * @param d the deciding comparison
  * @param variantId the dominated variant
+ * @param objectives the comparison's objectives (`StudyComparison.objectives`)
  * @returns the sentence
  * @since 0.16.0
  * @category rendering
  */
-export const decidingText = (d: DecidingComparison, variantId: string): string => {
-  const verdict = (o: DecidingObjective) => o.beyondNoise ? "better beyond noise" : "within noise"
+export const decidingText = (d: DecidingComparison, variantId: string, objectives?: ReadonlyArray<DecidingObjectiveOf>): string => {
   const parts = d.objectives.map((o) => {
+    const of = objectives?.find((x) => x.metric === o.metric)
+    // > 0: the dominator ahead (higher for maximize, lower for minimize, nearer a target)
+    const lean = (by: number, other: number): number => {
+      if (of === undefined) return Number.NaN
+      if (of.direction === "target" && of.target !== undefined) return Math.abs(other - of.target) - Math.abs(by - of.target)
+      return of.direction === "minimize" ? other - by : by - other
+    }
+    const verdict = (l: number) =>
+      o.beyondNoise
+        ? of === undefined ? "better beyond noise" : `${d.by} ahead beyond noise`
+        : Number.isNaN(l)
+        ? "within noise"
+        : Statistics.nearlyEqual(l, 0)
+        ? "level on the estimates, within noise"
+        : `${d.by} ${l > 0 ? "ahead" : "behind"}, within noise`
+    const sep = of === undefined ? " " : ": "
     if (o.basis === "intervals" && o.intervals !== undefined) {
       const iv = (x: { readonly estimate: number; readonly lower: number; readonly upper: number }) => `${fmt(x.estimate)} ${Words.range(x.lower, x.upper)}`
-      return `${o.metric} ${d.by} ${iv(o.intervals.by)} vs ${variantId} ${iv(o.intervals.variant)} ${verdict(o)}`
+      const target = of?.direction === "target" && of.target !== undefined ? ` (target ${fmt(of.target)})` : ""
+      return `${o.metric} ${d.by} ${iv(o.intervals.by)} vs ${variantId} ${iv(o.intervals.variant)}${target}${sep}${verdict(lean(o.intervals.by.estimate, o.intervals.variant.estimate))}`
     }
     const x = o.difference
-    if (x === null || x === undefined) return `${o.metric} no paired interval: ${verdict(o)}`
-    return `${o.metric} Δ ${signed(x.estimate)} ${Words.range(x.lower, x.upper)} ${verdict(o)}`
+    if (x === null || x === undefined) return `${o.metric} no paired interval${sep}${verdict(Number.NaN)}`
+    // every paired difference 0: an exact tie, said as such (not `Δ 0 [0, 0] within noise`)
+    if (!o.beyondNoise && x.estimate === 0 && x.lower === 0 && x.upper === 0) return `${o.metric} equal`
+    return `${o.metric} Δ ${signed(x.estimate)} ${Words.range(x.lower, x.upper)}${sep}${verdict(lean(x.estimate, 0))}`
   })
-  const paired = d.objectives.find((o) => o.basis === "paired" && o.difference !== null && o.difference !== undefined)?.difference
-  const widened = paired === undefined || paired === null ? null : /widened for (\d+) comparisons/.exec(paired.method)?.[1]
-  const note = paired === undefined || paired === null
-    ? " (the two variants' intervals)"
-    : ` (Δ: paired difference ${d.by} − ${variantId}, intervals at ${widenedPct(paired.level)}${widened === null || widened === undefined ? "" : `: widened for ${widened} comparisons`})`
-  return `${d.by} over ${variantId}: ${parts.join("; ")}${note}`
+  return `${d.by} over ${variantId}: ${parts.join("; ")}`
+}
+
+/**
+ * What the "why" lines' figures are, said once per report (tester16g F5): `why: Δ is the paired
+ * difference dominator − dominated, its interval at 99.58% (widened for 12 comparisons); an
+ * objective without a paired difference (a target) compares the two variants' intervals`;
+ * `""` when no variant has a deciding comparison.
+ *
+ * @param c the comparison
+ * @returns the sentence, or `""`
+ * @since 0.16.0
+ * @category rendering
+ */
+export const decidingNote = (c: StudyComparison): string => {
+  const all = c.variants.flatMap((v) => (v.pareto.deciding ?? []).flatMap((d) => d.objectives))
+  if (all.length === 0) return ""
+  const levels = new Map<string, string>()
+  for (const o of all) {
+    const x = o.basis === "paired" ? o.difference : undefined
+    if (x === null || x === undefined) continue
+    const widened = /widened for (\d+) comparisons/.exec(x.method)?.[1]
+    const text = `${widenedPct(x.level)}${widened === undefined ? "" : ` (widened for ${widened} comparisons)`}`
+    levels.set(text, text)
+  }
+  const paired = levels.size === 0 ? "" : `Δ is the paired difference dominator − dominated, its interval at ${[...levels.values()].join(" or ")}`
+  const intervals = all.some((o) => o.basis === "intervals" || o.difference === null || o.difference === undefined)
+    ? `${paired === "" ? "" : "; "}an objective without a paired difference (a target, say) compares the two variants' intervals`
+    : ""
+  return `${paired}${intervals}; a lead within noise is a tie`
 }
 
 /**
@@ -2474,7 +2524,7 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
     } else {
       lines.push(`${bullet}${v.variantId}${v.isBaseline ? " (baseline)" : ""}: ${assignmentText(v.assignment)} — ${Words.count(v.succeeded, "compared trial")}; Pareto: ${pareto}; weighted rank ${v.rank ?? "—"}`)
       if (v.succeeded === 0) continue
-      for (const d of v.pareto.deciding ?? []) lines.push(`      why: ${decidingText(d, v.variantId)}`)
+      for (const d of v.pareto.deciding ?? []) lines.push(`      why: ${decidingText(d, v.variantId, c.objectives)}`)
       if (decidingShown(v) !== "") lines.push(`      why: ${decidingShown(v)}`)
       for (const m of shown) {
         const x = v.values[m.name]!
@@ -2482,12 +2532,14 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
       }
     }
   }
+  // what the why lines' figures are: once, not on every line (tester16g F5)
+  if (!md && decidingNote(c) !== "") lines.push(`${bullet}why lines: ${decidingNote(c)}`)
   // why each dominated variant is dominated (the table has no room for it)
   const deciding = c.variants.filter((v) => (v.pareto.deciding ?? []).length > 0)
   if (md && deciding.length > 0) {
-    lines.push("", "### Why dominated (beyond noise; a lead within noise is a tie)")
+    lines.push("", "### Why dominated (beyond noise; a lead within noise is a tie)", "", decidingNote(c), "")
     for (const v of deciding) {
-      for (const d of v.pareto.deciding!) lines.push(`- ${v.variantId}: ${decidingText(d, v.variantId)}`)
+      for (const d of v.pareto.deciding!) lines.push(`- ${v.variantId}: ${decidingText(d, v.variantId, c.objectives)}`)
       if (decidingShown(v) !== "") lines.push(`- ${v.variantId}: ${decidingShown(v)}`)
     }
   }

@@ -19,7 +19,7 @@ import { createHash } from "node:crypto"
 import { canonicalJsonUnsafe, type Json } from "../../domain/Json.js"
 import { noun, range } from "../../domain/internal/words.js"
 import { escapeHtml } from "../Dashboard.js"
-import { caseValueText, cycleNote, decidingShown, decidingText, degenerateNote, deltaText, type Evidence, fmt, judgeShareText, statusWordsOf, type StudyComparison, tieText, unplacedText, type VariantComparison, versusText } from "../StudyCompare.js"
+import { caseValueText, cycleNote, decidingNote, decidingShown, decidingText, degenerateNote, deltaText, type Evidence, fmt, judgeShareText, statusWordsOf, type StudyComparison, tieText, unplacedText, type VariantComparison, versusText } from "../StudyCompare.js"
 import { distinctFigures, type BudgetFigure } from "../StudyControl.js"
 import { formatCost, STUDY_COST } from "./money.js"
 
@@ -82,7 +82,7 @@ const frontCell = (c: StudyComparison, v: VariantComparison, which: "strict" | "
       // within noise: why, per dominator (a lead within noise is a tie; fix16ac F2)
       which === "strict"
         ? ""
-        : (v.pareto.deciding ?? []).map((d) => `<div class="why muted">${escapeHtml(decidingText(d, v.variantId))}</div>`).join("") +
+        : (v.pareto.deciding ?? []).map((d) => `<div class="why muted">${escapeHtml(decidingText(d, v.variantId, c.objectives))}</div>`).join("") +
           (decidingShown(v) === "" ? "" : `<div class="why muted">${escapeHtml(decidingShown(v))}</div>`)
     }`
 }
@@ -207,7 +207,10 @@ ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeM
     c.metrics.map((m) => `<option value="${e(m.name)}"${m.name === selected ? " selected" : ""}>${e(m.name)}</option>`).join("")
   const xDefault = c.objectives[0]?.metric ?? shown[0]?.name
   const yDefault = c.objectives[1]?.metric ?? c.metrics.find((m) => m.name !== xDefault && (m.name === "costUsd" || m.name === "wallMs"))?.name ?? c.metrics.find((m) => m.name !== xDefault)?.name
-  const compare = `<p class="muted">per metric: the mean of the repeats with its ${e(pct(c.level))} interval; Δ: the paired difference against the baseline <span class="mono">${e(c.baseline)}</span> (candidate − baseline) with its interval (hover for the wording). Pareto: strict front (point estimates) and front within noise (dominated only by a variant better beyond the intervals on one objective and not worse beyond them on any: a lead within noise is a tie, so the two fronts can differ both ways).</p>
+  const compare = `<p class="muted">per metric: the mean of the repeats with its ${e(pct(c.level))} interval; Δ: the paired difference against the baseline <span class="mono">${e(c.baseline)}</span> (candidate − baseline) with its interval (hover for the wording). Pareto: strict front (point estimates) and front within noise (dominated only by a variant better beyond the intervals on one objective and not worse beyond them on any: a lead within noise is a tie, so the two fronts can differ both ways).${
+    // what the "why" lines under the within-noise column are, once (tester16g F5)
+    decidingNote(c) === "" ? "" : ` <span id="why-note">Why lines: ${e(decidingNote(c))}.</span>`
+  }</p>
 <table id="compare-table"><thead><tr><th>variant</th><th>assignment</th><th>compared trials</th>${head}<th>Pareto (strict)</th><th>Pareto (within noise)</th><th>constraint breaches</th><th>weighted rank</th></tr></thead><tbody>${compareRows}</tbody></table>
 <h3>Against the baseline</h3><ul id="compare-versus">${versus === "" ? "<li>nothing to compare</li>" : versus}</ul>
 <div class="two">

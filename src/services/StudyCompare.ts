@@ -2136,8 +2136,10 @@ const studentOf = (xs: ReadonlyArray<number>, level: number, unit: "repeat" | "p
 /**
  * A variant's Pareto membership in words, as the text report and the Study page say it:
  * `front` (on both fronts), `front within noise (behind v01 on the point estimates only)`,
- * `dominated beyond noise by v02 (on the strict front by a lead within noise only)`, `dominated
- * by v02`, `not compared`, or {@link unplacedText}'s words.
+ * `dominated beyond noise by v02 (on the strict front by a lead within noise only)`, off both
+ * fronts `dominated by v02 (on both fronts)` or, when the fronts' dominators differ, `dominated
+ * beyond noise by v02; on the point estimates by v02, v03` (tester16g F6), `not compared`, or
+ * {@link unplacedText}'s words.
  *
  * @param c the comparison
  * @param v one of its variants
@@ -2155,7 +2157,18 @@ export const paretoText = (c: StudyComparison, v: VariantComparison): string =>
     : unplacedText(c, v) ??
       (v.pareto.strict
         ? `dominated beyond noise by ${v.pareto.dominatedBy.uncertain.join(", ")} (on the strict front by a lead within noise only)`
-        : `dominated by ${v.pareto.dominatedBy.uncertain.join(", ")}`)
+        : dominatedOnBothText(v.pareto.dominatedBy))
+
+/**
+ * Off both fronts: whose dominators are whose (tester16g F6), as the Study page's two columns
+ * list them: `dominated by v02, v03 (on both fronts)` when the lists agree, else `dominated
+ * beyond noise by v01, v02, v03; on the point estimates by v02, v03`.
+ */
+const dominatedOnBothText = (by: VariantComparison["pareto"]["dominatedBy"]): string => {
+  const [u, st] = [by.uncertain.join(", "), by.strict.join(", ")]
+  if (st === "" || u === st) return `dominated by ${u}${st === "" ? " (beyond noise)" : " (on both fronts)"}`
+  return `dominated beyond noise by ${u}; on the point estimates by ${st}`
+}
 
 /**
  * When a variant has more dominators than deciding comparisons shown (the first

@@ -751,7 +751,10 @@ describe("StudyCompare: the report is a pinned function of the stored study", ()
       const row = (id: string) =>
         page.split(`<tr data-variant="${id}">`).slice(1).map((r) => r.slice(0, r.indexOf("</tr>"))).find((r) => r.includes("pareto-strict")) ?? ""
       assert.include(row("v01"), `<td class="pareto-strict">no <span class="by">(dominated by v02, v03)</span></td>`)
-      assert.include(row("v01"), `<td class="pareto-uncertain">no <span class="by">(dominated by v02)</span><div class="why muted">v02 over v01: accuracy Δ +0.2500 [0.01444, 0.4856] better beyond noise; tokensIn equal</div>`)
+      assert.include(row("v01"), `<td class="pareto-uncertain">no <span class="by">(dominated by v02)</span><div class="why muted">v02 over v01: accuracy Δ +0.2500 [0.01444, 0.4856]: v02 ahead beyond noise; tokensIn equal</div>`)
+      // tester16g F6: the text and Markdown cell says whose dominators are whose, as the two columns do
+      assert.include(StudyCompare.renderText(c), "Pareto: dominated beyond noise by v02; on the point estimates by v02, v03;")
+      assert.include(StudyCompare.renderMarkdown(c), "| dominated beyond noise by v02; on the point estimates by v02, v03 |")
       assert.include(row("v03"), `<td class="pareto-strict">no <span class="by">(dominated by v02)</span></td><td class="pareto-uncertain">yes</td>`)
       assert.include(row("v02"), `<td class="pareto-strict">yes</td><td class="pareto-uncertain">yes</td>`)
     }).pipe(Effect.provide(studyEnv("golden"))))
@@ -916,6 +919,8 @@ describe("StudyCompare: the why lines say how many are shown; intervals print bo
         }
       }
       assert.include(text, "why: v02 over v01: a Δ +2 [2, 2]: v02 ahead beyond noise")
+      // tester16g F6: the same dominators on both fronts: said once, with the fronts named
+      assert.include(text, "Pareto: dominated by v02, v03, v04, v05, v06 (on both fronts);")
     }).pipe(Effect.provide(studyEnv("many"))))
 })
 

@@ -504,7 +504,7 @@ const fieldValueWords = (v: Json): string => {
 /**
  * The changed fields of the base experiment's document between two stored descriptions'
  * `experimentFields` (tester16g F11), one phrase each: `pipeline.tasks[0].options.temperature 0
- * -> 0.5`, `pools.llm.resources[0].options.apiKey changed (secret, not stored)`, `…template:
+ * -> 0.5`, `pools.llm.resources[0].options.apiKey (secret, not stored) -> "${OPENAI_API_KEY}"`, `…template:
  * text changed (84 -> 96 characters)`, `… added (…)`, `… removed`, and `its tasks' code
  * changed`; `undefined` when either side does not record them (a version frozen before
  * 0.16.0) or they show no change.
@@ -520,13 +520,20 @@ const experimentFieldWords = (before: Json, after: Json): ReadonlyArray<string> 
     if (y === undefined) return [`${p} removed`]
     if (canonicalJsonUnsafe(x) === canonicalJsonUnsafe(y)) return []
     const [rx, ry] = [recordOf(x), recordOf(y)]
-    if (typeof rx["secret"] === "string" || typeof ry["secret"] === "string") return [`${p} changed (secret, not stored)`]
+    // (a secret is a marker on both sides, never a value: two markers are equal, so this is a
+    // secret set or removed, e.g. an inline key replaced by a `${VAR}` reference)
+    if (typeof rx["secret"] === "string" || typeof ry["secret"] === "string") return [`${p} ${fieldValueWords(x)} -> ${fieldValueWords(y)}`]
     if (typeof rx["chars"] === "number" && typeof ry["chars"] === "number") return [`${p}: text changed (${rx["chars"]} -> ${ry["chars"]} characters)`]
     return [`${p} ${fieldValueWords(x)} -> ${fieldValueWords(y)}`]
   })
   const shown = said.slice(0, FIELDS_SHOWN)
   if (said.length > FIELDS_SHOWN) shown.push(`and ${said.length - FIELDS_SHOWN} more`)
   if (recordOf(xb)["code"] !== recordOf(xa)["code"]) shown.push("its tasks' code changed")
+  // every stored field equal and the same code, yet the document's digest moved: a secret's
+  // value (stored as a marker only)
+  if (shown.length === 0 && Object.values(da).some((v) => typeof recordOf(v)["secret"] === "string")) {
+    return ["a secret value changed (secret values are not stored, so which one is not said)"]
+  }
   return shown.length === 0 ? undefined : shown
 }
 

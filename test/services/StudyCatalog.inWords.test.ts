@@ -223,9 +223,14 @@ describe("StudyCatalog.inWords: the changed fields of the base experiment (teste
       assert.deepStrictEqual(Object.keys((fields["pools.llm.resources[0].options.headers.Authorization"] as any)), ["secret"])
       assert.strictEqual(fields["pools.llm.resources[0].options.headers.X-Title"], "f11")
       assert.strictEqual(fields["pools.llm.resources[0].options.baseUrl"], "http://127.0.0.1:9/v1")
+      // not even a digest of it: the same marker whatever the value
+      assert.deepStrictEqual(fields["pools.llm.resources[0].options.apiKey"], { secret: "not stored" })
       const rotated = change(v1, yield* loaded(experiment({ apiKey: "sk-live-other" })))
-      assert.deepStrictEqual(rotated, ["experiment: pools.llm.resources[0].options.apiKey changed (secret, not stored)"])
+      assert.deepStrictEqual(rotated, ["experiment: a secret value changed (secret values are not stored, so which one is not said)"])
       assert.notInclude(rotated[0]!, "sk-live")
+      // an inline key replaced by a reference is named
+      const referenced = change(v1, yield* loaded(experiment({ apiKey: "${OPENAI_API_KEY}" })))
+      assert.deepStrictEqual(referenced, ["experiment: pools.llm.resources[0].options.apiKey (secret, not stored) -> \"${OPENAI_API_KEY}\""])
       // a `${VAR}` reference is kept as written: the reference, never a value
       const env = yield* loaded(experiment({ apiKey: "${OPENAI_API_KEY}", extra: { system: "${SYSTEM_PROMPT}" } }))
       assert.strictEqual(((env.description as any).experimentFields.document)["pipeline.tasks[0].options.system"], "${SYSTEM_PROMPT}")

@@ -7,8 +7,10 @@
  * - a value under a secret-looking key (`Secrets.isSecretName`: `apiKey`, `token`,
  *   `password`, `Authorization`, …) or under `headers` (every header but the public ones,
  *   `Secrets.isPublicHeader`), and a URL with a user, a password or a non-public query value
- *   (`Secrets.secretsOfUrl`), is stored as `{ secret: <12-hex digest> }` only, enough to tell
- *   that it changed;
+ *   (`Secrets.secretsOfUrl`), is stored as the marker `{ secret: "not stored" }` only: not
+ *   even a digest, since a short digest of a weak password can be guessed offline (so a
+ *   changed secret alone is not named: the digests say that something changed); a `${VAR}`
+ *   reference under such a key is kept as written;
  * - a `${VAR}` reference is stored as written (the document is read before the environment is
  *   substituted), never its value;
  * - a text longer than {@link MAX_TEXT} characters or with a line break (a prompt) is stored as
@@ -25,6 +27,12 @@ export const MAX_TEXT = 60
 
 /** Arrays longer than this are stored as one digest and a count. */
 export const MAX_ITEMS = 20
+
+/** What a secret value is stored as: a marker, never the value nor a digest of it. */
+const SECRET_MARK: Json = { secret: "not stored" }
+
+/** A whole-value environment reference, `${NAME}`, as written before substitution. */
+const ENV_REFERENCE = /^\$\{[A-Za-z_][A-Za-z0-9_]*\}$/
 
 const short = (v: Json): string => digest(canonicalJsonUnsafe(v)).slice(0, 12)
 
@@ -45,7 +53,9 @@ export const fieldsOf = (document: Json): Record<string, Json> => {
   const out: Record<string, Json> = {}
   const walk = (v: Json, path: string, secret: boolean, inHeaders: boolean): void => {
     if (secret) {
-      out[path] = { secret: short(v) }
+      // a reference (`${OPENAI_API_KEY}`) is not the secret: kept as written; anything else is
+      // a marker only, not even a digest (a short digest of a weak password can be guessed)
+      out[path] = typeof v === "string" && ENV_REFERENCE.test(v) ? v : SECRET_MARK
       return
     }
     if (Array.isArray(v)) {
@@ -64,7 +74,7 @@ export const fieldsOf = (document: Json): Record<string, Json> => {
       return
     }
     if (typeof v === "string") {
-      if (Secrets.secretsOfUrl(v).length > 0) out[path] = { secret: short(v) }
+      if (Secrets.secretsOfUrl(v).length > 0) out[path] = SECRET_MARK
       else if (v.length > MAX_TEXT || /[\r\n]/.test(v)) out[path] = { digest: short(v), chars: v.length }
       else out[path] = v
       return

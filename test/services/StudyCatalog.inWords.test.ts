@@ -4,7 +4,7 @@
  */
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -239,7 +239,7 @@ describe("StudyCatalog.inWords: the changed fields of the base experiment (teste
       yield* Effect.gen(function*() {
         const catalog = yield* StudyCatalog
         yield* catalog.freeze({ studyId: "fields", question: "Which?", type: "compare", protocolDigest: v1.digest, protocolParts: v1.parts, protocol: v1.description, newVersion: false }, 1)
-      }).pipe(Effect.provide(SuiteStore.layer({ root, suiteId: "fields", layout: "combined", members: [] })), Effect.provide(NodeContext.layer), Effect.scoped)
+      }).pipe(Effect.provide(SuiteStore.layer({ root, suiteId: "fields", layout: "combined", members: [] }).pipe(Layer.provideMerge(NodeContext.layer))), Effect.scoped)
       const files = fs.readdirSync(root, { recursive: true }).map(String).filter((f) => fs.statSync(path.join(root, f)).isFile())
       assert.isAbove(files.length, 0)
       for (const f of files) assert.notInclude(fs.readFileSync(path.join(root, f)).toString("latin1"), "F11-do-not-store", f)
@@ -257,7 +257,7 @@ describe("StudyCatalog.inWords: the changed fields of the base experiment (teste
         const first = yield* catalog.freeze({ ...input, protocol: old }, 1)
         const again = yield* catalog.freeze({ ...input, protocol: now.description }, 2)
         return [first, again, yield* catalog.versions("fields")] as const
-      }).pipe(Effect.provide(SuiteStore.layer({ root, suiteId: "fields", layout: "combined", members: [] })), Effect.provide(NodeContext.layer), Effect.scoped)
+      }).pipe(Effect.provide(SuiteStore.layer({ root, suiteId: "fields", layout: "combined", members: [] }).pipe(Layer.provideMerge(NodeContext.layer))), Effect.scoped)
       assert.deepStrictEqual(first, { version: 1, created: true })
       assert.deepStrictEqual(again, { version: 1, created: false })
       assert.strictEqual(versions.length, 1)

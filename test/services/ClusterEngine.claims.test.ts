@@ -12,12 +12,13 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Effect, Fiber, Layer, Option, Redacted, Stream, TestClock } from "effect"
+import { Clock, Duration, Effect, Either, Exit, Fiber, Layer, Option, Redacted, Scope, Stream, TestClock } from "effect"
 import type { RunId } from "../../src/domain/Ids.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Resource from "../../src/domain/Resource.js"
 import * as Task from "../../src/domain/Task.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as PgPools from "../../src/layers/PgPools.js"
 import { make as makeBus } from "../../src/services/Bus.js"
 import * as Claims from "../../src/services/internal/cluster/inflight.js"
 import { makeTaskEnv, runTask } from "../../src/services/internal/cluster/task.js"
@@ -59,6 +60,19 @@ const tokenOf = (pipelineId: string) =>
       sql<{ token: string | null }>`SELECT token FROM ${sql(Claims.TABLE)} WHERE pipeline_id = ${pipelineId}`,
       (rows) => rows[0]?.token ?? undefined
     ))
+
+/** A macrotask turn: lets the database's answers arrive (no time passes on any clock). */
+const turn = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+
+/** Moves the test clock by `step` and turns, until `fiber` has ended; then joins it. */
+const drive = <A, E>(fiber: Fiber.Fiber<A, E>, step: Duration.DurationInput) =>
+  Effect.zipRight(
+    Effect.repeat(
+      Effect.zipRight(Effect.zipRight(TestClock.adjust(step), turn), Effect.map(Fiber.poll(fiber), Option.isSome)),
+      { until: (ended) => ended }
+    ),
+    Fiber.join(fiber)
+  )
 
 describe("cluster task claims", () => {
   it.live("claim, renew, release: one winner; a stale claim is taken over with what it held; a later task overwrites an earlier one", () =>
@@ -187,4 +201,61 @@ describe("cluster task claims", () => {
         pgLayer("claims_zombie")
       ))
     ), 60_000)
+
+  /**
+   * The same zombie on a global pool (one slot row in Postgres, an hour's TTL): the lease it was
+   * granted after its claim was taken over is given back at once, since nothing was called under
+   * it (the fence is the last step before the call). Left to the interruption (an unknown
+   * outcome), its slot would stay held until its TTL, and every other runner would wait that
+   * long for it (the default mode's twin of the draining window's case, pg17t).
+   */
+  it.scoped("a zombie stopped at its fence gives its global slot back at once (not after the lease's TTL)", () =>
+    Effect.gen(function*() {
+      const { claims } = yield* freshClaims
+      let calls = 0
+      const ask = Task.make("ask", { resource: "llm", retry: { maxAttempts: 1 } }, (n: number, ctx) =>
+        Effect.gen(function*() {
+          const lease = yield* ctx.acquire()
+          calls++
+          yield* lease.report({ ok: true })
+          return n * 10
+        }))
+      const spec = Pipeline.make("zombieslot", ask).bind(4)
+      const store = yield* Store
+      yield* PgPools.migrate
+      const pools = yield* PgPools.make([Pool.make("llm", [Resource.make("llm", { id: "k", capacity: 1 })])], {
+        runnerId: "r1",
+        leaseTtl: "1 hour",
+        renewEvery: "10 minutes"
+      })
+      const runId = "run-zs" as RunId
+      const now = yield* Clock.currentTimeMillis
+      yield* store.openRun({ runId, label: null, config: {}, startedAt: now, meta: undefined })
+      yield* store.admit([Rows.admissionRow(spec, 0, undefined, runId, now)], [Rows.seedArtifact(spec, runId, now)])
+      // the pool's only slot is busy: the execution will wait for it
+      const busy = yield* Scope.make()
+      yield* Scope.extend(pools.acquire("llm"), busy)
+      const env = yield* makeTaskEnv({ store, pools, bus: yield* makeBus, concurrency: 2, claims })
+      yield* Effect.fork(runTask(env, spec, 0))
+      const token1 = yield* Effect.repeat(Effect.zipLeft(tokenOf(spec.pipelineId), turn), { until: (t) => t !== undefined })
+      // the runner freezes past the claim's TTL and another execution takes the claim over
+      yield* ageClaims
+      const takeover = yield* claims.claim({
+        pipelineId: spec.pipelineId,
+        seq: 0,
+        runId,
+        token: "other",
+        taskRunId: `${spec.pipelineId}:0:${runId}:other`,
+        attempt: 1,
+        startedAt: now
+      })
+      assert.isTrue(takeover.won, `the claim of ${token1} is taken over`)
+      // the busy slot comes back after a completed call: the zombie gets it, finds its claim
+      // gone at its fence and does not call
+      yield* Scope.close(busy, Exit.void)
+      const next = yield* Effect.fork(Effect.either(Effect.scoped(pools.acquire({ pool: "llm", timeout: "1 minute" }))))
+      const got = yield* drive(next, "1 second")
+      assert.strictEqual(calls, 0, "the zombie did not call")
+      assert.isTrue(Either.isRight(got), `the slot granted to the zombie comes back at once: ${Either.isLeft(got) ? got.left._tag : ""}`)
+    }).pipe(Effect.provide(Layer.mergeAll(MemoryStore.layer(), pgLayer("claims_zombie_slot")))), 120_000)
 })

@@ -283,8 +283,7 @@ const readFence = (
  * (the last step before it):
  *
  * - L4: the checkpoint of `seq` is read again; when it is committed, `found` is completed and
- *   the attempt is interrupted (the lease goes back with the attempt's scope, or is reclaimed
- *   when raw);
+ *   the attempt is interrupted;
  * - the execution's claim is renewed (when `claim` is given) and moved to this task
  *   (`claim.current`); when another execution holds it now, `fence.lost` is set and the
  *   attempt is interrupted before its call;
@@ -292,6 +291,9 @@ const readFence = (
  *   the store's checkpoint (its digest), until confirmed; when the store kept another value,
  *   `fence.stale` is set and the attempt is interrupted before its call (it runs again from
  *   the stored input);
+ * - stopped by any of these, the lease is given back at once, as after a completed call
+ *   (nothing was called under it), before the attempt is interrupted: a global slot is not
+ *   held until its TTL for a call that never went out;
  * - a global lease's slot is renewed (only the same lease id, only while not expired): a
  *   runner frozen or cut off past the lease's TTL between the grant and the call finds its
  *   slot expired or claimed by another runner; the lease is then lost (nothing was called
@@ -322,12 +324,21 @@ const recheckingPools = (
   windowed?: WindowedTask | undefined,
   parked?: Array<Effect.Effect<void>> | undefined
 ): PoolsService => {
-  const settle = (verdict: TaskVerdict | undefined) =>
-    verdict === undefined ? Effect.void : Effect.zipRight(Deferred.succeed(found, verdict), Effect.interrupt)
-  const recheck = Effect.flatMap(
-    Effect.orElseSucceed(env.store.getPipeline(pipelineId), () => Option.none<PipelineRecord>()),
-    (row) => settle(Option.isSome(row) ? committed(row.value, seq) : undefined)
-  )
+  /**
+   * Stops the attempt at its fence, before its call: the lease goes back at once, as after a
+   * completed call, since nothing was called under it (the fence is the last step before the
+   * call; a global slot is given back only under the lease's own id, so a slot another holder
+   * took meanwhile is left alone). Left to the interruption, it would be an unknown outcome and
+   * a global slot would stay held until its TTL.
+   */
+  const stop = (lease: Lease<any>) => Effect.zipRight(lease.releaseNow, Effect.interrupt)
+  const settle = (lease: Lease<any>, verdict: TaskVerdict | undefined) =>
+    verdict === undefined ? Effect.void : Effect.zipRight(Deferred.succeed(found, verdict), stop(lease))
+  const recheck = (lease: Lease<any>) =>
+    Effect.flatMap(
+      Effect.orElseSucceed(env.store.getPipeline(pipelineId), () => Option.none<PipelineRecord>()),
+      (row) => settle(lease, Option.isSome(row) ? committed(row.value, seq) : undefined)
+    )
   /** A global slot renewed on its own client: `false` only when it is no longer the lease's. */
   const slotHeld = (slot: PgPools.SlotFence) =>
     Effect.orElseSucceed(
@@ -339,7 +350,7 @@ const recheckingPools = (
   const fenced = (lease: Lease<any>): Effect.Effect<boolean> => {
     const slot = PgPools.slotFence(lease)
     if (claims === undefined || claim === undefined) {
-      return Effect.zipRight(recheck, slot === undefined ? Effect.succeed(true) : slotHeld(slot))
+      return Effect.zipRight(recheck(lease), slot === undefined ? Effect.succeed(true) : slotHeld(slot))
     }
     return Effect.gen(function*() {
       const slotHere = slot !== undefined && (yield* claims.sameDatabase(slot.sql))
@@ -347,12 +358,12 @@ const recheckingPools = (
       const answer = yield* Effect.either(claims.fence(request))
       if (Either.isLeft(answer)) {
         // the claims' database cannot be reached: L4 through the store, the claim presumed held
-        yield* recheck
+        yield* recheck(lease)
         return slot === undefined || slotHere ? true : yield* slotHeld(slot)
       }
       const f = answer.right
-      if (f.pipeline === undefined) yield* recheck
-      if ((yield* readFence(seq, found, claim, f)) !== "go") return yield* Effect.interrupt
+      if (f.pipeline === undefined) yield* recheck(lease)
+      if ((yield* readFence(seq, found, claim, f)) !== "go") return yield* stop(lease)
       env.fencedTasks.add(task)
       if (slot === undefined) return true
       return slotHere ? f.slotHeld === true : yield* slotHeld(slot)
@@ -412,7 +423,7 @@ const recheckingPools = (
       if (deadline !== undefined && env.clock.unsafeCurrentTimeMillis() >= deadline) return Effect.succeed(false)
       if (w.live()) return Effect.succeed(true)
       if (claim !== undefined) claim.fence.lost = true
-      return Effect.zipRight(lease.releaseNow, Effect.interrupt)
+      return stop(lease)
     })
   /** Acquires, fences, and acquires again while the fence finds the slot lost. */
   const ready = <L extends Lease<any>, E, R>(get: Effect.Effect<L, E, R>, scoped: boolean): Effect.Effect<L, E, R> => {

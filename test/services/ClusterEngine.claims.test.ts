@@ -12,7 +12,7 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Duration, Effect, Either, Exit, Fiber, Layer, Option, Redacted, Scope, Stream, TestClock } from "effect"
+import { Clock, Effect, Either, Exit, Fiber, Layer, Option, Redacted, Scope, Stream, TestClock } from "effect"
 import type { RunId } from "../../src/domain/Ids.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Resource from "../../src/domain/Resource.js"
@@ -25,7 +25,7 @@ import { makeTaskEnv, runTask } from "../../src/services/internal/cluster/task.j
 import * as Rows from "../../src/services/internal/runner/rows.js"
 import * as Pool from "../../src/services/Pool.js"
 import { Store } from "../../src/services/Store.js"
-import { freshClaims } from "../support/clusterRunner.js"
+import { drive, freshClaims, turn } from "../support/clusterRunner.js"
 import { usePostgres } from "../support/postgres.js"
 
 // a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
@@ -61,18 +61,28 @@ const tokenOf = (pipelineId: string) =>
       (rows) => rows[0]?.token ?? undefined
     ))
 
-/** A macrotask turn: lets the database's answers arrive (no time passes on any clock). */
-const turn = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
-
-/** Moves the test clock by `step` and turns, until `fiber` has ended; then joins it. */
-const drive = <A, E>(fiber: Fiber.Fiber<A, E>, step: Duration.DurationInput) =>
-  Effect.zipRight(
-    Effect.repeat(
-      Effect.zipRight(Effect.zipRight(TestClock.adjust(step), turn), Effect.map(Fiber.poll(fiber), Option.isSome)),
-      { until: (ended) => ended }
-    ),
-    Fiber.join(fiber)
-  )
+/**
+ * The claims table, a one-task pipeline `name` whose task leases "llm" and counts its calls, and
+ * run `runId` opened with the pipeline admitted in the `Store` in context.
+ */
+const zombieSetup = (name: string, runId: string) =>
+  Effect.gen(function*() {
+    const { claims } = yield* freshClaims
+    let calls = 0
+    const ask = Task.make("ask", { resource: "llm", retry: { maxAttempts: 1 } }, (n: number, ctx) =>
+      Effect.gen(function*() {
+        const lease = yield* ctx.acquire()
+        calls++
+        yield* lease.report({ ok: true })
+        return n * 10
+      }))
+    const spec = Pipeline.make(name, ask).bind(4)
+    const store = yield* Store
+    const now = yield* Clock.currentTimeMillis
+    yield* store.openRun({ runId: runId as RunId, label: null, config: {}, startedAt: now, meta: undefined })
+    yield* store.admit([Rows.admissionRow(spec, 0, undefined, runId as RunId, now)], [Rows.seedArtifact(spec, runId as RunId, now)])
+    return { claims, calls: () => calls, spec, store, runId: runId as RunId, now }
+  })
 
 describe("cluster task claims", () => {
   it.live("claim, renew, release: one winner; a stale claim is taken over with what it held; a later task overwrites an earlier one", () =>
@@ -149,22 +159,8 @@ describe("cluster task claims", () => {
 
   it.scoped("a zombie waiting for a lease when its claim was taken over does not call: it waits for the new owner's checkpoint", () =>
     Effect.gen(function*() {
-      const { claims } = yield* freshClaims
-      let calls = 0
-      const ask = Task.make("ask", { resource: "llm", retry: { maxAttempts: 1 } }, (n: number, ctx) =>
-        Effect.gen(function*() {
-          const lease = yield* ctx.acquire()
-          calls++
-          yield* lease.report({ ok: true })
-          return n * 10
-        }))
-      const spec = Pipeline.make("zombie", ask).bind(4)
-      const store = yield* Store
+      const { calls, claims, spec, store } = yield* zombieSetup("zombie", "run-z")
       const pools = yield* Pool.Pools
-      const runId = "run-z" as RunId
-      const now = yield* Clock.currentTimeMillis
-      yield* store.openRun({ runId, label: null, config: {}, startedAt: now, meta: undefined })
-      yield* store.admit([Rows.admissionRow(spec, 0, undefined, runId, now)], [Rows.seedArtifact(spec, runId, now)])
       // the pool's only slot is busy: the first execution will wait for it
       const blocker = yield* Effect.forkScoped(Effect.scoped(Effect.zipRight(pools.acquire("llm"), Effect.never)))
       const waitFor = (check: (token: string | undefined) => boolean) =>
@@ -185,7 +181,7 @@ describe("cluster task claims", () => {
       // runner 1 looks again one heartbeat later: the checkpoint is there
       yield* TestClock.adjust("1 second")
       assert.strictEqual(yield* Fiber.join(zombie), "done")
-      assert.strictEqual(calls, 1, "the provider was called once")
+      assert.strictEqual(calls(), 1, "the provider was called once")
       const attempts = Array.from(yield* Stream.runCollect(store.streamAttempts({ pipelineId: spec.pipelineId })))
       assert.deepStrictEqual(attempts.map((a) => [a.attemptNo, a.outcome]).sort(), [[1, "cancelled"], [1, "succeeded"]])
       // the execution cut short is on record (written by the new owner right after its claim, read
@@ -211,27 +207,13 @@ describe("cluster task claims", () => {
    */
   it.scoped("a zombie stopped at its fence gives its global slot back at once (not after the lease's TTL)", () =>
     Effect.gen(function*() {
-      const { claims } = yield* freshClaims
-      let calls = 0
-      const ask = Task.make("ask", { resource: "llm", retry: { maxAttempts: 1 } }, (n: number, ctx) =>
-        Effect.gen(function*() {
-          const lease = yield* ctx.acquire()
-          calls++
-          yield* lease.report({ ok: true })
-          return n * 10
-        }))
-      const spec = Pipeline.make("zombieslot", ask).bind(4)
-      const store = yield* Store
+      const { claims, calls, now, runId, spec, store } = yield* zombieSetup("zombieslot", "run-zs")
       yield* PgPools.migrate
       const pools = yield* PgPools.make([Pool.make("llm", [Resource.make("llm", { id: "k", capacity: 1 })])], {
         runnerId: "r1",
         leaseTtl: "1 hour",
         renewEvery: "10 minutes"
       })
-      const runId = "run-zs" as RunId
-      const now = yield* Clock.currentTimeMillis
-      yield* store.openRun({ runId, label: null, config: {}, startedAt: now, meta: undefined })
-      yield* store.admit([Rows.admissionRow(spec, 0, undefined, runId, now)], [Rows.seedArtifact(spec, runId, now)])
       // the pool's only slot is busy: the execution will wait for it
       const busy = yield* Scope.make()
       yield* Scope.extend(pools.acquire("llm"), busy)
@@ -255,7 +237,7 @@ describe("cluster task claims", () => {
       yield* Scope.close(busy, Exit.void)
       const next = yield* Effect.fork(Effect.either(Effect.scoped(pools.acquire({ pool: "llm", timeout: "1 minute" }))))
       const got = yield* drive(next, "1 second")
-      assert.strictEqual(calls, 0, "the zombie did not call")
+      assert.strictEqual(calls(), 0, "the zombie did not call")
       assert.isTrue(Either.isRight(got), `the slot granted to the zombie comes back at once: ${Either.isLeft(got) ? got.left._tag : ""}`)
     }).pipe(Effect.provide(Layer.mergeAll(MemoryStore.layer(), pgLayer("claims_zombie_slot")))), 120_000)
 })

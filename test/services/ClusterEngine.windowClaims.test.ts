@@ -30,7 +30,7 @@ import { windowKey } from "../../src/services/internal/cluster/workflow.js"
 import * as Pool from "../../src/services/Pool.js"
 import * as Rows from "../../src/services/internal/runner/rows.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
-import { type AnySpec, admitUnder, assertSucceeded, createClusterDatabase, singleRunner, submitSpecs } from "../support/clusterRunner.js"
+import { type AnySpec, admitUnder, assertSucceeded, createClusterDatabase, drive, singleRunner, submitSpecs, turn } from "../support/clusterRunner.js"
 import { usePostgres } from "../support/postgres.js"
 
 // a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
@@ -56,21 +56,8 @@ const ageWindowClaims = Effect.flatMap(
   (sql) => sql.unsafe(`UPDATE ${WindowClaims.TABLE} SET expires_at = now() - interval '1 hour' WHERE token IS NOT NULL`)
 )
 
-/** A macrotask turn: lets the database's answers arrive (no time passes on any clock). */
-const turn = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
-
 /** Turns until `check` holds. */
 const until = (check: () => boolean) => Effect.repeat(turn, { until: check })
-
-/** Moves the test clock by `step` and turns, until `fiber` has ended; then joins it. */
-const drive = <A, E>(fiber: Fiber.Fiber<A, E>, step: Duration.DurationInput) =>
-  Effect.zipRight(
-    Effect.repeat(
-      Effect.zipRight(Effect.zipRight(TestClock.adjust(step), turn), Effect.map(Fiber.poll(fiber), Option.isSome)),
-      { until: (ended) => ended }
-    ),
-    Fiber.join(fiber)
-  )
 
 /** Opens run `runId` in `store` and admits `specs` under it (their seeds included), written through. */
 const admitAll = (store: StoreService, specs: ReadonlyArray<AnySpec>, runId: RunId) =>

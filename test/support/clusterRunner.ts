@@ -12,7 +12,7 @@ import { NodeContext } from "@effect/platform-node"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert } from "@effect/vitest"
-import { Clock, Effect, Layer, Logger, LogLevel, Option, Redacted, Stream } from "effect"
+import { Clock, type Duration, Effect, Fiber, Layer, Logger, LogLevel, Option, Redacted, Stream, TestClock } from "effect"
 import type { RunId } from "../../src/domain/Ids.js"
 import type * as Pipeline from "../../src/domain/Pipeline.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
@@ -118,3 +118,16 @@ export const assertSucceeded = (specs: ReadonlyArray<AnySpec>) =>
     const store = yield* Store
     for (const spec of specs) assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(spec.pipelineId)).state, "succeeded")
   })
+
+/** A macrotask turn: lets the database's answers arrive (no time passes on any clock). */
+export const turn = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+
+/** Moves the test clock by `step` and turns, until `fiber` has ended; then joins it. */
+export const drive = <A, E>(fiber: Fiber.Fiber<A, E>, step: Duration.DurationInput) =>
+  Effect.zipRight(
+    Effect.repeat(
+      Effect.zipRight(Effect.zipRight(TestClock.adjust(step), turn), Effect.map(Fiber.poll(fiber), Option.isSome)),
+      { until: (ended) => ended }
+    ),
+    Fiber.join(fiber)
+  )

@@ -63,7 +63,7 @@ const llm = (capacity: number, extra: Partial<Resource.ResourceOptions<any>> = {
 const run = <A, E>(eff: Effect.Effect<A, E, Scope.Scope>): Promise<A> => Effect.runPromise(Effect.scoped(eff))
 
 describe("PgPools block leases", () => {
-  it("a block of ⌊capacity ÷ runners⌋ slots is claimed at the first acquire, served in memory, renewed in one statement, and given back on exit", async () => {
+  it("a first block of ⌊capacity ÷ runners⌋ slots is claimed at the first acquire, served in memory, renewed in one statement (resized to the demand's share), given back when idle and on exit", async () => {
     const url = await freshDb()
     await run(Effect.gen(function*() {
       const sql = yield* client(url)
@@ -83,14 +83,24 @@ describe("PgPools block leases", () => {
       const third = yield* Effect.exit(Scope.extend(r.svc.acquire({ pool: "llm", timeout: "200 millis" }), a))
       expect(Exit.isFailure(third)).toBe(true)
       yield* sql.unsafe("ALTER TABLE away RENAME TO assay_pool_slot")
-      // both back: the next acquires take them again, still without a claim
-      yield* Scope.close(a, Exit.void)
-      const expires = (yield* sql<{ e: string }>`SELECT max(expires_at)::text AS e FROM assay_pool_slot WHERE holder = 'r1'`)[0]!.e
+      const expires = (yield* sql<{ e: string }>`SELECT min(expires_at)::text AS e FROM assay_pool_slot WHERE holder = 'r1'`)[0]!.e
       yield* Effect.sleep("20 millis")
+      // the renewal: both rows extended; this runner is the only one with a demand (its two
+      // leases in use), so its share is the whole capacity: the block grows to 7
       yield* r.renew
-      const renewed = (yield* sql<{ e: string }>`SELECT max(expires_at)::text AS e FROM assay_pool_slot WHERE holder = 'r1'`)[0]!.e
+      const renewed = (yield* sql<{ e: string }>`SELECT min(expires_at)::text AS e FROM assay_pool_slot WHERE holder = 'r1' AND slot <= 2`)[0]!.e
       expect(renewed > expires).toBe(true)
-      expect(yield* held(sql, "r1")).toBe(2)
+      expect(yield* held(sql, "r1")).toBe(7)
+      expect(r.gate.blockMode!.blocks.get("llm\u0000key-a")!.target).toBe(7)
+      // both back, and no demand at the next renewal: the whole block goes back (the releases
+      // are written within the release delay)
+      yield* Scope.close(a, Exit.void)
+      yield* r.renew
+      yield* Effect.sleep("100 millis")
+      expect(yield* held(sql, "r1")).toBe(0)
+      // needed again: claimed again at the next acquire
+      yield* Effect.scoped(r.svc.acquire({ pool: "llm" }))
+      expect(yield* held(sql, "r1")).toBeGreaterThan(0)
       // the runner stops: its block goes back
       yield* Scope.close(scope, Exit.void)
       expect(yield* held(sql)).toBe(0)
@@ -164,14 +174,21 @@ describe("PgPools block leases", () => {
       const first = yield* Scope.extend(r.svc.acquire({ pool: "llm" }), a)
       expect(first.resource.id).toBe("r1")
       expect(yield* held(sql)).toBe(6)
+      // r2 in use too (a demand for it: its share is its whole capacity, 3)
+      const b = yield* Scope.make()
+      const onR2 = yield* Scope.extend(r.svc.acquire({ pool: "llm", where: (i) => i.id === "r2" }), b)
+      expect(onR2.resource.id).toBe("r2")
+      const heldOf = (res: string) =>
+        Effect.map(sql<{ n: number }>`SELECT count(*)::int AS n FROM assay_pool_slot WHERE resource = ${res} AND holder IS NOT NULL AND expires_at > now()`, (rows) => Number(rows[0]!.n))
+      yield* r.renew
+      expect(yield* heldOf("r2")).toBe(3)
       // r2 lowered to 1: its free slots above the new size go back at the next renewal
       expect(yield* PgPools.resize("llm", "r2", 1).pipe(Effect.provideService(SqlClient.SqlClient, sql))).toBe(true)
       yield* r.renew
       // (releases are written in batches, within the release delay)
       yield* Effect.sleep("100 millis")
-      const heldOf = (res: string) =>
-        Effect.map(sql<{ n: number }>`SELECT count(*)::int AS n FROM assay_pool_slot WHERE resource = ${res} AND holder IS NOT NULL AND expires_at > now()`, (rows) => Number(rows[0]!.n))
       expect(yield* heldOf("r2")).toBe(1)
+      yield* Scope.close(b, Exit.void)
       // r1 dies (another runner saw it): its free slots are let go at the next renewal, the one
       // in use when it comes back; the failover then leases the live r2
       yield* sql`UPDATE assay_pool_resource SET state = 'dead' WHERE resource = 'r1'`

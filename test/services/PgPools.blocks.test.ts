@@ -9,7 +9,7 @@
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { SqlClient } from "@effect/sql"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Duration, Effect, Exit, Layer, Redacted, Scope, TestClock, TestContext } from "effect"
+import { Duration, Effect, Exit, Fiber, Layer, Redacted, Scope, TestClock, TestContext } from "effect"
 import { describe, expect, it } from "vitest"
 import * as Resource from "../../src/domain/Resource.js"
 import * as PgPools from "../../src/layers/PgPools.js"
@@ -35,8 +35,8 @@ const freshDb = async (): Promise<string> => {
 const client = (url: string): Effect.Effect<SqlClient.SqlClient, never, Scope.Scope> =>
   Effect.orDie(Effect.provide(PgClient.make({ url: Redacted.make(url), maxConnections: 4 }), Reactivity.layer))
 
-/** One "runner": global pools with block leases on (`runners` expected) and its renewal (window claims + blocks). */
-const runner = (sql: SqlClient.SqlClient, pools: ReadonlyArray<Pool.PoolConfig>, id: string, runners: number) =>
+/** One "runner": global pools with block leases on (`runners` expected: the first blocks' size guess) and its renewal (window claims + blocks). */
+const runner = (sql: SqlClient.SqlClient, pools: ReadonlyArray<Pool.PoolConfig>, id: string, runners: number | undefined) =>
   Effect.gen(function*() {
     const svc: PoolsService = yield* Effect.orDie(Effect.provideService(
       PgPools.make(pools, { runnerId: id, leaseTtl: "30 seconds", renewEvery: "10 seconds", pollMin: "5 millis", pollMax: "50 millis" }),
@@ -257,4 +257,118 @@ describe("PgPools block leases", () => {
       expect(yield* held(sql, "r1")).toBe(0)
     }))
   })
+
+  it("demand-proportional shares: two runners with demand 3:1 converge to 6 and 2 of 8 (the one that started with an empty block progresses); the sum held never exceeds the capacity; an idle runner's rows go to the busy one within one renewal", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const sql = yield* client(url)
+      const capacity = 8
+      const a = yield* runner(yield* client(url), [llm(capacity)], "ra", undefined)
+      const b = yield* runner(yield* client(url), [llm(capacity)], "rb", undefined)
+      const blockOf = (r: typeof a) => r.gate.blockMode!.blocks.get("llm\u0000key-a")!
+      let inFlight = 0
+      let peak = 0
+      const done = { ra: 0, rb: 0 }
+      const stop = { ra: false, rb: false }
+      const worker = (r: typeof a, id: "ra" | "rb"): Effect.Effect<void, unknown> =>
+        Effect.suspend(() =>
+          stop[id] ? Effect.void : Effect.zipRight(
+            Effect.scoped(Effect.gen(function*() {
+              yield* r.svc.acquire({ pool: "llm" })
+              inFlight++
+              peak = Math.max(peak, inFlight)
+              yield* Effect.sleep("2 millis")
+              inFlight--
+              done[id]++
+            })),
+            worker(r, id)
+          )
+        )
+      // 12 workers on ra, 4 on rb: demand 3:1
+      const wa = yield* Effect.forkScoped(Effect.forEach(Array.from({ length: 12 }), () => worker(a, "ra"), { concurrency: "unbounded", discard: true }))
+      // ra is alone at its first acquire (no demand known): its first block is the whole capacity
+      yield* Effect.sleep("100 millis")
+      expect(blockOf(a).held).toBe(capacity)
+      const wb = yield* Effect.forkScoped(Effect.forEach(Array.from({ length: 4 }), () => worker(b, "rb"), { concurrency: "unbounded", discard: true }))
+      yield* Effect.sleep("50 millis")
+      // rb's first block is empty (every row is ra's): its acquires claim slot by slot
+      expect(blockOf(b).held).toBe(0)
+      let dbPeak = 0
+      const step = Effect.gen(function*() {
+        const n = yield* held(sql)
+        dbPeak = Math.max(dbPeak, n)
+        expect(n).toBeLessThanOrEqual(capacity)
+        expect(blockOf(a).held + blockOf(b).held).toBeLessThanOrEqual(capacity)
+      })
+      const converged = () =>
+        blockOf(a).target === 6 && blockOf(b).target === 2 && blockOf(a).held === 6 && blockOf(b).held === 2
+      let rounds = 0
+      while (!converged() && rounds < 10) {
+        yield* b.renew
+        yield* step
+        yield* a.renew
+        yield* step
+        yield* Effect.sleep("30 millis")
+        yield* step
+        rounds++
+      }
+      expect([blockOf(a).demand, blockOf(b).demand]).toEqual([12, 4])
+      expect([blockOf(a).target, blockOf(b).target]).toEqual([6, 2])
+      expect([blockOf(a).held, blockOf(b).held]).toEqual([6, 2])
+      expect(done.rb).toBeGreaterThan(0)
+      expect(peak).toBeLessThanOrEqual(capacity)
+      expect(dbPeak).toBeLessThanOrEqual(capacity)
+      // rb goes idle: at its next renewal (demand 0) its block goes back
+      stop.rb = true
+      yield* Fiber.join(wb)
+      yield* b.renew
+      expect(blockOf(b).target).toBe(0)
+      expect(blockOf(b).held).toBe(0)
+      yield* Effect.sleep("100 millis")
+      expect(yield* held(sql, "rb")).toBe(0)
+      // ra, busy, gets them at its next renewal: rb's demand is 0 now
+      yield* a.renew
+      expect(blockOf(a).target).toBe(capacity)
+      expect(blockOf(a).held).toBe(capacity)
+      expect(yield* held(sql)).toBeLessThanOrEqual(capacity)
+      stop.ra = true
+      yield* Fiber.join(wa)
+    }))
+  })
+
+  it("a renewal writes the runner's demand for one TTL; a dead runner's demand stops counting once its TTL has passed; a runner that stops forgets its demand", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const sql = yield* client(url)
+      const scope = yield* Scope.make()
+      const r = yield* Scope.extend(runner(yield* client(url), [llm(8)], "r1", undefined), scope)
+      const a = yield* Scope.make()
+      yield* Scope.extend(r.svc.acquire({ pool: "llm" }), a)
+      const block = r.gate.blockMode!.blocks.get("llm\u0000key-a")!
+      // another runner's demand of 3, live (written by its renewal, within its TTL)
+      yield* sql`INSERT INTO assay_pool_demand (pool, resource, runner, demand, expires_at)
+        VALUES ('llm', 'key-a', 'ghost', 3, now() + interval '30 seconds')`
+      yield* r.renew
+      // demand 1 against 3: a quarter of 8
+      expect(block.demand).toBe(1)
+      expect(block.target).toBe(2)
+      const own = yield* sql<{ demand: number; ttl_ok: boolean }>`SELECT demand,
+        (expires_at > now() + interval '25 seconds' AND expires_at <= now() + interval '30 seconds') AS ttl_ok
+        FROM assay_pool_demand WHERE runner = 'r1'`
+      expect(own.map((o) => [Number(o.demand), o.ttl_ok])).toEqual([[1, true]])
+      // the other runner died: its row is not renewed and its TTL passes
+      yield* sql`UPDATE assay_pool_demand SET expires_at = now() - interval '1 second' WHERE runner = 'ghost'`
+      // (the rows above the share went back within the release delay)
+      yield* Effect.sleep("100 millis")
+      yield* r.renew
+      expect(block.target).toBe(8)
+      expect(block.held).toBe(8)
+      yield* Scope.close(a, Exit.void)
+      // the runner stops: its demand row goes (not left to its TTL)
+      yield* Scope.close(scope, Exit.void)
+      const left = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM assay_pool_demand WHERE runner = 'r1'`
+      expect(Number(left[0]!.n)).toBe(0)
+    }))
+  })
 })
+

@@ -370,5 +370,70 @@ describe("PgPools block leases", () => {
       expect(Number(left[0]!.n)).toBe(0)
     }))
   })
+
+  it("a top-up brought forward: acquires waiting a whole poll, more than the block holds, claim free rows up to the share recomputed with the demand now, before the next renewal (once per quarter of renewEvery)", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const sql = yield* client(url)
+      const r = yield* runner(yield* client(url), [llm(8)], "r1", undefined)
+      const a = yield* Scope.make()
+      yield* Scope.extend(r.svc.acquire({ pool: "llm" }), a)
+      const block = r.gate.blockMode!.blocks.get("llm\u0000key-a")!
+      yield* sql`INSERT INTO assay_pool_demand (pool, resource, runner, demand, expires_at)
+        VALUES ('llm', 'key-a', 'ghost', 3, now() + interval '30 seconds')`
+      yield* r.renew
+      // demand 1 against 3: 2 of 8; the 6 others go back
+      expect(block.target).toBe(2)
+      yield* Effect.sleep("100 millis")
+      expect(yield* held(sql, "r1")).toBe(2)
+      // 10 more acquires, held until the end: the block's 2nd row serves one, 9 wait a poll
+      // (50 ms here), then the share with demand 11 against 3 (⌊8 × 11 ÷ 14⌋ + a remainder = 6) is claimed
+      const got: Array<string> = []
+      for (let i = 0; i < 10; i++) {
+        yield* Effect.forkIn(Effect.tap(r.svc.acquire({ pool: "llm" }), (l) => Effect.sync(() => got.push(l.id))), a)
+      }
+      let waited = 0
+      while (block.held < 6 && waited++ < 100) yield* Effect.sleep("20 millis")
+      expect(block.held).toBe(6)
+      expect(block.target).toBe(6)
+      expect(yield* held(sql, "r1")).toBe(6)
+      while (got.length < 5 && waited++ < 200) yield* Effect.sleep("20 millis")
+      expect(got.length).toBe(5)
+      yield* Scope.close(a, Exit.void)
+    }))
+  })
+
+  it("a runner with demand and an empty block progresses by per-task claims, and a completed per-task slot joins its block when the block is below its share", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const sql = yield* client(url)
+      const r = yield* runner(yield* client(url), [llm(4)], "r1", undefined)
+      // every row held by another runner (within their TTL)
+      yield* sql`UPDATE assay_pool_slot SET holder = 'ghost', lease_id = gen_random_uuid(), acquired_at = now(),
+        expires_at = now() + interval '30 seconds'`
+      const a = yield* Scope.make()
+      const waiting = yield* Effect.forkIn(Scope.extend(r.svc.acquire({ pool: "llm", timeout: "20 seconds" }), a), a)
+      yield* Effect.sleep("100 millis")
+      const block = r.gate.blockMode!.blocks.get("llm\u0000key-a")!
+      // its first block is empty: the acquire claims slot by slot, refused while every row is held
+      expect(block.held).toBe(0)
+      expect(waiting.unsafePoll()).toBe(null)
+      // one row comes free: the per-task claim gets it
+      yield* sql`UPDATE assay_pool_slot SET holder = NULL, lease_id = NULL, expires_at = NULL WHERE slot = 1`
+      const lease = yield* Fiber.join(waiting)
+      expect(Gates.fromBlock(lease)).toBe(false)
+      // its renewal: the only demand, so its share is the whole capacity; nothing is free to top up
+      yield* r.renew
+      expect(block.target).toBe(4)
+      expect(block.held).toBe(0)
+      // the call completes: its row joins the block (not given back, then claimed slot by slot again)
+      yield* Scope.close(a, Exit.void)
+      expect(block.held).toBe(1)
+      yield* Effect.sleep("100 millis")
+      expect(yield* held(sql, "r1")).toBe(1)
+      const next = yield* Effect.scoped(Effect.map(r.svc.acquire({ pool: "llm", timeout: "1 second" }), Gates.fromBlock))
+      expect(next).toBe(true)
+    }))
+  })
 })
 

@@ -422,6 +422,9 @@ describe("PgPools block leases", () => {
       yield* sql`UPDATE assay_pool_slot SET holder = NULL, lease_id = NULL, expires_at = NULL WHERE slot = 1`
       const lease = yield* Fiber.join(waiting)
       expect(Gates.fromBlock(lease)).toBe(false)
+      // its first claim (no row free) already told the others its demand, before any renewal
+      const written = yield* sql<{ demand: number }>`SELECT demand FROM assay_pool_demand WHERE runner = 'r1'`
+      expect(written.map((w) => Number(w.demand))).toEqual([1])
       // its renewal: the only demand, so its share is the whole capacity; nothing is free to top up
       yield* r.renew
       expect(block.target).toBe(4)

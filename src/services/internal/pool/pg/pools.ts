@@ -1180,7 +1180,19 @@ export class Gate {
       // a block just claimed counts as used (the pool is not idle at the next renewal)
       block.lastUse = Math.max(block.lastUse, sent)
       const r = yield* Effect.either(
-        Q.claimBlock(gate.sql, block.pool, block.resource, gate.settings.runnerId, gate.settings.leaseTtlMs, mode.runners, block.held, target)
+        Q.claimBlock(
+          gate.sql,
+          block.pool,
+          block.resource,
+          gate.settings.runnerId,
+          gate.settings.leaseTtlMs,
+          mode.runners,
+          block.held,
+          target,
+          // every claim tells the others this runner's demand now (a runner that needs the
+          // resource again is seen at their next renewal, not after one renewal of its own)
+          gate.demandNow(block)
+        )
       )
       if (Either.isLeft(r)) {
         yield* Effect.logWarning(`global pools: cannot claim a block of ${block.pool}/${block.resource}: ${r.left.message}`)

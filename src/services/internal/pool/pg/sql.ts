@@ -429,8 +429,10 @@ export interface BlockClaim {
  * `ttlMs`; `FOR UPDATE SKIP LOCKED`, so concurrent claims never take the same row. `size` is
  * `target` when given (the demand-proportional share of the last renewal, capped by the
  * capacity); otherwise the first guess: `⌊capacity ÷ runners⌋` with `runners` given, else
- * `⌊capacity ÷ (1 + the other runners with a live demand for the resource)⌋`. Answers the
- * capacity it read and the size it used.
+ * `⌊capacity ÷ (1 + the other runners with a live demand for the resource)⌋`. With `demand`,
+ * the same statement writes it as `holder`'s demand for the resource (counted for `ttlMs`), so
+ * that the other runners see a runner that needs the resource at their next renewal, not one
+ * renewal of its own later. Answers the capacity it read and the size it used.
  */
 export const claimBlock = (
   sql: SqlClient.SqlClient,
@@ -440,7 +442,8 @@ export const claimBlock = (
   ttlMs: number,
   runners: number | undefined,
   held: number,
-  target?: number | undefined
+  target?: number | undefined,
+  demand?: number | undefined
 ) =>
   Effect.map(
     sql.unsafe<{ capacity: number | null; size: number | null; claimed: ReadonlyArray<{ slot: number; lease_id: string }> | string | null }>(
@@ -453,6 +456,11 @@ export const claimBlock = (
           ELSE COALESCE((SELECT capacity FROM r), 0) / (1 + (SELECT count(*) FROM assay_pool_demand d
             WHERE d.pool = $1 AND d.resource = $2 AND d.runner <> $3 AND d.demand > 0 AND d.expires_at > now()))::int
         END AS size
+      ), demand AS (
+        INSERT INTO assay_pool_demand (pool, resource, runner, demand, expires_at)
+        SELECT $1, $2, $3, $8::int, now() + make_interval(secs => $4::float8) WHERE $8::int >= 0
+        ON CONFLICT (pool, resource, runner) DO UPDATE SET demand = EXCLUDED.demand, expires_at = EXCLUDED.expires_at
+        RETURNING 1
       ), pick AS (
         SELECT sl.pool, sl.resource, sl.slot FROM assay_pool_slot sl
         WHERE sl.pool = $1 AND sl.resource = $2 AND sl.slot <= COALESCE((SELECT capacity FROM r), 0)
@@ -475,7 +483,8 @@ export const claimBlock = (
         secs(ttlMs),
         runners === undefined ? 0 : Math.max(1, Math.floor(runners)),
         Math.max(0, Math.floor(held)),
-        target === undefined ? -1 : Math.max(0, Math.floor(target))
+        target === undefined ? -1 : Math.max(0, Math.floor(target)),
+        demand === undefined ? -1 : Math.max(0, Math.floor(demand))
       ]
     ),
     (rows): BlockClaim => {

@@ -1508,7 +1508,9 @@ class MetricWatch {
     this.done = true
     this.seen.clear()
     const n = this.first.length
-    const others = [...this.others].filter((m) => m !== SKIPPED_METRIC && m !== FAILURES_REACHED_METRIC)
+    // every metric the pipelines reported: the watched ones found as well (tester16g F10: a
+    // list without them read as if they were missing, and lost the did-you-mean to them)
+    const others = [...new Set([...this.found, ...this.others])].filter((m) => m !== SKIPPED_METRIC && m !== FAILURES_REACHED_METRIC)
     const issues = this.checks.filter((c) => !this.found.has(c.metric)).map((c) => {
       const objective = c.at.startsWith("objectives[")
       const near = closest(c.metric, others)

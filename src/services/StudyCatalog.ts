@@ -489,14 +489,64 @@ const judgeWords = (before: Json | undefined, after: Json | undefined): Readonly
   })
 }
 
+/** How many changed fields of the experiment document are named before "and N more". */
+const FIELDS_SHOWN = 3
+
+/** A stored field value (see `documentFields.fieldsOf`) in words. */
+const fieldValueWords = (v: Json): string => {
+  const r = recordOf(v)
+  if (typeof r["secret"] === "string") return "(secret, not stored)"
+  if (typeof r["chars"] === "number") return `(a text of ${r["chars"]} characters)`
+  if (typeof r["items"] === "number") return `(${r["items"]} items)`
+  return shortJson(v)
+}
+
+/**
+ * The changed fields of the base experiment's document between two stored descriptions'
+ * `experimentFields` (tester16g F11), one phrase each: `pipeline.tasks[0].options.temperature 0
+ * -> 0.5`, `pools.llm.resources[0].options.apiKey (secret, not stored) -> "${OPENAI_API_KEY}"`, `…template:
+ * text changed (84 -> 96 characters)`, `… added (…)`, `… removed`, and `its tasks' code
+ * changed`; `undefined` when either side does not record them (a version frozen before
+ * 0.16.0) or they show no change.
+ */
+const experimentFieldWords = (before: Json, after: Json): ReadonlyArray<string> | undefined => {
+  const [xb, xa] = [recordOf(before)["experimentFields"], recordOf(after)["experimentFields"]]
+  if (xb === undefined || xa === undefined) return undefined
+  const [db, da] = [recordOf(recordOf(xb)["document"]), recordOf(recordOf(xa)["document"])]
+  const paths = [...new Set([...Object.keys(da), ...Object.keys(db)])]
+  const said = paths.flatMap((p) => {
+    const [x, y] = [db[p], da[p]]
+    if (x === undefined) return [`${p} added (${fieldValueWords(y!)})`]
+    if (y === undefined) return [`${p} removed`]
+    if (canonicalJsonUnsafe(x) === canonicalJsonUnsafe(y)) return []
+    const [rx, ry] = [recordOf(x), recordOf(y)]
+    // (a secret is a marker on both sides, never a value: two markers are equal, so this is a
+    // secret set or removed, e.g. an inline key replaced by a `${VAR}` reference)
+    if (typeof rx["secret"] === "string" || typeof ry["secret"] === "string") return [`${p} ${fieldValueWords(x)} -> ${fieldValueWords(y)}`]
+    if (typeof rx["chars"] === "number" && typeof ry["chars"] === "number") return [`${p}: text changed (${rx["chars"]} -> ${ry["chars"]} characters)`]
+    return [`${p} ${fieldValueWords(x)} -> ${fieldValueWords(y)}`]
+  })
+  const shown = said.slice(0, FIELDS_SHOWN)
+  if (said.length > FIELDS_SHOWN) shown.push(`and ${said.length - FIELDS_SHOWN} more`)
+  if (recordOf(xb)["code"] !== recordOf(xa)["code"]) shown.push("its tasks' code changed")
+  // every stored field equal and the same code, yet the document's digest moved: a secret's
+  // value (stored as a marker only)
+  if (shown.length === 0 && Object.values(da).some((v) => typeof recordOf(v)["secret"] === "string")) {
+    return ["a secret value changed (secret values are not stored, so which one is not said)"]
+  }
+  return shown.length === 0 ? undefined : shown
+}
+
 /**
  * A changed protocol part in words where digests say nothing to a reader (`parts` are the
  * `name: old -> new` phrases of {@link changedParts}): `objectives` as the old and the new
  * objective lists, `modules` as the code files whose content changed, appeared or went away,
  * `repeats` as the counts, `baseline` as the assignments, `variables` as each variable added,
  * removed or changed (its type and values), `budget`, `stop` and `metrics` as short JSON, and
- * `experiment` said in words (its document is not stored: the digests stay beside them; a
- * judge's changed rubric is named, from the descriptions' `judges`, since 0.15.0),
+ * `experiment` said in words (a judge's changed rubric is named, from the descriptions'
+ * `judges`, since 0.15.0; the changed fields of the document, `pipeline.tasks[0].options.
+ * temperature 0 -> 0.5`, the first 3 and "and N more", from the descriptions'
+ * `experimentFields`, since 0.16.0; a version frozen before either keeps the digests),
  * read from the stored protocol description and the loaded one (`describe()`); a part either
  * side does not describe keeps its digests. Used by the freeze refusal, `assay study
  * versions` and `assay study confirm`.
@@ -542,10 +592,14 @@ export const inWords = (parts: ReadonlyArray<string>, before: Json, after: Json)
       // a judge's rubric named (tester16f F5), and whether anything else changed beside it
       const [jb, ja] = [recordOf(before)["judges"], recordOf(after)["judges"]]
       const judges = judgeWords(jb, ja)
+      // the changed fields named, for a version frozen since 0.16.0 (tester16g F11)
+      const fields = experimentFieldWords(before, after)
       if (judges.length > 0) {
         const otherwise = recordOf(jb)["experimentOtherwise"] === recordOf(ja)["experimentOtherwise"]
-        return `experiment: ${judges.join("; ")}${otherwise ? "" : `; and the rest of the base experiment's document or its tasks' code changed (${digests})`}`
+        if (otherwise) return `experiment: ${judges.join("; ")}`
+        return `experiment: ${judges.join("; ")}; and ${fields === undefined ? `the rest of the base experiment's document or its tasks' code changed (${digests})` : fields.join(", ")}`
       }
+      if (fields !== undefined) return `experiment: ${fields.join(", ")}`
       return `experiment: the base experiment's document or its tasks' code changed (${digests})`
     }
     if (name === "modules" && (b !== undefined || a !== undefined)) {

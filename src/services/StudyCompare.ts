@@ -203,6 +203,13 @@ export interface EvidenceCase {
     readonly value: number
     readonly difference: number
     readonly pipelineIds: ReadonlyArray<string>
+    /**
+     * When the two variants do not have the same compared repeats (a confirmation ran more of
+     * one; since 0.16.0, tester16g F2): the variant's value of the case over the paired repeats
+     * only (see {@link Evidence.pairing}), of which `difference` is made; the case's listed
+     * `value` stays the variant's mean over all its repeats. Absent when the repeats are the same.
+     */
+    readonly variantValue?: number | undefined
   } | undefined
 }
 
@@ -1865,6 +1872,20 @@ export interface Evidence {
    */
   readonly perCase?: "pipeline shares" | undefined
   /**
+   * The repeats the per-case differences pair (since 0.16.0, tester16g F2), present when the
+   * variant and the baseline do not have the same compared repeats (a confirmation): `repeats`,
+   * the repeat numbers both have, which every case's `baseline` value and `difference` are read
+   * over (as the paired difference against the baseline is); `variantRepeats` and
+   * `baselineRepeats`, each side's own compared repeats (the listed values are the variant's
+   * means over all of its). Absent when the two have the same repeats, or nothing is paired.
+   */
+  readonly pairing?: {
+    readonly baselineId: string
+    readonly repeats: ReadonlyArray<number>
+    readonly variantRepeats: ReadonlyArray<number>
+    readonly baselineRepeats: ReadonlyArray<number>
+  } | undefined
+  /**
    * A variant with no compared trial (every one broke a hard constraint, or failed; since
    * 0.11.0): the worst and best cases are read from `trials`, which are not compared, and
    * `breaches` lists the constraints they broke; `trials` is empty when the metric has no
@@ -1962,22 +1983,51 @@ const evidenceOf = (
         perPipeline = true
       }
     }
-    // each listed case beside the baseline's value of the same case (its repeats' mean) and
-    // pipelines: the pairing behind the paired difference against the baseline (F2)
+    // each listed case beside the baseline's value of the same case and its pipelines: the
+    // pairing behind the paired difference against the baseline (fix16ac F2). Repeats pair by
+    // number, as in the comparison: when the two sides' compared repeats differ (a
+    // confirmation), the baseline's value and the difference are read over the repeats both
+    // have, so the per-case differences average to the paired difference (tester16g F2)
     const base = comparison.variants.find((x) => x.variantId === comparison.baseline)
+    const byRepeatOf = (x: VariantComparison): Array<StudyMetrics.TrialValues | null> => {
+      const out: Array<StudyMetrics.TrialValues | null> = []
+      for (const t of x.trials) if (t.compared) out[t.repeat - 1] = values.get(t.trialId) ?? null
+      return Array.from({ length: out.length }, (_, r) => out[r] ?? null)
+    }
+    let pairing: Evidence["pairing"]
     const paired = (list: ReadonlyArray<EvidenceCase>): ReadonlyArray<EvidenceCase> => {
       if (base === undefined || base.variantId === variantId || base.succeeded === 0 || v.succeeded === 0) return list
-      const bm = caseMatrix(comparedTrials(base), metric, caseKeys.length, perPipeline ? "perPipeline" : "cases")
+      const from = perPipeline ? "perPipeline" as const : "cases" as const
+      const onCommon = onCommonRepeats(byRepeatOf(base), byRepeatOf(v))
+      const bm = caseMatrix(onCommon.a, metric, caseKeys.length, from)
+      const vm = onCommon.same ? undefined : caseMatrix(onCommon.b, metric, caseKeys.length, from)
       if (bm.present === 0) return list
+      if (vm !== undefined) {
+        const numbers = (xs: ReadonlyArray<StudyMetrics.TrialValues | null>) => xs.flatMap((t, r) => t === null ? [] : [r + 1])
+        pairing = { baselineId: base.variantId, repeats: numbers(onCommon.a), variantRepeats: numbers(byRepeatOf(v)), baselineRepeats: numbers(byRepeatOf(base)) }
+      }
       const at = new Map(caseKeys.map((k, i) => [k, i]))
       return list.map((x) => {
         const c = at.get(x.caseKey)
         const row = c === undefined ? undefined : bm.rows[c]
-        if (c === undefined || row === undefined || row.length === 0) return x
+        const own = c === undefined || vm === undefined ? undefined : vm.rows[c]
+        if (c === undefined || row === undefined || row.length === 0 || (own !== undefined && own.length === 0)) return x
         const value = Statistics.mean(row)
-        return { ...x, baseline: { variantId: base.variantId, value, difference: Statistics.difference(x.value, value), pipelineIds: bm.pipelinesOf(c) } }
+        const variantValue = own === undefined ? x.value : Statistics.mean(own)
+        return {
+          ...x,
+          baseline: {
+            variantId: base.variantId,
+            value,
+            difference: Statistics.difference(variantValue, value),
+            pipelineIds: bm.pipelinesOf(c),
+            ...(own === undefined ? {} : { variantValue })
+          }
+        }
       })
     }
+    const worstCases = paired(ev.worstCases.slice(0, worst))
+    const bestCases = paired(ev.bestCases.slice(0, best))
     return {
       studyId: comparison.studyId,
       version: comparison.version,
@@ -1996,9 +2046,10 @@ const evidenceOf = (
           ? { estimatedAttempts: values.get(t.trialId)!.estimatedAttempts! }
           : {})
       })),
-      worstCases: paired(ev.worstCases.slice(0, worst)),
-      bestCases: paired(ev.bestCases.slice(0, best)),
+      worstCases,
+      bestCases,
       ...(perPipeline ? { perCase: "pipeline shares" as const } : {}),
+      ...(pairing === undefined ? {} : { pairing }),
       ...(ev.tie === undefined ? {} : { tie: ev.tie }),
       ...(notCompared === undefined ? {} : { notCompared })
     }
@@ -2085,8 +2136,10 @@ const studentOf = (xs: ReadonlyArray<number>, level: number, unit: "repeat" | "p
 /**
  * A variant's Pareto membership in words, as the text report and the Study page say it:
  * `front` (on both fronts), `front within noise (behind v01 on the point estimates only)`,
- * `dominated beyond noise by v02 (on the strict front by a lead within noise only)`, `dominated
- * by v02`, `not compared`, or {@link unplacedText}'s words.
+ * `dominated beyond noise by v02 (on the strict front by a lead within noise only)`, off both
+ * fronts `dominated by v02 (on both fronts)` or, when the fronts' dominators differ, `dominated
+ * beyond noise by v02; on the point estimates by v02, v03` (tester16g F6), `not compared`, or
+ * {@link unplacedText}'s words.
  *
  * @param c the comparison
  * @param v one of its variants
@@ -2104,7 +2157,18 @@ export const paretoText = (c: StudyComparison, v: VariantComparison): string =>
     : unplacedText(c, v) ??
       (v.pareto.strict
         ? `dominated beyond noise by ${v.pareto.dominatedBy.uncertain.join(", ")} (on the strict front by a lead within noise only)`
-        : `dominated by ${v.pareto.dominatedBy.uncertain.join(", ")}`)
+        : dominatedOnBothText(v.pareto.dominatedBy))
+
+/**
+ * Off both fronts: whose dominators are whose (tester16g F6), as the Study page's two columns
+ * list them: `dominated by v02, v03 (on both fronts)` when the lists agree, else `dominated
+ * beyond noise by v01, v02, v03; on the point estimates by v02, v03`.
+ */
+const dominatedOnBothText = (by: VariantComparison["pareto"]["dominatedBy"]): string => {
+  const [u, st] = [by.uncertain.join(", "), by.strict.join(", ")]
+  if (st === "" || u === st) return `dominated by ${u}${st === "" ? " (beyond noise)" : " (on both fronts)"}`
+  return `dominated beyond noise by ${u}; on the point estimates by ${st}`
+}
 
 /**
  * When a variant has more dominators than deciding comparisons shown (the first
@@ -2144,35 +2208,85 @@ const widenedPct = (level: number) => level >= 1 ? "100%" : `${Number((level * 1
 
 const signed = (x: number) => `${x > 0 ? "+" : ""}${fmt(x)}`
 
+/** An objective as {@link decidingText} reads it: its metric, direction and target. */
+type DecidingObjectiveOf = { readonly metric: string; readonly direction: DomainStudy.Direction; readonly target?: number | undefined }
+
 /**
- * A {@link DecidingComparison} in words: `v01 over v03: accuracy Δ +0.2 [0.1, 0.3] better
- * beyond noise; costUsd Δ +0.001 [-0.002, 0.004] within noise (Δ: paired difference v01 − v03,
- * intervals at 99.8%: widened for 6 comparisons)`; an objective judged on the two intervals
- * reads `latencyP95Ms v01 500 [400, 600] vs v03 900 [800, 1000] better beyond noise`.
+ * A {@link DecidingComparison} in words, one phrase per objective saying which way the
+ * dominator leans in words (tester16g F5): `v01 over v03: accuracy Δ +0.2000 [0.1000, 0.3000]:
+ * v01 ahead beyond noise; costUsd Δ +0.001000 [-0.002000, 0.004000]: v01 behind, within noise;
+ * calls equal`. An objective judged on the two intervals (a `target` one, with its target)
+ * reads `a v01 5.900 [5.535, 6.265] vs v03 4.975 [4.610, 5.340] (target 5): v01 ahead beyond
+ * noise`. What Δ and the intervals are is said once per report ({@link decidingNote}), not
+ * per line. Without `objectives` the direction is not known: `better beyond noise` / `within
+ * noise`.
  *
  * @param d the deciding comparison
  * @param variantId the dominated variant
+ * @param objectives the comparison's objectives (`StudyComparison.objectives`)
  * @returns the sentence
  * @since 0.16.0
  * @category rendering
  */
-export const decidingText = (d: DecidingComparison, variantId: string): string => {
-  const verdict = (o: DecidingObjective) => o.beyondNoise ? "better beyond noise" : "within noise"
+export const decidingText = (d: DecidingComparison, variantId: string, objectives?: ReadonlyArray<DecidingObjectiveOf>): string => {
   const parts = d.objectives.map((o) => {
+    const of = objectives?.find((x) => x.metric === o.metric)
+    // > 0: the dominator ahead (higher for maximize, lower for minimize, nearer a target)
+    const lean = (by: number, other: number): number => {
+      if (of === undefined) return Number.NaN
+      if (of.direction === "target" && of.target !== undefined) return Math.abs(other - of.target) - Math.abs(by - of.target)
+      return of.direction === "minimize" ? other - by : by - other
+    }
+    const verdict = (l: number) =>
+      o.beyondNoise
+        ? of === undefined ? "better beyond noise" : `${d.by} ahead beyond noise`
+        : Number.isNaN(l)
+        ? "within noise"
+        : Statistics.nearlyEqual(l, 0)
+        ? "level on the estimates, within noise"
+        : `${d.by} ${l > 0 ? "ahead" : "behind"}, within noise`
+    const sep = of === undefined ? " " : ": "
     if (o.basis === "intervals" && o.intervals !== undefined) {
       const iv = (x: { readonly estimate: number; readonly lower: number; readonly upper: number }) => `${fmt(x.estimate)} ${Words.range(x.lower, x.upper)}`
-      return `${o.metric} ${d.by} ${iv(o.intervals.by)} vs ${variantId} ${iv(o.intervals.variant)} ${verdict(o)}`
+      const target = of?.direction === "target" && of.target !== undefined ? ` (target ${fmt(of.target)})` : ""
+      return `${o.metric} ${d.by} ${iv(o.intervals.by)} vs ${variantId} ${iv(o.intervals.variant)}${target}${sep}${verdict(lean(o.intervals.by.estimate, o.intervals.variant.estimate))}`
     }
     const x = o.difference
-    if (x === null || x === undefined) return `${o.metric} no paired interval: ${verdict(o)}`
-    return `${o.metric} Δ ${signed(x.estimate)} ${Words.range(x.lower, x.upper)} ${verdict(o)}`
+    if (x === null || x === undefined) return `${o.metric} no paired interval${sep}${verdict(Number.NaN)}`
+    // every paired difference 0: an exact tie, said as such (not `Δ 0 [0, 0] within noise`)
+    if (!o.beyondNoise && x.estimate === 0 && x.lower === 0 && x.upper === 0) return `${o.metric} equal`
+    return `${o.metric} Δ ${signed(x.estimate)} ${Words.range(x.lower, x.upper)}${sep}${verdict(lean(x.estimate, 0))}`
   })
-  const paired = d.objectives.find((o) => o.basis === "paired" && o.difference !== null && o.difference !== undefined)?.difference
-  const widened = paired === undefined || paired === null ? null : /widened for (\d+) comparisons/.exec(paired.method)?.[1]
-  const note = paired === undefined || paired === null
-    ? " (the two variants' intervals)"
-    : ` (Δ: paired difference ${d.by} − ${variantId}, intervals at ${widenedPct(paired.level)}${widened === null || widened === undefined ? "" : `: widened for ${widened} comparisons`})`
-  return `${d.by} over ${variantId}: ${parts.join("; ")}${note}`
+  return `${d.by} over ${variantId}: ${parts.join("; ")}`
+}
+
+/**
+ * What the "why" lines' figures are, said once per report (tester16g F5): `why: Δ is the paired
+ * difference dominator − dominated, its interval at 99.58% (widened for 12 comparisons); an
+ * objective without a paired difference (a target) compares the two variants' intervals`;
+ * `""` when no variant has a deciding comparison.
+ *
+ * @param c the comparison
+ * @returns the sentence, or `""`
+ * @since 0.16.0
+ * @category rendering
+ */
+export const decidingNote = (c: StudyComparison): string => {
+  const all = c.variants.flatMap((v) => (v.pareto.deciding ?? []).flatMap((d) => d.objectives))
+  if (all.length === 0) return ""
+  const levels = new Map<string, string>()
+  for (const o of all) {
+    const x = o.basis === "paired" ? o.difference : undefined
+    if (x === null || x === undefined) continue
+    const widened = /widened for (\d+) comparisons/.exec(x.method)?.[1]
+    const text = `${widenedPct(x.level)}${widened === undefined ? "" : ` (widened for ${widened} comparisons)`}`
+    levels.set(text, text)
+  }
+  const paired = levels.size === 0 ? "" : `Δ is the paired difference dominator − dominated, its interval at ${[...levels.values()].join(" or ")}`
+  const intervals = all.some((o) => o.basis === "intervals" || o.difference === null || o.difference === undefined)
+    ? `${paired === "" ? "" : "; "}an objective without a paired difference (a target, say) compares the two variants' intervals`
+    : ""
+  return `${paired}${intervals}; a lead within noise is a tie`
 }
 
 /**
@@ -2423,7 +2537,7 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
     } else {
       lines.push(`${bullet}${v.variantId}${v.isBaseline ? " (baseline)" : ""}: ${assignmentText(v.assignment)} — ${Words.count(v.succeeded, "compared trial")}; Pareto: ${pareto}; weighted rank ${v.rank ?? "—"}`)
       if (v.succeeded === 0) continue
-      for (const d of v.pareto.deciding ?? []) lines.push(`      why: ${decidingText(d, v.variantId)}`)
+      for (const d of v.pareto.deciding ?? []) lines.push(`      why: ${decidingText(d, v.variantId, c.objectives)}`)
       if (decidingShown(v) !== "") lines.push(`      why: ${decidingShown(v)}`)
       for (const m of shown) {
         const x = v.values[m.name]!
@@ -2431,12 +2545,14 @@ const sectionsOf = (c: StudyComparison, md: boolean) => {
       }
     }
   }
+  // what the why lines' figures are: once, not on every line (tester16g F5)
+  if (!md && decidingNote(c) !== "") lines.push(`${bullet}why lines: ${decidingNote(c)}`)
   // why each dominated variant is dominated (the table has no room for it)
   const deciding = c.variants.filter((v) => (v.pareto.deciding ?? []).length > 0)
   if (md && deciding.length > 0) {
-    lines.push("", "### Why dominated (beyond noise; a lead within noise is a tie)")
+    lines.push("", "### Why dominated (beyond noise; a lead within noise is a tie)", "", decidingNote(c), "")
     for (const v of deciding) {
-      for (const d of v.pareto.deciding!) lines.push(`- ${v.variantId}: ${decidingText(d, v.variantId)}`)
+      for (const d of v.pareto.deciding!) lines.push(`- ${v.variantId}: ${decidingText(d, v.variantId, c.objectives)}`)
       if (decidingShown(v) !== "") lines.push(`- ${v.variantId}: ${decidingShown(v)}`)
     }
   }
@@ -2568,6 +2684,42 @@ const noComparedRepeat = (v: { readonly trials: ReadonlyArray<{ readonly status:
 }
 
 /**
+ * Repeat numbers in words, runs joined: `[1, 2, 3, 5]` → `1–3, 5`.
+ *
+ * @param repeats repeat numbers, ascending
+ * @returns the phrase
+ * @since 0.16.0
+ * @category rendering
+ */
+export const repeatsText = (repeats: ReadonlyArray<number>): string => {
+  const runs: Array<string> = []
+  for (let i = 0; i < repeats.length;) {
+    let j = i
+    while (j + 1 < repeats.length && repeats[j + 1] === repeats[j]! + 1) j++
+    runs.push(j === i ? `${repeats[i]}` : j === i + 1 ? `${repeats[i]}, ${repeats[j]}` : `${repeats[i]}–${repeats[j]}`)
+    i = j + 1
+  }
+  return runs.join(", ")
+}
+
+/**
+ * An {@link Evidence.pairing} in words (tester16g F2): `paired with the baseline v01 over
+ * repeats 1–2 (the repeats both have; v02 has 1–3, v01 1–2): each case's value is v02's mean
+ * over all its repeats, its baseline value and Δ are over the paired repeats, as the paired
+ * difference is`.
+ *
+ * @param variantId the variant the evidence is of
+ * @param p the pairing
+ * @returns the sentence
+ * @since 0.16.0
+ * @category rendering
+ */
+export const pairingText = (variantId: string, p: NonNullable<Evidence["pairing"]>): string =>
+  `paired with the baseline ${p.baselineId} over ${Words.noun(p.repeats.length, "repeat")} ${repeatsText(p.repeats)} (the repeats both have; ${variantId} has ${
+    repeatsText(p.variantRepeats)
+  }, ${p.baselineId} ${repeatsText(p.baselineRepeats)}): each case's value is ${variantId}'s mean over all its repeats, its baseline value and Δ are over the paired repeats, as the paired difference is`
+
+/**
  * An {@link Evidence} as text: the value, each trial and its first 3 pipelines (the count of
  * the rest; `evidence --json` lists every one), the worst and best cases (for a variant with
  * no compared trial, those of its trials not compared, with the constraints they broke).
@@ -2597,9 +2749,14 @@ export const renderEvidence = (e: Evidence): string => {
     for (const c of list) {
       lines.push(`  ${c.caseKey} ${caseValueText(c)} · ${c.pipelineIds.join(", ")}`)
       // the baseline's value of the same case beside it: the pairing of the paired difference
-      if (c.baseline !== undefined) lines.push(`    baseline ${c.baseline.variantId}: ${fmt(c.baseline.value)} (Δ ${signed(c.baseline.difference)}) · ${c.baseline.pipelineIds.join(", ")}`)
+      // (over the paired repeats only when the two sides' repeats differ: tester16g F2)
+      if (c.baseline !== undefined) {
+        const own = c.baseline.variantValue === undefined ? "" : `${e.variantId} ${fmt(c.baseline.variantValue)} over the paired repeats, `
+        lines.push(`    baseline ${c.baseline.variantId}: ${fmt(c.baseline.value)} (${own}Δ ${signed(c.baseline.difference)}) · ${c.baseline.pipelineIds.join(", ")}`)
+      }
     }
   }
+  if (e.pairing !== undefined) lines.push(pairingText(e.variantId, e.pairing))
   if (e.perCase !== undefined) lines.push(`per case: each case's share of ${e.metric.name} (its pipelines' attempts summed; the mean over the repeats)`)
   if (e.notCompared !== undefined) {
     if (e.notCompared.exclusion !== undefined) lines.push(e.notCompared.exclusion)

@@ -8,7 +8,9 @@
  * value (tester16d F6), an Evidence link opens the trial's pipelines in the dashboard, and no
  * markup from the study runs. With 12 variants (plot data swapped in), two variants at one
  * point share a marker (a ring per kind) and a label naming both, and every variant's id is
- * under its interval on the interval plot (tester16f F7). Skipped, with the reason printed, when
+ * under its interval on the interval plot (tester16f F7). A point's colour and hover say its
+ * front membership (strict front only, both fronts, …), and an axis of values none of which is
+ * negative starts at 0 (tester16g F8). Skipped, with the reason printed, when
  * Chromium is not installed (`.ci/run` installs it). Screenshot: test-output/study.png.
  */
 import { NodeContext } from "@effect/platform-node"
@@ -116,7 +118,7 @@ describe.skipIf(!available)("Study page in Chromium", () => {
             points: Number(box.getAttribute("data-points")),
             candidates: String(box.getAttribute("data-candidates")).split(",").filter((x: string) => x !== "").sort(),
             marked: count("candidate"),
-            others: count("uncertain") + count("dominated"),
+            others: count("both") + count("uncertain") + count("strict") + count("dominated"),
             svg: box.querySelectorAll("svg").length,
             axes: [document.getElementById("pareto-x").value, document.getElementById("pareto-y").value],
             // each point labelled with its variant; each axis with its metric, unit and direction
@@ -415,5 +417,72 @@ describe.skipIf(!available)("Study page in Chromium", () => {
       }
       yield* Effect.promise(() => page.locator("#panel-compare .two").screenshot({ path: path.join(OUT, "study-f7.png") }))
       assert.deepStrictEqual(pageErrors, [], "the page script ran without errors on tester16f's case")
+
+      // tester16g F8: a point's colour is its front membership (v01 on the strict front only,
+      // dominated beyond noise: its own mark, not grey "dominated"; v03 on both fronts but no
+      // candidate: not amber), and an axis whose values are never negative (wallMs all 0 here,
+      // as calls or tokens can be) starts at 0 with no negative tick, on both plots
+      const f8 = {
+        candidates: ["v02"],
+        metrics: { ...real.metrics, accuracy: { unit: "ratio", direction: "maximize" }, wallMs: { unit: "ms", direction: "minimize" } },
+        variants: [[0.1, true, false], [0.4, true, true], [0.3, true, true], [0, false, false]].map(([a, strict, uncertain], i) => ({
+          id: `v0${i + 1}`,
+          strict,
+          uncertain,
+          compared: true,
+          values: Object.fromEntries(Object.keys(real.metrics).map((k) => [k, k === "wallMs" ? value(0, 0) : value(a as number, 0)]))
+        }))
+      }
+      yield* Effect.promise(() =>
+        page.route(/\/study\/page\?f8$/, async (route) => {
+          const response = await route.fetch()
+          const body = (await response.text()).replace(
+            /(<script id="study-data" type="application\/json">)[\s\S]*?(<\/script>)/,
+            (_, open: string, close: string) => `${open}${JSON.stringify(f8)}${close}`
+          )
+          await route.fulfill({ response, body })
+        })
+      )
+      yield* Effect.promise(() => page.goto(`${info.url}/study/page?f8#compare`))
+      yield* Effect.promise(() => page.waitForFunction(() => (globalThis as any).window.__assayStudy?.ready === true))
+      yield* select("pareto-x", "wallMs")
+      yield* select("pareto-y", "accuracy")
+      yield* select("interval-metric", "wallMs")
+      const marks = yield* Effect.promise(() =>
+        page.evaluate(() => {
+          const { document } = globalThis as any
+          const box = document.getElementById("pareto-plot")
+          const svg = box.querySelector("svg")
+          const circle = (id: string) => svg.querySelector(`circle.pt[data-variant="${id}"]`)
+          return {
+            kinds: Object.fromEntries(["v01", "v02", "v03", "v04"].map((id) => [id, String(circle(id)?.getAttribute("class") ?? "")])),
+            fills: Object.fromEntries(["v01", "v02", "v03", "v04"].map((id) => [id, String(circle(id)?.getAttribute("fill") ?? "")])),
+            titles: Object.fromEntries(["v01", "v03"].map((id) => [id, String(circle(id)?.querySelector("title")?.textContent ?? "")])),
+            legend: String(box.querySelector(".legend").textContent),
+            range: JSON.parse(box.getAttribute("data-range")) as [[number, number], [number, number]],
+            ticks: [...svg.querySelectorAll("text.tick")].map((t: any) => String(t.textContent)),
+            intervalRange: JSON.parse(document.getElementById("interval-plot").getAttribute("data-range-y")) as [number, number],
+            intervalTicks: JSON.parse(document.getElementById("interval-plot").getAttribute("data-ticks-y") ?? "[]") as Array<string>
+          }
+        })
+      )
+      assert.include(marks.kinds["v01"], "strict", JSON.stringify(marks))
+      assert.include(marks.kinds["v02"], "candidate")
+      assert.include(marks.kinds["v03"], "both")
+      assert.include(marks.kinds["v04"], "dominated")
+      assert.strictEqual(new Set(Object.values(marks.fills)).size, 4, `four colours: ${JSON.stringify(marks.fills)}`)
+      assert.include(marks.titles["v01"], "v01 (strict front only: dominated beyond noise)")
+      assert.notInclude(marks.titles["v01"], "(dominated)")
+      assert.include(marks.titles["v03"], "v03 (on both fronts)")
+      for (const k of ["candidate", "on both fronts", "strict front only", "dominated"]) assert.include(marks.legend, k)
+      assert.deepStrictEqual(marks.range[0], [0, 1], "wallMs, all 0: from 0")
+      assert.strictEqual(marks.range[1][0], 0, "accuracy from 0")
+      assert.isAbove(marks.ticks.length, 4)
+      for (const t of marks.ticks) assert.isAtLeast(Number(t), 0, `negative tick ${t} of ${marks.ticks.join(", ")}`)
+      assert.strictEqual(marks.intervalRange[0], 0)
+      assert.isAbove(marks.intervalTicks.length, 1)
+      for (const t of marks.intervalTicks) assert.isAtLeast(Number(t), 0, `negative interval tick ${t} of ${marks.intervalTicks.join(", ")}`)
+      yield* Effect.promise(() => page.locator("#panel-compare .two").screenshot({ path: path.join(OUT, "study-f8.png") }))
+      assert.deepStrictEqual(pageErrors, [], "the page script ran without errors on tester16g F8's case")
     })), { timeout: 240_000 })
 })

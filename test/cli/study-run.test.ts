@@ -351,11 +351,21 @@ describe("assay study run: an objective's metric no task reports, in a study wit
     Effect.gen(function*() {
       const s = studyDir({ variants: 2, repeats: 2, cases: 8, concurrency: 2, trialConcurrency: 1 })
       // the tasks report "accuracy"; the objective reads "accurcy"; no metrics section
-      s.rewrite((x) => ({ ...x, objectives: [{ metric: "latencyP95Ms", direction: "minimize" }, { metric: "accurcy", direction: "maximize" }] }))
+      // (and a third objective on the metric the tasks do report: tester16g F10, the list of what
+      // they reported names it, and the did-you-mean still points to it)
+      s.rewrite((x) => ({
+        ...x,
+        objectives: [{ metric: "latencyP95Ms", direction: "minimize" }, { metric: "accurcy", direction: "maximize" }, {
+          metric: "accuracy",
+          direction: "maximize"
+        }]
+      }))
       const r = yield* assay(["study", "run", s.file, "-q"], { cwd: s.dir })
       assert.strictEqual(r.code, 2, r.stdout + r.stderr)
       assert.include(r.stderr, "objectives[1].metric: objective \"accurcy\": none of the first 5 succeeded pipelines reported metric \"accurcy\"")
+      assert.include(r.stderr, "(they reported \"accuracy\")")
       assert.include(r.stderr, "did you mean \"accuracy\"?")
+      assert.notInclude(r.stderr, "objectives[2]")
       assert.notInclude(r.stderr, "objectives[0]")
       assert.notMatch(r.stderr, /\n\s+at /)
       const ran = executions(s.log)

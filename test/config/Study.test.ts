@@ -1311,6 +1311,28 @@ describe("StudyConfig.load: an objective written as its metric's name alone (tes
       ])
     }))
 
+  it.effect("an objective of the wrong type says a name is allowed; one without a direction says what to write (tester16g F9)", () =>
+    Effect.gen(function*() {
+      const problems = yield* failure(write(study({
+        metrics: declared,
+        objectives: ["accuracy", 42, { metric: "errors" }, { metric: "costUsd" }, { metric: "fromTask" }]
+      })))
+      const at = (p: string) => problems.filter((l) => l.startsWith(`${p}:`))
+      assert.deepStrictEqual(at("objectives[1]"), [
+        "objectives[1]: expected an object { metric, direction, target, weight, hardConstraint } or a metric's name alone (its own direction), got 42"
+      ], problems.join("\n"))
+      assert.deepStrictEqual(at("objectives[2].direction"), [
+        "objectives[2].direction: is missing: which way \"errors\" is better is not given | write direction: maximize, minimize, or target with target: VALUE (or the objective as \"errors\" alone: its metric's own direction, minimize)"
+      ])
+      assert.deepStrictEqual(at("objectives[3].direction"), [
+        "objectives[3].direction: is missing: which way \"costUsd\" is better is not given | write direction: maximize, minimize, or target with target: VALUE (or the objective as \"costUsd\" alone: its metric's own direction, minimize)"
+      ])
+      // a metric with no direction of its own: the three directions only
+      assert.deepStrictEqual(at("objectives[4].direction"), [
+        "objectives[4].direction: is missing: which way \"fromTask\" is better is not given | write direction: maximize, minimize, or target with target: VALUE"
+      ])
+    }))
+
   it("the JSON Schema takes a metric's name where an objective belongs", () => {
     const items = (studyJsonSchema() as any).properties.objectives.items
     assert.deepStrictEqual(items.anyOf.map((x: any) => x.type), ["object", "string"])

@@ -12,18 +12,20 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Deferred, Duration, Effect, Fiber, Layer, Option, Redacted, TestClock } from "effect"
+import { Clock, Deferred, Duration, Effect, Either, Exit, Fiber, Layer, Option, Redacted, Scope, TestClock } from "effect"
 import type { RunId } from "../../src/domain/Ids.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Resource from "../../src/domain/Resource.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as PgPools from "../../src/layers/PgPools.js"
 import * as PgStore from "../../src/layers/PgStore.js"
 import { make as makeBus } from "../../src/services/Bus.js"
 import { makeTaskEnv } from "../../src/services/internal/cluster/task.js"
 import { runWindow } from "../../src/services/internal/cluster/window.js"
 import * as WindowClaims from "../../src/services/internal/cluster/windowClaims.js"
+import * as Gates from "../../src/services/internal/pool/pg/pools.js"
 import { windowKey } from "../../src/services/internal/cluster/workflow.js"
 import * as Pool from "../../src/services/Pool.js"
 import * as Rows from "../../src/services/internal/runner/rows.js"
@@ -296,6 +298,68 @@ describe("cluster window claims", () => {
         pgLayer("window_zombie")
       ))
     ), 180_000)
+
+  /**
+   * A draining window's task that was waiting for a global lease gets it, finds its window no
+   * longer live and does not call: no call went out under that lease, so its slot is free again
+   * at once. Kept until its TTL (as after an unknown outcome), such slots stalled chaos C4 with
+   * both options on (2026-12-04, pg17t): after a full restart, draining windows' waiters took
+   * five of the six slots the moment the dead runners' slots expired and held them another TTL
+   * (30 s), and the run went on one call at a time.
+   */
+  const drainedWaiter = (blocks: boolean) =>
+    Effect.gen(function*() {
+      const count = counter()
+      const a = Task.make("a", (n: number) => Effect.sync(() => (count.add("a"), n + 1)))
+      const b = Task.make("b", { resource: "llm", retry: { maxAttempts: 1 } }, (n: number, ctx) =>
+        Effect.gen(function*() {
+          count.add("b entered")
+          const lease = yield* ctx.acquire()
+          count.add("b")
+          yield* lease.report({ ok: true })
+          return n * 10
+        }))
+      const spec = Pipeline.make(blocks ? "drainblock" : "drainslot", a, b).bind(4)
+      const store = yield* Store
+      yield* PgPools.migrate
+      // one slot, held for an hour when it is not given back
+      const pools = yield* PgPools.make([Pool.make("llm", [Resource.make("llm", { id: "k", capacity: 1 })])], {
+        runnerId: "r1",
+        leaseTtl: "1 hour",
+        renewEvery: "10 minutes"
+      })
+      if (blocks) yield* Gates.gateOf(pools)!.enableBlocks(1)
+      yield* admitUnder(store, spec, "run-d" as RunId)
+      const key = windowKey({ pipelineIds: [spec.pipelineId] })
+      // the pool's only slot is busy: task b will wait for it
+      const busy = yield* Scope.make()
+      const held = yield* Scope.extend(pools.acquire("llm"), busy)
+      assert.strictEqual(Gates.fromBlock(held), blocks, "served from a block only with block leases")
+      const env = yield* makeTaskEnv({ store, pools, bus: yield* makeBus, concurrency: 2 })
+      const claims = yield* claimsOn({ ttl: "1 hour", heartbeat: "10 seconds" })
+      const activity = yield* Effect.fork(runWindow(env, claims, undefined, key, [spec]))
+      yield* until(() => count.of("b entered") === 1)
+      // the window's shard moves: the engine interrupts its activity, the window drains
+      yield* Fiber.interrupt(activity)
+      // the busy slot comes back after a completed call: task b gets it, finds its window
+      // draining, and stops before its call; the drained window ends
+      yield* Scope.close(busy, Exit.void)
+      while (env.windows.has(key)) {
+        yield* TestClock.adjust("100 millis")
+        yield* turn
+      }
+      assert.deepStrictEqual([count.of("a"), count.of("b")], [1, 0], "no call of task b")
+      // its slot is free for the next acquire, not held until its TTL (an hour)
+      const next = yield* Effect.fork(Effect.either(Effect.scoped(pools.acquire({ pool: "llm", timeout: "1 minute" }))))
+      const got = yield* drive(next, "1 second")
+      assert.isTrue(Either.isRight(got), `the slot of the lease granted to the drained task comes back: ${Either.isLeft(got) ? got.left._tag : ""}`)
+    })
+
+  it.scoped("a draining window's task granted a lease after the drain began gives its slot back at once (a slot per task)", () =>
+    drainedWaiter(false).pipe(Effect.provide(Layer.mergeAll(MemoryStore.layer(), pgLayer("window_drain_slot")))), 180_000)
+
+  it.scoped("a draining window's task granted a lease after the drain began gives its slot back to the block at once (block leases)", () =>
+    drainedWaiter(true).pipe(Effect.provide(Layer.mergeAll(MemoryStore.layer(), pgLayer("window_drain_block")))), 180_000)
 
   it.live("a stale claim is taken over: one read of the window (rows and last checkpoints), only the tasks not committed run again", () =>
     Effect.gen(function*() {

@@ -297,6 +297,33 @@ describe("StudyCompare: what a fresh user read wrong (issue 16, tester16 F4, F5,
       assert.isTrue(v02.pareto.uncertain)
     }).pipe(Effect.provide(studyEnv("confirmed"))))
 
+  it.effect("after a confirmation the evidence's per-case differences pair the repeats both have: their mean is the paired difference (tester16g F2)", () =>
+    Effect.gen(function*() {
+      // as above: v02 has repeats 1-5, v01 1-3; the paired difference is over 1-3 (2/30)
+      const c = yield* confirmedStudy
+      const { input } = handMade({ id: "confirmed", correct: [new Set(range(0, 25)), new Set(range(0, 27))], cases: 30, repeats: 5 })
+      const e = yield* StudyCompare.evidence(input, "accuracy", "v02", { worst: 30, best: 30 })
+      const byCase = new Map([...e.worstCases, ...e.bestCases].map((x) => [x.caseKey, x]))
+      assert.strictEqual(byCase.size, 30)
+      const diffs = [...byCase.values()].map((x) => x.baseline!.difference)
+      assert.closeTo(S.mean(diffs), c.variants[1]!.vsBaseline.accuracy!.paired!.difference.estimate, 1e-12)
+      assert.closeTo(S.mean(diffs), 2 / 30, 1e-12)
+      // the listed value (and ranking) stays v02's own over its 5 repeats; the paired value beside it
+      const case0 = [...byCase.values()].find((x) => x.pipelineIds.length === 5 && x.value === 1)!
+      assert.strictEqual(case0.baseline!.variantValue, 1)
+      const case26 = [...byCase.values()].find((x) => S.nearlyEqual(x.value, 0.6) && x.baseline!.value === 0)!
+      assert.strictEqual(case26.baseline!.variantValue, 1)
+      assert.closeTo(case26.baseline!.difference, 1, 1e-12)
+      assert.strictEqual(case26.baseline!.pipelineIds.length, 3)
+      assert.deepStrictEqual(e.pairing, { baselineId: "v01", repeats: [1, 2, 3], variantRepeats: [1, 2, 3, 4, 5], baselineRepeats: [1, 2, 3] })
+      const text = StudyCompare.renderEvidence(e)
+      assert.include(text, "paired with the baseline v01 over repeats 1–3 (the repeats both have; v02 has 1–5, v01 1–3)")
+      assert.match(text, /\n {4}baseline v01: 0 \(v02 1 over the paired repeats, Δ \+1\) · /)
+      // the same repeats on both sides: no pairing note, no second value
+      const same = yield* StudyCompare.evidence(input, "accuracy", "v01", { worst: 3 })
+      assert.isUndefined(same.pairing)
+    }).pipe(Effect.provide(studyEnv("confirmed"))))
+
   it.effect("after a confirmation both Pareto fronts compare each pair over the repeats both have, and the report says so (issue 16, N2)", () =>
     Effect.gen(function*() {
       // as above: over repeats 1-3 v02 (27/30) beats v01 (25/30); its confirmation repeats 4
@@ -724,7 +751,10 @@ describe("StudyCompare: the report is a pinned function of the stored study", ()
       const row = (id: string) =>
         page.split(`<tr data-variant="${id}">`).slice(1).map((r) => r.slice(0, r.indexOf("</tr>"))).find((r) => r.includes("pareto-strict")) ?? ""
       assert.include(row("v01"), `<td class="pareto-strict">no <span class="by">(dominated by v02, v03)</span></td>`)
-      assert.include(row("v01"), `<td class="pareto-uncertain">no <span class="by">(dominated by v02)</span><div class="why muted">v02 over v01: accuracy Δ +0.2500 [0.01444, 0.4856] better beyond noise; tokensIn Δ 0 [0, 0] within noise (`)
+      assert.include(row("v01"), `<td class="pareto-uncertain">no <span class="by">(dominated by v02)</span><div class="why muted">v02 over v01: accuracy Δ +0.2500 [0.01444, 0.4856]: v02 ahead beyond noise; tokensIn equal</div>`)
+      // tester16g F6: the text and Markdown cell says whose dominators are whose, as the two columns do
+      assert.include(StudyCompare.renderText(c), "Pareto: dominated beyond noise by v02; on the point estimates by v02, v03;")
+      assert.include(StudyCompare.renderMarkdown(c), "| dominated beyond noise by v02; on the point estimates by v02, v03 |")
       assert.include(row("v03"), `<td class="pareto-strict">no <span class="by">(dominated by v02)</span></td><td class="pareto-uncertain">yes</td>`)
       assert.include(row("v02"), `<td class="pareto-strict">yes</td><td class="pareto-uncertain">yes</td>`)
     }).pipe(Effect.provide(studyEnv("golden"))))
@@ -762,12 +792,46 @@ describe("StudyCompare: a lead within noise is a tie on the uncertainty-aware fr
       assert.isUndefined(v02!.pareto.deciding)
       const text = StudyCompare.renderText(c)
       assert.include(text, "Pareto: dominated beyond noise by v02 (on the strict front by a lead within noise only)")
-      assert.match(text, /\n {6}why: v02 over v01: accuracy Δ \+0\.5000 \[[0-9.]+, [0-9.]+\] better beyond noise; score Δ \+[0-9.]+ \[-[0-9.]+, [0-9.]+\] within noise \(Δ: paired difference v02 − v01, intervals at 97\.5%: widened for 2 comparisons\)/)
+      // tester16g F5: the direction in words (score is minimized: v02's higher score is behind),
+      // and what Δ is once per report, not on every line
+      assert.match(text, /\n {6}why: v02 over v01: accuracy Δ \+0\.5000 \[[0-9.]+, [0-9.]+\]: v02 ahead beyond noise; score Δ \+[0-9.]+ \[-[0-9.]+, [0-9.]+\]: v02 behind, within noise\n/)
+      const note = "Δ is the paired difference dominator − dominated, its interval at 97.5% (widened for 2 comparisons); a lead within noise is a tie"
+      assert.strictEqual(StudyCompare.decidingNote(c), note)
+      assert.strictEqual(text.split(note).length - 1, 1)
+      assert.include(text, `why lines: ${note}`)
       const md = StudyCompare.renderMarkdown(c)
-      assert.include(md, "### Why dominated (beyond noise; a lead within noise is a tie)\n- v01: v02 over v01: accuracy Δ +0.5000")
+      assert.include(md, `### Why dominated (beyond noise; a lead within noise is a tie)\n\n${note}\n\n- v01: v02 over v01: accuracy Δ +0.5000`)
+      assert.include(md, "v02 behind, within noise")
       const page = renderStudyPage(c)
       assert.include(page, `<td class="pareto-strict">yes</td><td class="pareto-uncertain">no <span class="by">(dominated by v02)</span><div class="why muted">v02 over v01: accuracy Δ +0.5000`)
+      assert.include(page, `<span id="why-note">Why lines: ${note}.</span>`)
+      assert.notInclude(page, "(Δ: paired difference")
     }).pipe(Effect.provide(studyEnv("tie"))))
+
+  it.effect("a target objective's why line shows its target and which side is nearer; an exact tie reads 'equal' (tester16g F5)", () =>
+    Effect.gen(function*() {
+      const pattern = [-0.3, 0, 0.3, 0.1]
+      // a: v01 4 ± noise, v02 5 ± noise around the target 5; b: the same on every case (a tie)
+      const { input, study } = handMade({
+        id: "target5",
+        correct: [BASE, BASE],
+        cases: 40,
+        repeats: 3,
+        outputsOf: (arm, n) => ({ a: (arm === 0 ? 4 : 5) + pattern[n % 4]!, b: 1 }),
+        metrics: [
+          { name: "a", reducer: "mean", from: { output: "a" }, direction: "target" },
+          { name: "b", reducer: "mean", from: { output: "b" }, direction: "minimize" }
+        ],
+        objectives: [{ metric: "a", direction: "target", target: 5 }, { metric: "b", direction: "minimize" }]
+      })
+      yield* Study.run(study)
+      const c = yield* StudyCompare.compare(input)
+      const d = c.variants[0]!.pareto.deciding![0]!
+      const line = StudyCompare.decidingText(d, "v01", c.objectives)
+      assert.match(line, /^v02 over v01: a v02 5\.\d+ \[[\d.]+, [\d.]+\] vs v01 4\.\d+ \[[\d.]+, [\d.]+\] \(target 5\): v02 ahead beyond noise; b equal$/)
+      assert.notInclude(line, "Δ 0 [0, 0]")
+      assert.include(StudyCompare.renderText(c), `why: ${line}`)
+    }).pipe(Effect.provide(studyEnv("target5"))))
 })
 
 describe("StudyCompare: a dominance cycle set aside is said in every view (tester16g F1)", () => {
@@ -854,7 +918,9 @@ describe("StudyCompare: the why lines say how many are shown; intervals print bo
           if (Number(lo) === Number(hi)) assert.strictEqual(lo, hi, view)
         }
       }
-      assert.include(text, "why: v02 over v01: a Δ +2 [2, 2] better beyond noise")
+      assert.include(text, "why: v02 over v01: a Δ +2 [2, 2]: v02 ahead beyond noise")
+      // tester16g F6: the same dominators on both fronts: said once, with the fronts named
+      assert.include(text, "Pareto: dominated by v02, v03, v04, v05, v06 (on both fronts);")
     }).pipe(Effect.provide(studyEnv("many"))))
 })
 

@@ -29,6 +29,7 @@ import { describeAlgorithm } from "./build.js"
 import { check } from "./check.js"
 import { expandEnv, hidingEnvValuesOf } from "./env.js"
 import { closest, decodeIssues, formatPath, isRecord, issue, literalExpected } from "./issues.js"
+import { fieldsOf } from "./documentFields.js"
 import { findRefs, isPlain, VAR_KEY } from "./refs.js"
 import * as parse from "./parse.js"
 import * as sources from "./sources.js"
@@ -192,7 +193,10 @@ export interface Trial {
  *   each protocol version by `study run`); its `judges` (since 0.15.0) are the base
  *   experiment's judge tasks (`tasks`: `{ task, metric, rubric }` each) and `experimentOtherwise`,
  *   the 12-hex digest of the experiment part with the judges' rubrics left out, so that a
- *   version's change names a changed rubric.
+ *   version's change names a changed rubric; its `experimentFields` (since 0.16.0) are that
+ *   same part field by field (`document`: leaf path -> value, nothing secret kept, see
+ *   `documentFields.fieldsOf`; `code`: the 12-hex digest of the tasks' code), so that a
+ *   version's change names the changed fields.
  *
  * @since 0.6.0
  * @category models
@@ -1045,16 +1049,43 @@ export const isStudyFile = (file: string): Effect.Effect<boolean, never, FileSys
  * mean, from: { output: FIELD } }`. Any other issue is returned as it is.
  */
 const bareEntryHint = (doc: unknown) => (i: ConfigIssue): ConfigIssue => {
+  const direction = /^objectives\[(\d+)\]\.direction$/.exec(i.path)
+  if (direction !== null && i.message === "is missing" && i.suggestion === undefined) return missingDirectionHint(doc, Number(direction[1]), i)
   const m = /^(objectives|metrics)\[(\d+)\]$/.exec(i.path)
   if (m === null || i.suggestion !== undefined || !i.message.startsWith("expected an object")) return i
   const list = isRecord(doc) ? doc[m[1]!] : undefined
   const name = Array.isArray(list) ? list[Number(m[2])] as unknown : undefined
-  if (typeof name !== "string" || name === "") return i
+  if (typeof name !== "string" || name === "") {
+    // (tester16g F9: a number or a list where an objective belongs: the other form is said too)
+    return m[1] === "objectives" && typeof name !== "string"
+      ? { ...i, message: i.message.replace(/^expected (an object \{[^}]*\})/, "expected $1 or a metric's name alone (its own direction)") }
+      : i
+  }
   return {
     ...i,
     suggestion: m[1] === "objectives"
       ? `write { metric: ${name}, direction: ${Study.BUILTIN_METRICS[name]?.direction ?? "maximize"} }`
       : `write { name: ${name}, reducer: mean, from: { output: FIELD } }`
+  }
+}
+
+/**
+ * What to write for an objective `{ metric }` without a direction (tester16g F9: a bare "is
+ * missing" before): the three directions, and, when the metric has a direction of its own (a
+ * built-in metric's, or its `metrics:` entry's), that its name alone reads that direction.
+ */
+const missingDirectionHint = (doc: unknown, index: number, i: ConfigIssue): ConfigIssue => {
+  const objectives = isRecord(doc) ? doc["objectives"] : undefined
+  const entry = Array.isArray(objectives) ? objectives[index] as unknown : undefined
+  const metric = isRecord(entry) && typeof entry["metric"] === "string" ? entry["metric"] : undefined
+  if (metric === undefined) return i
+  const declared = isRecord(doc) && Array.isArray(doc["metrics"]) ? doc["metrics"].filter(isRecord).find((m) => m["name"] === metric) : undefined
+  const own = declared === undefined ? Study.BUILTIN_METRICS[metric]?.direction : declared["direction"]
+  return {
+    ...i,
+    message: `is missing: which way "${metric}" is better is not given`,
+    suggestion: `write direction: maximize, minimize, or target with target: VALUE` +
+      (own === "maximize" || own === "minimize" ? ` (or the objective as "${metric}" alone: its metric's own direction, ${own})` : "")
   }
 }
 
@@ -1427,7 +1458,7 @@ export const load = (
         current = repaired
         const again = decode(repaired)
         if (Either.isRight(again)) break
-        round = decodeIssues(again.left, repaired, StudyFile)
+        round = decodeIssues(again.left, repaired, StudyFile).map(bareEntryHint(repaired))
         const fresh = round.filter((i) => !said.has(issueKey(i)))
         if (fresh.length === 0) break
         for (const i of fresh) said.add(issueKey(i))
@@ -2132,6 +2163,13 @@ export const load = (
       tasks: judgesOf(experiment.template.tasks),
       experimentOtherwise: digest(canonicalJsonUnsafe({ document: withoutRubrics(experimentIdentity(plain(base.raw))), code: taskCode })).slice(0, 12)
     })
+    // the same experiment part field by field (nothing secret kept, see documentFields): stored
+    // with each version's description, so that a later change names the fields (tester16g F11);
+    // the description is not digested, so a version frozen before keeps its digest
+    const experimentFields: Json = plain({
+      document: fieldsOf(withoutRubrics(experimentIdentity(plain(base.raw)))),
+      code: digest(canonicalJsonUnsafe(taskCode)).slice(0, 12)
+    })
     // before 0.9.0 the code files' contents were not digested: a version frozen then is still
     // this protocol (its files' contents were never recorded, so a change to them cannot be told)
     const { modules: _modules, ...withoutModules } = protocol
@@ -2280,6 +2318,7 @@ export const load = (
           ...(doc.metrics === undefined ? {} : { metrics: doc.metrics }),
           ...(hasModules ? { modules } : {}),
           judges,
+          experimentFields,
           ...(doc.analysis === undefined ? {} : { analysis: doc.analysis }),
           trialConcurrency,
           plan,

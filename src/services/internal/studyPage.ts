@@ -19,7 +19,7 @@ import { createHash } from "node:crypto"
 import { canonicalJsonUnsafe, type Json } from "../../domain/Json.js"
 import { noun, range } from "../../domain/internal/words.js"
 import { escapeHtml } from "../Dashboard.js"
-import { caseValueText, cycleNote, decidingShown, decidingText, degenerateNote, deltaText, type Evidence, fmt, judgeShareText, statusWordsOf, type StudyComparison, tieText, unplacedText, type VariantComparison, versusText } from "../StudyCompare.js"
+import { caseValueText, cycleNote, decidingNote, decidingShown, decidingText, degenerateNote, deltaText, type Evidence, fmt, judgeShareText, statusWordsOf, type StudyComparison, tieText, unplacedText, type VariantComparison, versusText } from "../StudyCompare.js"
 import { distinctFigures, type BudgetFigure } from "../StudyControl.js"
 import { formatCost, STUDY_COST } from "./money.js"
 
@@ -82,7 +82,7 @@ const frontCell = (c: StudyComparison, v: VariantComparison, which: "strict" | "
       // within noise: why, per dominator (a lead within noise is a tie; fix16ac F2)
       which === "strict"
         ? ""
-        : (v.pareto.deciding ?? []).map((d) => `<div class="why muted">${escapeHtml(decidingText(d, v.variantId))}</div>`).join("") +
+        : (v.pareto.deciding ?? []).map((d) => `<div class="why muted">${escapeHtml(decidingText(d, v.variantId, c.objectives))}</div>`).join("") +
           (decidingShown(v) === "" ? "" : `<div class="why muted">${escapeHtml(decidingShown(v))}</div>`)
     }`
 }
@@ -207,7 +207,10 @@ ${usageRow("time", usage.timeMs, `${(usage.timeMs / 1000).toFixed(1)} s`, "timeM
     c.metrics.map((m) => `<option value="${e(m.name)}"${m.name === selected ? " selected" : ""}>${e(m.name)}</option>`).join("")
   const xDefault = c.objectives[0]?.metric ?? shown[0]?.name
   const yDefault = c.objectives[1]?.metric ?? c.metrics.find((m) => m.name !== xDefault && (m.name === "costUsd" || m.name === "wallMs"))?.name ?? c.metrics.find((m) => m.name !== xDefault)?.name
-  const compare = `<p class="muted">per metric: the mean of the repeats with its ${e(pct(c.level))} interval; Δ: the paired difference against the baseline <span class="mono">${e(c.baseline)}</span> (candidate − baseline) with its interval (hover for the wording). Pareto: strict front (point estimates) and front within noise (dominated only by a variant better beyond the intervals on one objective and not worse beyond them on any: a lead within noise is a tie, so the two fronts can differ both ways).</p>
+  const compare = `<p class="muted">per metric: the mean of the repeats with its ${e(pct(c.level))} interval; Δ: the paired difference against the baseline <span class="mono">${e(c.baseline)}</span> (candidate − baseline) with its interval (hover for the wording). Pareto: strict front (point estimates) and front within noise (dominated only by a variant better beyond the intervals on one objective and not worse beyond them on any: a lead within noise is a tie, so the two fronts can differ both ways).${
+    // what the "why" lines under the within-noise column are, once (tester16g F5)
+    decidingNote(c) === "" ? "" : ` <span id="why-note">Why lines: ${e(decidingNote(c))}.</span>`
+  }</p>
 <table id="compare-table"><thead><tr><th>variant</th><th>assignment</th><th>compared trials</th>${head}<th>Pareto (strict)</th><th>Pareto (within noise)</th><th>constraint breaches</th><th>weighted rank</th></tr></thead><tbody>${compareRows}</tbody></table>
 <h3>Against the baseline</h3><ul id="compare-versus">${versus === "" ? "<li>nothing to compare</li>" : versus}</ul>
 <div class="two">
@@ -419,10 +422,12 @@ const SCRIPT = `
     }
     return values.map(function (v) { return String(v); });
   }
+  // an axis's range: the values padded; values none of which is negative (calls, tokens, a
+  // cost; all 0) never get a negative stretch, the axis starts at 0 (tester16g F8)
   function rangeOf(values) {
     var lo = Math.min.apply(null, values), hi = Math.max.apply(null, values);
     var pad = hi > lo ? (hi - lo) * 0.08 : (Math.abs(lo) * 0.1 || 1);
-    return [lo - pad, hi + pad];
+    return [lo >= 0 && lo - pad < 0 ? 0 : lo - pad, hi + pad];
   }
   function targetOf(name) { var m = data.metrics[name]; return m && m.direction === "target" && num(m.target) !== null ? m.target : null; }
   // the Pareto plot, drawn as SVG: margins from the measured text, so no label is cut whatever
@@ -433,7 +438,7 @@ const SCRIPT = `
     var box = $("pareto-plot"), mx = $("pareto-x").value, my = $("pareto-y").value;
     var pts = data.variants.filter(function (v) {
       return v.compared && v.values[mx] && v.values[my] && num(v.values[mx].mean) !== null && num(v.values[my].mean) !== null;
-    }).map(function (v) { return { id: v.id, x: v.values[mx].mean, y: v.values[my].mean, candidate: data.candidates.indexOf(v.id) >= 0, uncertain: v.uncertain }; });
+    }).map(function (v) { return { id: v.id, x: v.values[mx].mean, y: v.values[my].mean, candidate: data.candidates.indexOf(v.id) >= 0, strict: v.strict, uncertain: v.uncertain }; });
     pts.sort(function (a, b) { return a.x - b.x; });
     var tx = targetOf(mx), ty = targetOf(my);
     box.setAttribute("data-points", String(pts.length));
@@ -449,6 +454,7 @@ const SCRIPT = `
     var xr = rangeOf(pts.map(function (p) { return p.x; }).concat(tx === null ? [] : [tx]));
     var yr = rangeOf(pts.map(function (p) { return p.y; }).concat(ty === null ? [] : [ty]));
     var xt = ticks(xr[0], xr[1]), yt = ticks(yr[0], yr[1]);
+    box.setAttribute("data-range", JSON.stringify([xr, yr]));
     var xtt = tickTexts(xt, xt.length > 1 ? xt[1] - xt[0] : 0), ytt = tickTexts(yt, yt.length > 1 ? yt[1] - yt[0] : 0);
     box.setAttribute("data-ticks-x", JSON.stringify(xtt));
     box.setAttribute("data-ticks-y", JSON.stringify(ytt));
@@ -490,13 +496,22 @@ const SCRIPT = `
       var ly = "target " + tickText(ty), above = Y(ty) - 4 - FONT >= top;
       titled(node(svg, "text", { class: "target-label", x: left + pw - 4, y: above ? Y(ty) - 4 : Y(ty) + FONT + 2, "text-anchor": "end", fill: "#9a6700" }, ly), my + ": target " + ty);
     }
-    // the points: candidates green, the front within noise amber, the dominated grey; each
-    // labelled with its variant beside it, on the side where the label fits inside the plot.
+    // the points by front membership (tester16g F8): the conclusion's candidates dark green,
+    // the rest of both fronts light green, the front within noise only amber, the strict front
+    // only (dominated beyond noise) blue, neither grey; each labelled with its variant beside
+    // it, on the side where the label fits inside the plot, its membership in its title.
     // Variants at one spot (the same values, or within 2 pixels) share one point, drawn once
     // with all their names as its label and in its title (tester16f F7): never one marker
     // hiding another; where their kinds differ, one ring per kind, the outer first
-    var KINDS = { candidate: { r: 6, color: "#1a7f37", words: "candidate" }, uncertain: { r: 4.5, color: "#9a6700", words: "front within noise" }, dominated: { r: 3.5, color: "#57606a", words: "dominated" } };
-    function kindOf(p) { return p.candidate ? "candidate" : p.uncertain ? "uncertain" : "dominated"; }
+    var KINDS = {
+      candidate: { r: 6, color: "#1a7f37", words: "candidate" },
+      both: { r: 5, color: "#4ac26b", words: "on both fronts" },
+      uncertain: { r: 4.5, color: "#9a6700", words: "front within noise only" },
+      strict: { r: 4.5, color: "#0969da", words: "strict front only: dominated beyond noise" },
+      dominated: { r: 3.5, color: "#57606a", words: "dominated" }
+    };
+    var KIND_ORDER = ["candidate", "both", "uncertain", "strict", "dominated"];
+    function kindOf(p) { return p.candidate ? "candidate" : p.strict && p.uncertain ? "both" : p.uncertain ? "uncertain" : p.strict ? "strict" : "dominated"; }
     var groups = [];
     pts.forEach(function (p) {
       var px = X(p.x), py = Y(p.y);
@@ -511,8 +526,8 @@ const SCRIPT = `
     var labelled = [], placed = [];
     groups.forEach(function (g) {
       var ids = g.members.map(function (p) { return p.id; });
-      var said = g.members.map(function (p) { return p.id + (ids.length > 1 ? " (" + KINDS[kindOf(p)].words + ")" : "") + ": " + mx + " " + tickText(p.x) + ", " + my + " " + tickText(p.y); }).join("; ");
-      var kinds = ["candidate", "uncertain", "dominated"].filter(function (k) { return g.members.some(function (p) { return kindOf(p) === k; }); });
+      var said = g.members.map(function (p) { return p.id + " (" + KINDS[kindOf(p)].words + "): " + mx + " " + tickText(p.x) + ", " + my + " " + tickText(p.y); }).join("; ");
+      var kinds = KIND_ORDER.filter(function (k) { return g.members.some(function (p) { return kindOf(p) === k; }); });
       var px = g.px, py = g.py;
       // one kind: its own size; several: rings 3 pixels apart around the innermost
       function radius(i) { return kinds.length === 1 ? KINDS[kinds[0]].r : 4 + 3 * (kinds.length - 1 - i); }
@@ -548,12 +563,13 @@ const SCRIPT = `
     box.setAttribute("data-labels", labelled.join(","));
     var legend = document.createElement("div");
     legend.className = "legend muted";
-    [["#1a7f37", "candidate"], ["#9a6700", "front within noise"], ["#57606a", "dominated"]].forEach(function (k) {
+    // the kinds drawn, in their order
+    KIND_ORDER.filter(function (k) { return pts.some(function (p) { return kindOf(p) === k; }); }).forEach(function (k) {
       var sw = document.createElement("span");
       sw.className = "swatch";
-      sw.style.background = k[0];
+      sw.style.background = KINDS[k].color;
       legend.appendChild(sw);
-      legend.appendChild(document.createTextNode(" " + k[1] + "  "));
+      legend.appendChild(document.createTextNode(" " + KINDS[k].words + "  "));
     });
     if (groups.some(function (g) { return g.members.length > 1; })) {
       legend.appendChild(document.createTextNode("· variants at one point share its marker (a ring per kind) and its label"));
@@ -608,6 +624,8 @@ const SCRIPT = `
     if (upright) W2 = Math.max(W2, yAxis + (vs.length + 1) * 16);
     box.setAttribute("data-ticks-upright", String(upright));
     box.setAttribute("data-variants", ids.join(","));
+    var yRange = rangeOf(means.concat(lows, highs).filter(function (x) { return x !== null; }));
+    box.setAttribute("data-range-y", JSON.stringify(yRange));
     // each interval as a whisker from its lower to its upper bound, behind the points
     function whiskers(u) {
       var ctx = u.ctx;
@@ -628,7 +646,8 @@ const SCRIPT = `
     state.intervals = new uPlot({
       width: W2, height: H2 + (upright ? Math.max(0, Math.ceil(widest) - 30) : 0),
       hooks: { drawAxes: [whiskers] },
-      scales: { x: { time: false, range: [0, vs.length + 1] } },
+      // y: the values' range, from 0 when none is negative (tester16g F8)
+      scales: { x: { time: false, range: [0, vs.length + 1] }, y: { range: function () { return yRange; } } },
       series: [{ label: "variant", value: function (u, v) { return v >= 1 && v <= vs.length ? vs[v - 1].id : ""; } },
                { label: "mean", stroke: "#0969da", paths: noLine, points: { show: true, size: 10, fill: "#0969da" } },
                { label: "lower", stroke: "#57606a", paths: noLine, points: { show: true, size: 6, fill: "#fff" } },

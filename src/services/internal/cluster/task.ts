@@ -399,7 +399,12 @@ const recheckingPools = (
    * local deadline has not passed (its slot cannot have expired and been claimed by another
    * runner), else the lease is lost and another one acquired; the window's claim is within its
    * local deadline (no other execution can have taken the window over), else the execution
-   * stops before its call (`fence.lost`: the window is claimed again, or waited for).
+   * stops before its call (`fence.lost`: the window is claimed again, or waited for). Stopped
+   * there, the lease goes back at once, as after a completed call: nothing was called under
+   * it (this is the last step before the call), and its slot is still its own (its deadline
+   * was checked first). Left to the interruption, it would be an unknown outcome, its slot
+   * held until its TTL: a draining window's waiters then kept slots nobody used for a whole
+   * TTL (chaos C4, 2026-12-04).
    */
   const inWindow = (w: WindowedTask, lease: Lease<any>): Effect.Effect<boolean> =>
     Effect.suspend(() => {
@@ -407,7 +412,7 @@ const recheckingPools = (
       if (deadline !== undefined && env.clock.unsafeCurrentTimeMillis() >= deadline) return Effect.succeed(false)
       if (w.live()) return Effect.succeed(true)
       if (claim !== undefined) claim.fence.lost = true
-      return Effect.interrupt
+      return Effect.zipRight(lease.releaseNow, Effect.interrupt)
     })
   /** Acquires, fences, and acquires again while the fence finds the slot lost. */
   const ready = <L extends Lease<any>, E, R>(get: Effect.Effect<L, E, R>, scoped: boolean): Effect.Effect<L, E, R> => {

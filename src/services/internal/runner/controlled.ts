@@ -168,6 +168,22 @@ type EntryOutcome =
   | { readonly _tag: "Ended"; readonly value: unknown }
   | { readonly _tag: "Failed" }
 
+/**
+ * `unit` (a success {@link runNow} deferred without a traversal write) carrying the state it
+ * led to, `state`, based on the version `expectedVersion` that the units before it carry.
+ */
+const withState = (unit: CheckpointUnit, expectedVersion: number, state: Traversal.VisitState): CheckpointUnit => ({
+  pipelineId: unit.pipelineId,
+  artifact: unit.artifact,
+  task: unit.task,
+  pipeline: unit.pipeline,
+  attempts: unit.attempts,
+  events: unit.events,
+  traversal: { expectedVersion, state },
+  admission: unit.admission,
+  before: unit.before
+})
+
 /** A checkpoint unit that carries a traversal write. */
 type TraversalUnit = CheckpointUnit & { readonly traversal: TraversalWrite }
 
@@ -478,7 +494,8 @@ const handOff = (
   taskStarted: number,
   ended: number,
   taskLeaseIds: ReadonlyArray<string>,
-  stepPatched = true
+  stepPatched = true,
+  expectedVersion = vs.version
 ): Handed => {
   const state = env.state
   const runId = state.runId
@@ -554,7 +571,7 @@ const handOff = (
   const toTask = toSeq === null ? null : tasks[toSeq]!.name
   const entryReused = entryArtifact === undefined
   const traversal: TraversalWrite = {
-    expectedVersion: vs.version,
+    expectedVersion,
     state: next,
     handoff: {
       pipelineId,
@@ -670,8 +687,11 @@ const runsAtOnce = (env: PipelineEnv, task: Task.Any): boolean => {
  * Runs an admitted controlled pipeline whose tasks are all synchronous (see {@link canRunNow})
  * at once, on the caller's fiber, without a fiber of its own and without an Effect per step:
  * the same attempts, steps and transitions (`Traversal.succeed`, {@link handOff}: the same
- * rows, ledger row, event, invalidation and version-checked traversal states) as {@link run}
- * would make. `run`'s `runEntry` defers every synchronous step whose next entry's task is
+ * rows, ledger row, event, invalidation and stored traversal state) as {@link run} would make.
+ * One difference in what the commit carries, not in what it stores: a deferred success carries
+ * no traversal write; the next transition (or the last step) carries the state that includes
+ * it, version-checked against the state before it, all in the same transaction. `run`'s
+ * `runEntry` defers every synchronous step whose next entry's task is
  * synchronous (transitions included) to the next commit, so the general path also commits
  * such a pipeline once (up to {@link MAX_UNCOMMITTED} steps), its admission with it: nothing
  * the general path makes durable before going on is made durable later here. `undefined`:
@@ -694,6 +714,13 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart):
   const uncommitted: Uncommitted = { admission: start.admission!.write, units: [], patch: undefined }
   let vs = start.state
   let input = start.input
+  // The version of the last state a unit of this commit carries (the admission's at first).
+  // A deferred success carries no traversal write: its state lives only until the next step
+  // (the next unit that carries one, a transition or the last step, is based on `written` and
+  // carries the state that includes it; they commit in one transaction, so no store ever
+  // holds the skipped state), so that a batch waiting for its group commit keeps one state
+  // per transition instead of one per step (see `withState` for a hand-over).
+  let written = vs.version
   // The deferred steps' units carry no pipeline patch: each step's would be `stepPatch` (the
   // cursor, the time, one attempt), so their merge is the last one's with an attempt per step,
   // set in `uncommitted.patch` once, when the pipeline commits or goes to its fiber (no patch
@@ -706,6 +733,9 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart):
   }
   const handOver = (taskStartedAt: number, first: AttemptResult | Effect.Effect<AttemptResult> | undefined): NowOutcome => {
     settlePatch()
+    // the fiber's next step is based on `vs`: the last deferred unit carries it
+    const units = uncommitted.units
+    if (written !== vs.version) units[units.length - 1] = withState(units[units.length - 1]!, written, vs)
     return {
       _tag: "ContinueControlled",
       start: { state: vs, input, prepare: undefined, carried: { uncommitted, holder, taskStartedAt, first } }
@@ -733,7 +763,22 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart):
     current.attempt = attempt
     if (isHandoff(value)) {
       const ended = clock.unsafeCurrentTimeMillis()
-      const handed = handOff(env, spec, vs, task, current, attempt, value, input, ran, ran.startedAt, ended, noLeases, false)
+      const handed = handOff(
+        env,
+        spec,
+        vs,
+        task,
+        current,
+        attempt,
+        value,
+        input,
+        ran,
+        ran.startedAt,
+        ended,
+        noLeases,
+        false,
+        written
+      )
       if (handed._tag !== "Commit") return handOver(taskStartedAt, ran)
       state.counters.handoffs++
       const unit = handed.unit
@@ -746,6 +791,7 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart):
       // (no patch of its own: see `settlePatch`)
       uncommitted.units.push(unit)
       vs = unit.traversal.state
+      written = vs.version
       lastCursor = vs.cursor
       lastEnded = ended
       input = outcome.input
@@ -757,7 +803,7 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart):
     const ended = clock.unsafeCurrentTimeMillis()
     const next = Traversal.succeed(vs, seq, address, nTasks)
     const isLast = next.pending === null
-    const unit: TraversalUnit = {
+    const unit: CheckpointUnit = {
       pipelineId,
       artifact: {
         pipelineId,
@@ -776,7 +822,8 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart):
       // (a deferred step has no patch of its own: see `settlePatch`)
       pipeline: isLast ? endPatch(next.cursor, ended) : undefined,
       attempts: [Rows.succeededAttemptRow(current, attempt, succeededAs(attempt, undefined), ran, ended)],
-      traversal: { expectedVersion: vs.version, state: next }
+      // (a deferred success has no traversal write of its own: see `written`)
+      traversal: isLast ? { expectedVersion: written, state: next } : undefined
     }
     if (isLast) {
       slots.release(holder)

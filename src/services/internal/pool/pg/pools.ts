@@ -87,7 +87,43 @@ export interface Settings {
    * take it over in its own claim statement meanwhile (see {@link Gate.queueRelease}).
    */
   readonly releaseDelayMs: number
+  /**
+   * Block leases: log one line per block at each renewal (`block trace {…}`, JSON, at level
+   * Info) with its size, demand, share, the others' demands and what its acquires waited
+   * since the previous renewal ({@link TraceStats}); off by default (`ASSAY_BLOCK_TRACE=1`).
+   */
+  readonly trace?: boolean | undefined
 }
+
+/**
+ * What the acquires of one pool did between two renewals (block leases, `Settings.trace`):
+ * granted, of which from a block, how many waited at all, their total and longest wait (ms,
+ * from the acquire's start to its grant, `Clock`), the brought-forward top-ups and the rows
+ * they claimed, and the rows given back by renewals.
+ */
+export interface TraceStats {
+  granted: number
+  fromBlock: number
+  waited: number
+  waitMs: number
+  maxWaitMs: number
+  early: number
+  earlyRows: number
+  topUpRows: number
+  givenBack: number
+}
+
+const emptyTrace = (): TraceStats => ({
+  granted: 0,
+  fromBlock: 0,
+  waited: 0,
+  waitMs: 0,
+  maxWaitMs: 0,
+  early: 0,
+  earlyRows: 0,
+  topUpRows: 0,
+  givenBack: 0
+})
 
 /**
  * One quota charge of a lease: the window it is in (moved by {@link Gate.confirm} when the
@@ -368,6 +404,8 @@ export class Gate {
   flushScheduled = false
   /** Set when the service's scope closes: a release is then written at once. */
   closed = false
+  /** `Settings.trace`: per pool, what its acquires did since the last renewal. */
+  readonly traceStats = new Map<string, TraceStats>()
   constructor(
     readonly sql: SqlClient.SqlClient,
     readonly local: PoolsService,
@@ -641,6 +679,7 @@ export class Gate {
     const opts: AcquireOptions = typeof options === "string" ? { pool: options } : options ?? {}
     const userWhere = opts.where
     const attempt: Effect.Effect<PgLease, AcquireError> = Effect.gen(function*() {
+      const startedAt = yield* gate.nowMs
       const target = yield* gate.targetPool(opts, holder)
       const pools = yield* gate.local.names
       let n = 0
@@ -815,7 +854,18 @@ export class Gate {
             return Option.some(pg)
           })
         )
-        if (Option.isSome(got)) return got.value
+        if (Option.isSome(got)) {
+          if (gate.settings.trace === true && blocks !== undefined) {
+            const t = gate.traceOf(got.value.pool)
+            const waited = (yield* gate.nowMs) - startedAt
+            t.granted++
+            if (got.value.block !== undefined) t.fromBlock++
+            if (waited > 0) t.waited++
+            t.waitMs += waited
+            t.maxWaitMs = Math.max(t.maxWaitMs, waited)
+          }
+          return got.value
+        }
         if (blind) viewed = true
         else n++
         if (blocks !== undefined) {
@@ -1455,7 +1505,13 @@ export class Gate {
           }
           mode.lastRenewal = sent
           for (const r of back) yield* gate.queueRelease(r.pool, r.resource, r)
+          const heldBefore = new Map([...mode.blocks.values()].map((b) => [b, b.held] as const))
           for (const block of topUp) yield* gate.claimInto(block, block.target)
+          if (gate.settings.trace === true) {
+            for (const r of back) gate.traceOf(r.pool).givenBack++
+            for (const block of topUp) gate.traceOf(block.pool).topUpRows += block.held - (heldBefore.get(block) ?? 0)
+            yield* gate.traceLines(mode, now)
+          }
         })
     }
   }
@@ -1485,9 +1541,51 @@ export class Gate {
         if (share <= block.held) continue
         block.lastEarly = now
         block.target = Math.max(block.target, share)
+        const before = block.held
         // uninterruptible: rows claimed are in the block, or the statement did not run
         yield* Effect.uninterruptible(gate.claimInto(block, share))
+        if (gate.settings.trace === true) {
+          const t = gate.traceOf(block.pool)
+          t.early++
+          t.earlyRows += block.held - before
+        }
       }
+    })
+  }
+
+  /** The trace counters of a pool since the last renewal (`Settings.trace`). */
+  traceOf(pool: string): TraceStats {
+    let t = this.traceStats.get(pool)
+    if (t === undefined) this.traceStats.set(pool, t = emptyTrace())
+    return t
+  }
+
+  /**
+   * `Settings.trace`: one log line per block after a renewal (`block trace {…}`: runner, local
+   * time, pool, resource, capacity, rows held / in use, the demand sent, the share computed, the
+   * other runners' demands, and its pool's {@link TraceStats} since the previous renewal, which
+   * are then reset).
+   */
+  traceLines(mode: BlockMode, now: number): Effect.Effect<void> {
+    const gate = this
+    return Effect.gen(function*() {
+      for (const block of mode.blocks.values()) {
+        const stats = gate.traceStats.get(block.pool) ?? emptyTrace()
+        yield* Effect.logInfo(`block trace ${JSON.stringify({
+          runner: gate.settings.runnerId,
+          t: now,
+          pool: block.pool,
+          resource: block.resource,
+          capacity: block.capacity,
+          held: block.held,
+          used: block.used.size,
+          demand: block.demand,
+          share: block.target,
+          others: Object.fromEntries(block.others),
+          ...stats
+        })}`)
+      }
+      gate.traceStats.clear()
     })
   }
 

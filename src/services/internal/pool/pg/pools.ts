@@ -333,8 +333,16 @@ export class Block {
   target = 0
   /** Local time of the last lease taken from it (0: none yet). */
   lastUse = 0
-  /** The demand the last renewal wrote for it (leases in use + waiters). */
+  /** The demand the last renewal wrote for it (its peak since the renewal before, see {@link peak}). */
   demand = 0
+  /**
+   * The highest demand seen since the last renewal was sent (leases in use + acquires under
+   * way: its value then, and after each acquire of its pool started since). A renewal writes
+   * this peak, not the demand at the instant it is sent, so that a runner between two windows
+   * keeps its block through one renewal (hysteresis): only a runner with no demand for a
+   * whole renewal interval gives its rows back.
+   */
+  peak = 0
   /** The other runners' live demands the last renewal read (runner id → demand). */
   others: ReadonlyMap<string, number> = new Map()
   /** Local time of the last claim brought forward by waiters ({@link Gate.earlyTopUp}). */
@@ -880,7 +888,12 @@ export class Gate {
       Effect.zip(gate.targetPool(opts, holder), gate.local.names),
       ([target, names]) => {
         const counted = target === undefined ? names : [target]
-        const add = (n: number) => Effect.sync(() => { for (const p of counted) gate.pending.set(p, (gate.pending.get(p) ?? 0) + n) })
+        const add = (n: number) =>
+          Effect.sync(() => {
+            for (const p of counted) gate.pending.set(p, (gate.pending.get(p) ?? 0) + n)
+            // an acquire starting raises its pool's demand: each block's peak follows
+            if (n > 0) gate.notePeaks(counted)
+          })
         return Effect.acquireUseRelease(add(1), () => attempt, () => add(-1))
       }
     )
@@ -1229,6 +1242,7 @@ export class Gate {
       const sent = yield* gate.nowMs
       // a block just claimed counts as used (the pool is not idle at the next renewal)
       block.lastUse = Math.max(block.lastUse, sent)
+      block.peak = Math.max(block.peak, gate.demandNow(block))
       const r = yield* Effect.either(
         Q.claimBlock(
           gate.sql,
@@ -1239,9 +1253,9 @@ export class Gate {
           mode.runners,
           block.held,
           target,
-          // every claim tells the others this runner's demand now (a runner that needs the
+          // every claim tells the others this runner's demand (a runner that needs the
           // resource again is seen at their next renewal, not after one renewal of its own)
-          gate.demandNow(block)
+          gate.demandShown(block)
         )
       )
       if (Either.isLeft(r)) {
@@ -1400,15 +1414,17 @@ export class Gate {
 
   /**
    * The block leases' part of the runner's renewal (see {@link BlockRider}): every slot of
-   * every block is renewed, this runner's demand for each blocked resource written (leases in
-   * use + waiters, counted for one TTL), the other runners' live demands and the resources'
+   * every block is renewed, this runner's demand for each blocked resource written (the peak
+   * of leases in use + acquires under way since the previous renewal, {@link Block.peak},
+   * counted for one TTL), the other runners' live demands and the resources'
    * shared state read, all in the statement of the window claims' renewal. Settling it:
    * - a slot the database did not renew is lost (its lease too); the others get a new
    *   deadline, the local time the statement was sent plus the TTL, less the margin;
    * - each block's size becomes this runner's demand-proportional share
    *   ({@link Q.proportionalShare}) of the capacity read (0 for a dead resource, or with no
-   *   demand): free slots above it, or above the capacity, go back at once (an idle runner
-   *   gives its rows back within one renewal; a resize shrinks the blocks within one renewal),
+   *   demand): free slots above it, or above the capacity, go back at once (a runner idle for
+   *   a whole renewal interval gives its rows back at the renewal that ends it; a resize
+   *   shrinks the blocks within one renewal),
    *   slots in use when they come back;
    * - a block below its size is topped up (one statement); a pool with no demand at all is
    *   forgotten (its blocks are claimed again at its next need).
@@ -1428,7 +1444,11 @@ export class Gate {
         for (const b of mode.blocks.values()) {
           for (const c of b.free) slots.push({ pool: b.pool, resource: b.resource, slot: c.slot, leaseId: c.leaseId })
           for (const l of b.used.values()) slots.push({ pool: b.pool, resource: b.resource, slot: l.claimed.slot, leaseId: l.claimed.leaseId })
-          demands.push({ pool: b.pool, resource: b.resource, demand: gate.demandNow(b) })
+          // the peak since the previous renewal (at least the demand now), then the next
+          // interval's peak starts from the demand now
+          const now = gate.demandNow(b)
+          demands.push({ pool: b.pool, resource: b.resource, demand: Math.max(now, b.peak) })
+          b.peak = now
         }
         const pools = [...new Set([...mode.blocks.values()].map((b) => b.pool))]
         sentFor = new Map(slots.map((r) => [`${r.pool}\u0000${r.resource}\u0000${r.slot}`, r.leaseId]))
@@ -1519,7 +1539,7 @@ export class Gate {
   /**
    * A renewal's top-up brought forward (block leases): when an acquire of `pools` waited a
    * whole poll and the pool's acquires under way are more than the slots a block holds, the block's share is
-   * computed again with its demand now and the other runners' demands the last renewal read,
+   * computed again with its demand ({@link Gate.demandShown}) and the other runners' demands the last renewal read,
    * and, when that share is above what the block holds, free slots are claimed up to it (one
    * statement). At most once per quarter of `renewEvery` per block; slots are only ever taken
    * free, so the sum of the blocks stays bounded by the rows.
@@ -1537,7 +1557,7 @@ export class Gate {
         if (mode.health.get(`${block.pool}\u0000${block.resource}`)?.dead === true) continue
         const waiting = gate.pending.get(block.pool) ?? 0
         if (waiting <= block.held) continue
-        const share = Q.proportionalShare(block.capacity, new Map([...block.others, [me, gate.demandNow(block)]]), me)
+        const share = Q.proportionalShare(block.capacity, new Map([...block.others, [me, gate.demandShown(block)]]), me)
         if (share <= block.held) continue
         block.lastEarly = now
         block.target = Math.max(block.target, share)
@@ -1551,6 +1571,25 @@ export class Gate {
         }
       }
     })
+  }
+
+  /**
+   * The demand a block claim between renewals writes (and a brought-forward top-up computes its
+   * share with): the demand now, or the peak of this interval, or the peak the last renewal
+   * wrote, whichever is highest, so that a claim never lowers below the renewal's peak what
+   * the other runners see.
+   */
+  demandShown(block: Block): number {
+    return Math.max(this.demandNow(block), block.peak, block.demand)
+  }
+
+  /** Raises the {@link Block.peak} of every block of `pools` to its demand now (block leases). */
+  notePeaks(pools: ReadonlyArray<string>): void {
+    const mode = this.blockMode
+    if (mode === undefined) return
+    for (const block of mode.blocks.values()) {
+      if (pools.includes(block.pool)) block.peak = Math.max(block.peak, this.demandNow(block))
+    }
   }
 
   /** The trace counters of a pool since the last renewal (`Settings.trace`). */

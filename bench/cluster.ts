@@ -36,7 +36,9 @@
  * whole, with local deadlines, instead of a claim and a fence per task; BENCHMARKS.md pg17o),
  * `BENCH_CLUSTER_BLOCK_LEASES=1` (with window claims: the runners also run with `--block-leases
  * --expected-runners 3`, each holding a block of every resource's slots and serving its tasks
- * from it in memory; BENCHMARKS.md pg17r).
+ * from it in memory; BENCHMARKS.md pg17r), `BENCH_CLUSTER_RUNNER_LOGS=DIR` (each runner's standard
+ * error written whole to DIR/runner0.log, …; with `ASSAY_BLOCK_TRACE=1` in the environment they
+ * hold one `block trace` line per block and renewal, BENCHMARKS.md pg17u).
  */
 import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -55,6 +57,8 @@ const EMBEDDED_PG = process.env.BENCH_CLUSTER_EMBEDDED_PG === "1"
 const EMBEDDED_PROCS = Number(process.env.BENCH_CLUSTER_EMBEDDED_PROCS ?? 1)
 const WINDOW_CLAIMS = process.env.BENCH_CLUSTER_WINDOW_CLAIMS === "1"
 const BLOCK_LEASES = WINDOW_CLAIMS && process.env.BENCH_CLUSTER_BLOCK_LEASES === "1"
+const RUNNER_LOGS = process.env.BENCH_CLUSTER_RUNNER_LOGS
+if (RUNNER_LOGS !== undefined) fs.mkdirSync(RUNNER_LOGS, { recursive: true })
 /** How to start `bin/assay` (under `node --cpu-prof` when profiling: Node 20 refuses it in NODE_OPTIONS). */
 const assayCommand = (name: string, args: ReadonlyArray<string>): [string, Array<string>] =>
   PROFILE === undefined
@@ -214,7 +218,11 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
         stdio: ["ignore", "ignore", "pipe"]
       })
       let err = ""
-      child.stderr!.on("data", (d: Buffer) => (err = (err + d.toString()).slice(-4000)))
+      const log = RUNNER_LOGS === undefined ? undefined : fs.createWriteStream(path.join(RUNNER_LOGS, `runner${runners.length}.log`))
+      child.stderr!.on("data", (d: Buffer) => {
+        log?.write(d)
+        err = (err + d.toString()).slice(-4000)
+      })
       child.on("exit", (code, signal) => {
         if (signal !== "SIGKILL" && signal !== "SIGTERM") console.error(`runner exited ${code ?? signal}: ${err}`)
       })

@@ -208,19 +208,21 @@ const runnerOptions = {
   ),
   blockLeases: Options.boolean("block-leases").pipe(
     Options.withDescription(
-      "Hold a block of each global pool resource's slots (capacity / --expected-runners) and serve the window's tasks from it, with no slot statement per task (experimental; needs --window-claims and --expected-runners)."
+      "Hold a block of each global pool resource's slots, sized to this runner's share of the demand, and serve the window's tasks from it, with no slot statement per task (experimental; needs --window-claims and `assay migrate` of this version)."
     )
   ),
   expectedRunners: integerAtLeast("expected-runners", 1).pipe(
     Options.optional,
-    Options.withDescription("How many runners share the pools (with --block-leases: each holds capacity / N slots of a resource).")
+    Options.withDescription(
+      "With --block-leases, optional: the first block of a resource holds capacity / N slots, until the runners' demands are known (deprecated: the blocks follow demand)."
+    )
   )
 }
 
 /**
- * The block leases of `assay runner` (`--block-leases`, `--expected-runners N`): `undefined`
- * when off; a `ConfigError` (exit 2) when on without `--window-claims` or without
- * `--expected-runners`, or `--expected-runners` without it.
+ * The block leases of `assay runner` (`--block-leases`, optional `--expected-runners N`, the
+ * first blocks' size guess): `undefined` when off; a `ConfigError` (exit 2) when on without
+ * `--window-claims`, or `--expected-runners` without it.
  *
  * @since 0.9.0
  * @category parsing
@@ -229,17 +231,14 @@ export const blockLeasesOf = (
   on: boolean,
   windowClaims: boolean,
   expectedRunners: Option.Option<number>
-): Either.Either<{ readonly expectedRunners: number } | undefined, ConfigError> => {
+): Either.Either<{ readonly expectedRunners?: number | undefined } | undefined, ConfigError> => {
   if (!on) {
     return Option.isSome(expectedRunners)
       ? Either.left(configError("--expected-runners", "is only used with --block-leases"))
       : Either.right(undefined)
   }
   if (!windowClaims) return Either.left(configError("--block-leases", "needs --window-claims (the blocks are renewed with the window claims)"))
-  if (Option.isNone(expectedRunners)) {
-    return Either.left(configError("--block-leases", "needs --expected-runners N (each runner holds capacity / N slots of a resource)"))
-  }
-  return Either.right({ expectedRunners: expectedRunners.value })
+  return Either.right(Option.isNone(expectedRunners) ? {} : { expectedRunners: expectedRunners.value })
 }
 
 /**

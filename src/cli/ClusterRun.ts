@@ -223,11 +223,12 @@ export interface RunnerArgs {
    */
   readonly windowClaims?: boolean | undefined
   /**
-   * Block leases (`--block-leases --expected-runners N`; default off; needs window claims):
-   * each global pool resource's slots held as a block of `⌊capacity ÷ N⌋` rows and handed to
-   * the window's tasks in memory (docs/scale-out.md "Block leases").
+   * Block leases (`--block-leases [--expected-runners N]`; default off; needs window claims):
+   * each global pool resource's slots held as a block sized to the runner's
+   * demand-proportional share of the capacity and handed to the window's tasks in memory; `N`
+   * only sets the first block's size, `⌊capacity ÷ N⌋` (docs/scale-out.md "Block leases").
    */
-  readonly blockLeases?: { readonly expectedRunners: number } | undefined
+  readonly blockLeases?: { readonly expectedRunners?: number | undefined } | undefined
 }
 
 /**
@@ -256,7 +257,13 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
         address === undefined ? "" : `, listening on ${address.host}:${address.port}`
       }; pool slots held ${Duration.format(lease.leaseTtl)} without renewal, renewed every ${Duration.format(lease.renewEvery)}${
         o.windowClaims === true ? "; window claims on" : ""
-      }${o.blockLeases === undefined ? "" : `; block leases on (${o.blockLeases.expectedRunners} runners expected)`}`
+      }${
+        o.blockLeases === undefined
+          ? ""
+          : `; block leases on (shares by demand${
+            o.blockLeases.expectedRunners === undefined ? "" : `, first blocks for ${o.blockLeases.expectedRunners} runners`
+          })`
+      }`
     )
     const host = ClusterEngine.workflowLayer({
       concurrency: o.concurrency,

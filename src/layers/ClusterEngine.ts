@@ -152,10 +152,12 @@ export const catalogStreamLayer = <E, R>(
  * the `CallCache` in context, else the store's own, else one in memory per process;
  * `windowClaims` (default off), each window claimed whole with local deadlines instead of a
  * claim, a fence and an input read per task (docs/scale-out.md "Window claims"; needs the
- * window claim table, `assay migrate`); `blockLeases` (`{ expectedRunners }`, default off,
+ * window claim table, `assay migrate`); `blockLeases` (`{ expectedRunners? }`, default off,
  * needs `windowClaims` and `PgPools` in the cluster's database), each global pool resource's
- * slots held as a block of `⌊capacity ÷ expectedRunners⌋` rows, renewed with the window
- * claims and handed to the window's tasks in memory (docs/scale-out.md "Block leases").
+ * slots held as a block, renewed with the window claims, resized at each renewal to the
+ * process's demand-proportional share of the capacity (`expectedRunners`, optional: the first
+ * block's size, `⌊capacity ÷ expectedRunners⌋`, before demands are known), and handed to the
+ * window's tasks in memory (docs/scale-out.md "Block leases").
  *
  * @since 0.7.0
  * @category models

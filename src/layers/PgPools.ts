@@ -48,7 +48,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import type * as Migrator from "@effect/sql/Migrator"
-import { Deferred, Duration, Effect, Layer, Random, Redacted } from "effect"
+import { Config, Deferred, Duration, Effect, Layer, Random, Redacted } from "effect"
 import type { Scope } from "effect"
 import type { ConfigError } from "../domain/Errors.js"
 import type { Lease } from "../domain/Lease.js"
@@ -141,6 +141,8 @@ const settingsOf = (options: PgPoolsOptions): Effect.Effect<internal.Settings> =
       pollMaxMs: Duration.toMillis(options.pollMax ?? "1 second"),
       quotaGuardMs: Duration.toMillis(options.quotaGuard ?? "2 seconds"),
       releaseDelayMs: Duration.toMillis(options.releaseDelay ?? "20 millis"),
+      // a debugging aid: one line per block and renewal (`internal.Settings.trace`)
+      trace: yield* Effect.orElseSucceed(Config.boolean("ASSAY_BLOCK_TRACE").pipe(Config.withDefault(false)), () => false),
       quotas: (options.quotas ?? []).map((q) => ({
         pool: q.pool,
         resource: q.resource,

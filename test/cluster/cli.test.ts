@@ -131,14 +131,15 @@ describe("leaseTiming", () => {
 describe("blockLeasesOf (--block-leases, --expected-runners)", () => {
   const path = (e: ReturnType<typeof blockLeasesOf>) => Either.isLeft(e) ? e.left.issues.map((i) => i.path) : []
 
-  it("off by default; on with window claims and the expected runners", () => {
+  it("off by default; on with window claims, the expected runners optional (the first blocks' size guess)", () => {
     assert.deepStrictEqual(blockLeasesOf(false, false, Option.none()), Either.right(undefined))
     assert.deepStrictEqual(blockLeasesOf(true, true, Option.some(3)), Either.right({ expectedRunners: 3 }))
+    assert.deepStrictEqual(blockLeasesOf(true, true, Option.none()), Either.right({}))
   })
 
-  it("refused (exit 2, the flag as the issue's path) without window claims, without the runners, or the runners alone", () => {
+  it("refused (exit 2, the flag as the issue's path) without window claims, or the runners alone", () => {
     assert.deepStrictEqual(path(blockLeasesOf(true, false, Option.some(3))), ["--block-leases"])
-    assert.deepStrictEqual(path(blockLeasesOf(true, true, Option.none())), ["--block-leases"])
+    assert.deepStrictEqual(path(blockLeasesOf(true, false, Option.none())), ["--block-leases"])
     assert.deepStrictEqual(path(blockLeasesOf(false, true, Option.some(3))), ["--expected-runners"])
   })
 })

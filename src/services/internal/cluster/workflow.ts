@@ -42,6 +42,7 @@ import { Store, type StoreService } from "../../Store.js"
 import * as Infra from "./infra.js"
 import * as InFlight from "./inflight.js"
 import * as PgPools from "../pool/pg/pools.js"
+import * as PoolSql from "../pool/pg/sql.js"
 import { makeTaskEnv, newClaim, runTask, type TaskEnv } from "./task.js"
 import { runWindow } from "./window.js"
 import * as WindowClaims from "./windowClaims.js"
@@ -239,15 +240,19 @@ export interface WorkflowLayerOptions {
    */
   readonly windowClaims?: boolean | undefined
   /**
-   * Block leases (issue 17, step 2; default off; needs `windowClaims`): each global pool
-   * resource's slot rows are claimed by this process as a block of `⌊capacity ÷
-   * expectedRunners⌋` rows at the first acquire of its pool, renewed with the window claims in
-   * their one statement per heartbeat, and handed to the window's tasks in memory (no slot
-   * statement per task); a slot goes back to the block once its task's checkpoint has
-   * committed. A resource whose block is empty is served by a slot claim per task. Needs the
-   * global pools (`PgPools`) in the cluster's database; otherwise ignored, with a warning.
+   * Block leases (issue 17, steps 2 and 3; default off; needs `windowClaims`): each global
+   * pool resource's slot rows are claimed by this process as a block at the first acquire of
+   * its pool, renewed with the window claims in their one statement per heartbeat, and handed
+   * to the window's tasks in memory (no slot statement per task); a slot goes back to the
+   * block once its task's checkpoint has committed. At each renewal the block is resized to
+   * this process's demand-proportional share of the capacity (its leases in use + waiters
+   * against every live runner's). `expectedRunners`, optional, only sets the first block's
+   * size (`⌊capacity ÷ expectedRunners⌋`) before the demands are known. A resource whose block
+   * is empty is served by a slot claim per task. Needs the global pools (`PgPools`) in the
+   * cluster's database (otherwise ignored, with a warning) and their demand table (`assay
+   * migrate`).
    */
-  readonly blockLeases?: { readonly expectedRunners: number } | undefined
+  readonly blockLeases?: { readonly expectedRunners?: number | undefined } | undefined
 }
 
 /** The run this process worked for last (what its pool events and resource rows are filed under). */
@@ -472,6 +477,13 @@ export const workflowLayer = (
       if (gate === undefined || !(yield* claims.sameDatabase(gate.sql))) {
         yield* Effect.logWarning("block leases need the global pools in the cluster's database: a slot is claimed per task")
       } else {
+        // the demand table (step 3) comes with `assay migrate` of this version
+        if (!(yield* Effect.orElseSucceed(PoolSql.demandTablePresent(gate.sql), () => false))) {
+          return yield* new StoreUnavailable({
+            message: "the pools' database has no `assay_pool_demand` table (block leases): run `assay migrate --database URL` " +
+              "once before starting runners with block leases"
+          })
+        }
         yield* gate.enableBlocks(options.blockLeases.expectedRunners)
         rider = gate.blockRider
       }

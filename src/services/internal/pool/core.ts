@@ -1418,6 +1418,11 @@ export const make = (
       // a higher ceiling frees room: queued waiters are served
       if (raised && p.waiters.head !== undefined) core.dispatch(p)
     })
+    demands.set(service, (pool, id) => {
+      const p = core.pools.get(pool)
+      const res = p?.list.find((r) => r.info.id === id)
+      return p === undefined || res === undefined ? { active: 0, waiters: 0 } : { active: res.active, waiters: p.waiters.size }
+    })
     // `acquire` goes through `core.scoped`, which applies a runner attempt's hooks
     return markAppliesHooks(service)
   })
@@ -1425,6 +1430,19 @@ export const make = (
 const publishers = new WeakMap<PoolsService, (event: ResourceEvent) => Effect.Effect<void>>()
 
 const ceilings = new WeakMap<PoolsService, (pool: string, id: string, ceiling: number | undefined) => void>()
+
+const demands = new WeakMap<PoolsService, (pool: string, id: string) => { readonly active: number; readonly waiters: number }>()
+
+/**
+ * A resource's local demand in `pools`' local core now: `active`, its leases held, and
+ * `waiters`, the acquires of its pool queued for a slot (any resource of the pool may serve
+ * them). What the global pools' block leases write as the runner's demand (`pool/pg/pools.ts`).
+ * Synchronous; zeros for an unknown pool or resource, or a service this module did not build.
+ *
+ * @internal
+ */
+export const demandOf = (pools: PoolsService, pool: string, id: string): { readonly active: number; readonly waiters: number } =>
+  demands.get(pools)?.(pool, id) ?? { active: 0, waiters: 0 }
 
 /**
  * Sets (or, with `undefined`, clears) a resource's ceiling in `pools`' local core: no more

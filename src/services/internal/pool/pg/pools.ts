@@ -49,7 +49,7 @@ import type { PoolConfig } from "../../../Pool.js"
 import type { Holder, LeakedLease, PoolHandle, PoolsOptions, PoolsService } from "../../../Pools.js"
 import { anonymous } from "../state.js"
 import { makePools as makeLocal } from "../../../Pools.js"
-import { publish, setCeiling } from "../core.js"
+import { demandOf, publish, setCeiling } from "../core.js"
 import { LeaseLost } from "./errors.js"
 import * as Q from "./sql.js"
 
@@ -87,7 +87,43 @@ export interface Settings {
    * take it over in its own claim statement meanwhile (see {@link Gate.queueRelease}).
    */
   readonly releaseDelayMs: number
+  /**
+   * Block leases: log one line per block at each renewal (`block trace {…}`, JSON, at level
+   * Info) with its size, demand, share, the others' demands and what its acquires waited
+   * since the previous renewal ({@link TraceStats}); off by default (`ASSAY_BLOCK_TRACE=1`).
+   */
+  readonly trace?: boolean | undefined
 }
+
+/**
+ * What the acquires of one pool did between two renewals (block leases, `Settings.trace`):
+ * granted, of which from a block, how many waited at all, their total and longest wait (ms,
+ * from the acquire's start to its grant, `Clock`), the brought-forward top-ups and the rows
+ * they claimed, and the rows given back by renewals.
+ */
+export interface TraceStats {
+  granted: number
+  fromBlock: number
+  waited: number
+  waitMs: number
+  maxWaitMs: number
+  early: number
+  earlyRows: number
+  topUpRows: number
+  givenBack: number
+}
+
+const emptyTrace = (): TraceStats => ({
+  granted: 0,
+  fromBlock: 0,
+  waited: 0,
+  waitMs: 0,
+  maxWaitMs: 0,
+  early: 0,
+  earlyRows: 0,
+  topUpRows: 0,
+  givenBack: 0
+})
 
 /**
  * One quota charge of a lease: the window it is in (moved by {@link Gate.confirm} when the
@@ -277,13 +313,15 @@ export const lostAtFence = (lease: Lease<any>): Effect.Effect<void> =>
     : Effect.void
 
 /**
- * A block (block leases, issue 17 step 2): the slot rows of one resource this runner holds as
- * a whole, claimed together ({@link Q.claimBlock}), renewed together with the runner's window
- * claims, and handed to leases in memory. `deadline` is the local deadline of every slot in it
- * (the local time before the last renewal that succeeded was sent, plus the TTL, less the
- * margin): past it the block calls nothing more. `target` is its size (`⌊capacity ÷
- * runners⌋`, 0 for a dead resource); a slot coming back above it, or above the capacity, is
- * given back to the database.
+ * A block (block leases, issue 17 steps 2 and 3): the slot rows of one resource this runner
+ * holds as a whole, claimed together ({@link Q.claimBlock}), renewed together with the
+ * runner's window claims, and handed to leases in memory. `deadline` is the local deadline of
+ * every slot in it (the local time before the last renewal that succeeded was sent, plus the
+ * TTL, less the margin): past it the block calls nothing more. `target` is its size: this
+ * runner's demand-proportional share of the capacity ({@link Q.proportionalShare}) as of the
+ * last renewal (before the first renewal, the first guess of {@link Q.claimBlock}; 0 for a
+ * dead resource); a slot coming back above it, or above the capacity, is given back to the
+ * database.
  */
 export class Block {
   /** Slots held and not in use. */
@@ -295,6 +333,20 @@ export class Block {
   target = 0
   /** Local time of the last lease taken from it (0: none yet). */
   lastUse = 0
+  /** The demand the last renewal wrote for it (its peak since the renewal before, see {@link peak}). */
+  demand = 0
+  /**
+   * The highest demand seen since the last renewal was sent (leases in use + acquires under
+   * way: its value then, and after each acquire of its pool started since). A renewal writes
+   * this peak, not the demand at the instant it is sent, so that a runner between two windows
+   * keeps its block through one renewal (hysteresis): only a runner with no demand for a
+   * whole renewal interval gives its rows back.
+   */
+  peak = 0
+  /** The other runners' live demands the last renewal read (runner id → demand). */
+  others: ReadonlyMap<string, number> = new Map()
+  /** Local time of the last claim brought forward by waiters ({@link Gate.earlyTopUp}). */
+  lastEarly = 0
   constructor(readonly pool: string, readonly resource: string) {}
   /** Slots held: free and in use. */
   get held(): number {
@@ -311,8 +363,12 @@ interface SharedHealth {
 
 /** The block leases of a gate, once enabled ({@link Gate.enableBlocks}). */
 interface BlockMode {
-  /** The runners expected to share each resource: a block is `⌊capacity ÷ runners⌋` slots. */
-  readonly runners: number
+  /**
+   * The runners expected to share each resource (`--expected-runners`): only the first guess
+   * of a block's size, `⌊capacity ÷ runners⌋`, before a renewal has read the demands; without
+   * it the first guess splits the capacity between this runner and the others with a live demand.
+   */
+  readonly runners: number | undefined
   /** Every block, by `pool \u0000 resource`. */
   readonly blocks: Map<string, Block>
   /** The pools whose blocks are claimed (or being claimed): cleared when a pool goes idle. */
@@ -340,6 +396,8 @@ export interface BlockRider {
 export class Gate {
   /** Block leases, once enabled ({@link Gate.enableBlocks}); `undefined`: a slot claim per lease. */
   blockMode: BlockMode | undefined = undefined
+  /** Block leases: the acquires under way (not granted yet) per pool, part of its resources' demand. */
+  readonly pending = new Map<string, number>()
   readonly leases = new Map<string, Set<PgLease>>()
   readonly quotaBlocked = new Map<string, number>()
   /** The declared default algorithm of each pool. */
@@ -354,6 +412,8 @@ export class Gate {
   flushScheduled = false
   /** Set when the service's scope closes: a release is then written at once. */
   closed = false
+  /** `Settings.trace`: per pool, what its acquires did since the last renewal. */
+  readonly traceStats = new Map<string, TraceStats>()
   constructor(
     readonly sql: SqlClient.SqlClient,
     readonly local: PoolsService,
@@ -626,7 +686,8 @@ export class Gate {
     const gate = this
     const opts: AcquireOptions = typeof options === "string" ? { pool: options } : options ?? {}
     const userWhere = opts.where
-    const loop: Effect.Effect<PgLease, AcquireError> = Effect.gen(function*() {
+    const attempt: Effect.Effect<PgLease, AcquireError> = Effect.gen(function*() {
+      const startedAt = yield* gate.nowMs
       const target = yield* gate.targetPool(opts, holder)
       const pools = yield* gate.local.names
       let n = 0
@@ -801,12 +862,41 @@ export class Gate {
             return Option.some(pg)
           })
         )
-        if (Option.isSome(got)) return got.value
+        if (Option.isSome(got)) {
+          if (gate.settings.trace === true && blocks !== undefined) {
+            const t = gate.traceOf(got.value.pool)
+            const waited = (yield* gate.nowMs) - startedAt
+            t.granted++
+            if (got.value.block !== undefined) t.fromBlock++
+            if (waited > 0) t.waited++
+            t.waitMs += waited
+            t.maxWaitMs = Math.max(t.maxWaitMs, waited)
+          }
+          return got.value
+        }
         if (blind) viewed = true
         else n++
-        if (blocks !== undefined) viewed = false
+        if (blocks !== undefined) {
+          viewed = false
+          // waited a whole poll: the block's share may be claimed before the next renewal
+          yield* gate.earlyTopUp(target === undefined ? pools : [target])
+        }
       }
     })
+    // block leases: an acquire under way counts in its pools' demand until it ends
+    const loop = this.blockMode === undefined ? attempt : Effect.flatMap(
+      Effect.zip(gate.targetPool(opts, holder), gate.local.names),
+      ([target, names]) => {
+        const counted = target === undefined ? names : [target]
+        const add = (n: number) =>
+          Effect.sync(() => {
+            for (const p of counted) gate.pending.set(p, (gate.pending.get(p) ?? 0) + n)
+            // an acquire starting raises its pool's demand: each block's peak follows
+            if (n > 0) gate.notePeaks(counted)
+          })
+        return Effect.acquireUseRelease(add(1), () => attempt, () => add(-1))
+      }
+    )
     if (opts.timeout === undefined) return loop
     const timeout = Duration.decode(opts.timeout)
     return Effect.timeoutFail(loop, {
@@ -924,9 +1014,40 @@ export class Gate {
         const back = Effect.flatMap(Deferred.isDone(lease.lost), (lost) => this.blockReturn(lease, completed && !lost))
         return Effect.uninterruptible(Effect.all([lapsed, back, lease.releaseLocal], { discard: true }))
       }
+      // block leases: a slot claimed on its own joins its resource's block when the block is
+      // below its share (before the local lease goes back: a waiter it wakes finds it)
       const giveBack = Effect.flatMap(Deferred.isDone(lease.lost), (lost) =>
-        completed && !lost ? this.queueRelease(lease.pool, lease.resource.id, lease.claimed) : Effect.void)
-      return Effect.uninterruptible(Effect.all([stop, lapsed, lease.releaseLocal, giveBack], { discard: true }))
+        !completed || lost
+          ? Effect.void
+          : Effect.flatMap(this.adopt(lease), (adopted) => adopted ? Effect.void : this.queueRelease(lease.pool, lease.resource.id, lease.claimed)))
+      return Effect.uninterruptible(Effect.all([stop, lapsed, giveBack, lease.releaseLocal], { discard: true }))
+    })
+  }
+
+  /**
+   * Block leases: the slot of a lease claimed on its own (its resource's block was empty), its
+   * call completed, joins the block instead of going back to the database, when the block is
+   * below its share, the pool's blocks are in use, the resource is neither dead nor resized
+   * below the slot, and the lease is within its local deadline (the block's deadline becomes
+   * the earlier of the two; the next renewal renews it with the block). Without this, a busy
+   * runner whose block emptied would keep claiming slot by slot: the rows it gives back pass
+   * to its next claim and are never free for the block's top-up. `false`: not taken.
+   */
+  adopt(lease: PgLease): Effect.Effect<boolean> {
+    const gate = this
+    return Effect.gen(function*() {
+      const mode = gate.blockMode
+      if (mode === undefined || !mode.claimed.has(lease.pool)) return false
+      const key = `${lease.pool}\u0000${lease.resource.id}`
+      const block = mode.blocks.get(key)
+      if (block === undefined || block.held >= block.target || mode.health.get(key)?.dead === true) return false
+      if (block.capacity !== undefined && lease.claimed.slot > block.capacity) return false
+      const now = yield* gate.nowMs
+      if (now >= lease.deadline) return false
+      block.deadline = block.held === 0 ? lease.deadline : Math.min(block.deadline, lease.deadline)
+      block.free.push(lease.claimed)
+      gate.ceiling(block)
+      return true
     })
   }
 
@@ -1057,18 +1178,19 @@ export class Gate {
 
   /**
    * Turns block leases on (idempotent): from now on each resource's slots are claimed as a
-   * block of `⌊capacity ÷ runners⌋` rows at the first acquire of its pool, renewed through
-   * {@link Gate.blockRider} (with the runner's other claims, in one statement), and handed out
-   * in memory; a resource whose block is empty (capacity below `runners`, or every row held
+   * block at the first acquire of its pool (`⌊capacity ÷ runners⌋` rows, or without `runners`
+   * the capacity split with the runners that have a live demand), renewed through
+   * {@link Gate.blockRider} (with the runner's other claims, in one statement) which resizes
+   * it to the runner's demand-proportional share, and handed out in memory; a resource whose block is empty (capacity below `runners`, or every row held
    * by others) is served by a slot claim per lease, as without blocks. Starts the watchdog that
    * loses a block whose local deadline passed with no renewal.
    */
-  enableBlocks(runners: number): Effect.Effect<void> {
+  enableBlocks(runners?: number | undefined): Effect.Effect<void> {
     const gate = this
     return Effect.suspend(() => {
       if (gate.blockMode !== undefined) return Effect.void
       gate.blockMode = {
-        runners: Math.max(1, Math.floor(runners)),
+        runners: runners === undefined ? undefined : Math.max(1, Math.floor(runners)),
         blocks: new Map(),
         claimed: new Map(),
         health: new Map(),
@@ -1094,10 +1216,9 @@ export class Gate {
 
   /** Adds freshly claimed slots to a block; its deadline is the earliest of its slots'. */
   addToBlock(block: Block, claim: Q.BlockClaim, sent: number): void {
-    const mode = this.blockMode
     if (claim.capacity !== undefined) {
       block.capacity = claim.capacity
-      if (mode !== undefined) block.target = Math.floor(claim.capacity / mode.runners)
+      block.target = claim.size
     }
     if (claim.claimed.length === 0) return
     const deadline = sent + this.settings.leaseTtlMs - this.marginMs
@@ -1109,8 +1230,11 @@ export class Gate {
     this.ceiling(block)
   }
 
-  /** Claims (or tops up) one block: one statement; an error leaves it as it is (the renewal tries again). */
-  claimInto(block: Block): Effect.Effect<void> {
+  /**
+   * Claims (or tops up) one block, up to `target` slots (default: the first guess, see
+   * {@link Q.claimBlock}): one statement; an error leaves it as it is (the renewal tries again).
+   */
+  claimInto(block: Block, target?: number | undefined): Effect.Effect<void> {
     const gate = this
     const mode = this.blockMode
     if (mode === undefined) return Effect.void
@@ -1118,8 +1242,21 @@ export class Gate {
       const sent = yield* gate.nowMs
       // a block just claimed counts as used (the pool is not idle at the next renewal)
       block.lastUse = Math.max(block.lastUse, sent)
+      block.peak = Math.max(block.peak, gate.demandNow(block))
       const r = yield* Effect.either(
-        Q.claimBlock(gate.sql, block.pool, block.resource, gate.settings.runnerId, gate.settings.leaseTtlMs, mode.runners, block.held)
+        Q.claimBlock(
+          gate.sql,
+          block.pool,
+          block.resource,
+          gate.settings.runnerId,
+          gate.settings.leaseTtlMs,
+          mode.runners,
+          block.held,
+          target,
+          // every claim tells the others this runner's demand (a runner that needs the
+          // resource again is seen at their next renewal, not after one renewal of its own)
+          gate.demandShown(block)
+        )
       )
       if (Either.isLeft(r)) {
         yield* Effect.logWarning(`global pools: cannot claim a block of ${block.pool}/${block.resource}: ${r.left.message}`)
@@ -1267,33 +1404,56 @@ export class Gate {
   }
 
   /**
+   * A block's demand now: the local leases of its resource in use (from the block, or by a
+   * slot claim of their own, parked ones included) plus the acquires of its pool under way
+   * (the local waiters, and those claiming or backing off).
+   */
+  demandNow(block: Block): number {
+    return demandOf(this.local, block.pool, block.resource).active + (this.pending.get(block.pool) ?? 0)
+  }
+
+  /**
    * The block leases' part of the runner's renewal (see {@link BlockRider}): every slot of
-   * every block is renewed, and the resources' shared state read, in the statement of the
-   * window claims' renewal. Settling it:
+   * every block is renewed, this runner's demand for each blocked resource written (the peak
+   * of leases in use + acquires under way since the previous renewal, {@link Block.peak},
+   * counted for one TTL), the other runners' live demands and the resources'
+   * shared state read, all in the statement of the window claims' renewal. Settling it:
    * - a slot the database did not renew is lost (its lease too); the others get a new
    *   deadline, the local time the statement was sent plus the TTL, less the margin;
-   * - each block's size follows the capacity read (`⌊capacity ÷ runners⌋`; 0 for a dead
-   *   resource): free slots above it, or above the capacity, go back at once (a resize shrinks
-   *   the blocks within one renewal), slots in use when they come back;
-   * - a pool none of whose blocks was used since the previous renewal gives its slots back
-   *   (claimed again at its next need); a block below its size is topped up (one statement).
+   * - each block's size becomes this runner's demand-proportional share
+   *   ({@link Q.proportionalShare}) of the capacity read (0 for a dead resource, or with no
+   *   demand): free slots above it, or above the capacity, go back at once (a runner idle for
+   *   a whole renewal interval gives its rows back at the renewal that ends it; a resize
+   *   shrinks the blocks within one renewal),
+   *   slots in use when they come back;
+   * - a block below its size is topped up (one statement); a pool with no demand at all is
+   *   forgotten (its blocks are claimed again at its next need).
    */
   get blockRider(): BlockRider {
     const gate = this
     /** The slots the last renewal was sent for (key → lease id): only those are judged by its answer. */
     let sentFor = new Map<string, string>()
+    /** The demands the last renewal wrote, by `pool \u0000 resource`. */
+    let sentDemand = new Map<string, number>()
     return {
       parts: (first) => {
         const mode = gate.blockMode
         if (mode === undefined || mode.blocks.size === 0) return undefined
         const slots: Array<Q.Release> = []
+        const demands: Array<Q.Demand> = []
         for (const b of mode.blocks.values()) {
           for (const c of b.free) slots.push({ pool: b.pool, resource: b.resource, slot: c.slot, leaseId: c.leaseId })
           for (const l of b.used.values()) slots.push({ pool: b.pool, resource: b.resource, slot: l.claimed.slot, leaseId: l.claimed.leaseId })
+          // the peak since the previous renewal (at least the demand now), then the next
+          // interval's peak starts from the demand now
+          const now = gate.demandNow(b)
+          demands.push({ pool: b.pool, resource: b.resource, demand: Math.max(now, b.peak) })
+          b.peak = now
         }
         const pools = [...new Set([...mode.blocks.values()].map((b) => b.pool))]
         sentFor = new Map(slots.map((r) => [`${r.pool}\u0000${r.resource}\u0000${r.slot}`, r.leaseId]))
-        return Q.blockRenewalParts(first, slots, pools, gate.settings.leaseTtlMs)
+        sentDemand = new Map(demands.map((d) => [`${d.pool}\u0000${d.resource}`, d.demand]))
+        return Q.blockRenewalParts(first, slots, pools, gate.settings.leaseTtlMs, gate.settings.runnerId, demands)
       },
       settle: (row, sent) =>
         Effect.gen(function*() {
@@ -1320,6 +1480,15 @@ export class Gate {
               for (const l of block.used.values()) l.deadline = block.deadline
             }
           }
+          // the other runners' live demands, by resource
+          const others = new Map<string, Map<string, number>>()
+          for (const d of answer.demands) {
+            const key = `${d.pool}\u0000${d.resource}`
+            let m = others.get(key)
+            if (m === undefined) others.set(key, m = new Map())
+            m.set(d.runner, d.demand)
+          }
+          const me = gate.settings.runnerId
           for (const r of answer.resources) {
             const key = `${r.pool}\u0000${r.resource}`
             const dead = r.state === "dead"
@@ -1327,33 +1496,136 @@ export class Gate {
             const block = mode.blocks.get(key)
             if (block === undefined) continue
             block.capacity = r.capacity
-            block.target = dead ? 0 : Math.floor(r.capacity / mode.runners)
+            block.others = others.get(key) ?? new Map()
+            // a block created after the statement was sent keeps its first guess
+            const demand = sentDemand.get(key)
+            if (demand === undefined) continue
+            block.demand = demand
+            block.target = dead ? 0 : Q.proportionalShare(r.capacity, new Map([...block.others, [me, demand]]), me)
           }
-          // idle pools give their blocks back; the others shrink to their size, or grow to it
-          const busy = new Set<string>()
-          for (const b of mode.blocks.values()) if (b.used.size > 0 || b.lastUse >= mode.lastRenewal) busy.add(b.pool)
+          // pools with no demand are forgotten (claimed again at their next need); the blocks
+          // shrink to their share, or grow to it
+          const wanted = new Set<string>()
+          for (const b of mode.blocks.values()) if (b.demand > 0 || b.used.size > 0 || !sentDemand.has(`${b.pool}\u0000${b.resource}`)) wanted.add(b.pool)
           const back: Array<Q.Release> = []
           const topUp: Array<Block> = []
           for (const block of mode.blocks.values()) {
-            const idle = !busy.has(block.pool)
             // slots above the capacity first
             block.free.sort((a, b) => a.slot - b.slot)
             while (block.free.length > 0) {
               const last = block.free[block.free.length - 1]!
               const above = block.capacity !== undefined && last.slot > block.capacity
-              if (!idle && !above && block.held <= block.target) break
+              if (!above && block.held <= block.target) break
               block.free.pop()
               back.push({ pool: block.pool, resource: block.resource, slot: last.slot, leaseId: last.leaseId })
             }
             gate.ceiling(block)
-            if (idle) mode.claimed.delete(block.pool)
+            if (!wanted.has(block.pool)) mode.claimed.delete(block.pool)
             else if (mode.claimed.has(block.pool) && block.held < block.target) topUp.push(block)
           }
           mode.lastRenewal = sent
           for (const r of back) yield* gate.queueRelease(r.pool, r.resource, r)
-          for (const block of topUp) yield* gate.claimInto(block)
+          const heldBefore = new Map([...mode.blocks.values()].map((b) => [b, b.held] as const))
+          for (const block of topUp) yield* gate.claimInto(block, block.target)
+          if (gate.settings.trace === true) {
+            for (const r of back) gate.traceOf(r.pool).givenBack++
+            for (const block of topUp) gate.traceOf(block.pool).topUpRows += block.held - (heldBefore.get(block) ?? 0)
+            yield* gate.traceLines(mode, now)
+          }
         })
     }
+  }
+
+  /**
+   * A renewal's top-up brought forward (block leases): when an acquire of `pools` waited a
+   * whole poll and the pool's acquires under way are more than the slots a block holds, the block's share is
+   * computed again with its demand ({@link Gate.demandShown}) and the other runners' demands the last renewal read,
+   * and, when that share is above what the block holds, free slots are claimed up to it (one
+   * statement). At most once per quarter of `renewEvery` per block; slots are only ever taken
+   * free, so the sum of the blocks stays bounded by the rows.
+   */
+  earlyTopUp(pools: ReadonlyArray<string>): Effect.Effect<void> {
+    const gate = this
+    const mode = this.blockMode
+    if (mode === undefined) return Effect.void
+    return Effect.gen(function*() {
+      const now = yield* gate.nowMs
+      const me = gate.settings.runnerId
+      for (const block of mode.blocks.values()) {
+        if (!pools.includes(block.pool) || !mode.claimed.has(block.pool) || block.capacity === undefined) continue
+        if (now - block.lastEarly < gate.settings.renewEveryMs / 4) continue
+        if (mode.health.get(`${block.pool}\u0000${block.resource}`)?.dead === true) continue
+        const waiting = gate.pending.get(block.pool) ?? 0
+        if (waiting <= block.held) continue
+        const share = Q.proportionalShare(block.capacity, new Map([...block.others, [me, gate.demandShown(block)]]), me)
+        if (share <= block.held) continue
+        block.lastEarly = now
+        block.target = Math.max(block.target, share)
+        const before = block.held
+        // uninterruptible: rows claimed are in the block, or the statement did not run
+        yield* Effect.uninterruptible(gate.claimInto(block, share))
+        if (gate.settings.trace === true) {
+          const t = gate.traceOf(block.pool)
+          t.early++
+          t.earlyRows += block.held - before
+        }
+      }
+    })
+  }
+
+  /**
+   * The demand a block claim between renewals writes (and a brought-forward top-up computes its
+   * share with): the demand now, or the peak of this interval, or the peak the last renewal
+   * wrote, whichever is highest, so that a claim never lowers below the renewal's peak what
+   * the other runners see.
+   */
+  demandShown(block: Block): number {
+    return Math.max(this.demandNow(block), block.peak, block.demand)
+  }
+
+  /** Raises the {@link Block.peak} of every block of `pools` to its demand now (block leases). */
+  notePeaks(pools: ReadonlyArray<string>): void {
+    const mode = this.blockMode
+    if (mode === undefined) return
+    for (const block of mode.blocks.values()) {
+      if (pools.includes(block.pool)) block.peak = Math.max(block.peak, this.demandNow(block))
+    }
+  }
+
+  /** The trace counters of a pool since the last renewal (`Settings.trace`). */
+  traceOf(pool: string): TraceStats {
+    let t = this.traceStats.get(pool)
+    if (t === undefined) this.traceStats.set(pool, t = emptyTrace())
+    return t
+  }
+
+  /**
+   * `Settings.trace`: one log line per block after a renewal (`block trace {…}`: runner, local
+   * time, pool, resource, capacity, rows held / in use, the demand sent, the share computed, the
+   * other runners' demands, and its pool's {@link TraceStats} since the previous renewal, which
+   * are then reset).
+   */
+  traceLines(mode: BlockMode, now: number): Effect.Effect<void> {
+    const gate = this
+    return Effect.gen(function*() {
+      for (const block of mode.blocks.values()) {
+        const stats = gate.traceStats.get(block.pool) ?? emptyTrace()
+        yield* Effect.logInfo(`block trace ${JSON.stringify({
+          runner: gate.settings.runnerId,
+          t: now,
+          pool: block.pool,
+          resource: block.resource,
+          capacity: block.capacity,
+          held: block.held,
+          used: block.used.size,
+          demand: block.demand,
+          share: block.target,
+          others: Object.fromEntries(block.others),
+          ...stats
+        })}`)
+      }
+      gate.traceStats.clear()
+    })
   }
 
   /** Gives every block's free slots back (the service closing); slots in use are left to their TTL. */
@@ -1402,7 +1674,11 @@ export const make = (
       // outcome is unknown, they are left to their TTL)
       gate.releaseBlocks()
       gate.closed = true
-      return gate.flush
+      // and its demands stop counting at once (not after their TTL)
+      const forget = gate.blockMode === undefined
+        ? Effect.void
+        : Effect.catchAll(Effect.asVoid(Q.forgetDemand(sql, settings.runnerId)), () => Effect.void)
+      return Effect.zipRight(gate.flush, forget)
     }))
     for (const p of configs) gate.algorithms.set(p.name, p.options.algorithm)
     for (const name of yield* local.names) yield* gate.declarePool(name)

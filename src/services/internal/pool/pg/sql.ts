@@ -11,6 +11,10 @@
  *   `expires_at` is in the future (a lease with a TTL, claimed with `FOR UPDATE SKIP LOCKED`).
  * - `assay_pool_quota`: one row per (pool, resource, metric, window start): what was charged in
  *   that window (`date_bin` windows from 2000-01-01 UTC).
+ * - `assay_pool_demand` (migration 2): one row per (pool, resource, runner) with block leases:
+ *   the runner's demand for the resource (leases in use + local waiters) as its last renewal
+ *   wrote it, counted while `expires_at` (the renewal's time plus the lease TTL) is in the
+ *   future, so a dead runner's demand stops counting after one TTL.
  *
  * @internal
  */
@@ -67,9 +71,25 @@ export const migrate: Effect.Effect<
     "1_pools": Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       for (const s of v1) yield* sql.unsafe(s)
+    }),
+    "2_demand": Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      for (const s of v2) yield* sql.unsafe(s)
     })
   })
 })
+
+/** Migration 2 (issue 17 step 3, demand-proportional blocks): each runner's demand per resource. */
+const v2 = [
+  `CREATE TABLE IF NOT EXISTS assay_pool_demand (
+    pool text NOT NULL,
+    resource text NOT NULL,
+    runner text NOT NULL,
+    demand integer NOT NULL CHECK (demand >= 0),
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (pool, resource, runner)
+  )`
+]
 
 const secs = (ms: number) => ms / 1000
 
@@ -392,18 +412,27 @@ export const windowLeftMs = (sql: SqlClient.SqlClient, windowMs: number) =>
     (rows) => Math.max(0, Number(rows[0]?.ms ?? 0))
   )
 
-/** What {@link claimBlock} answers: the resource's global capacity (`undefined`: no row, or dead) and the slots claimed. */
+/**
+ * What {@link claimBlock} answers: the resource's global capacity (`undefined`: no row, or
+ * dead), the block size the claim aimed at, and the slots claimed.
+ */
 export interface BlockClaim {
   readonly capacity: number | undefined
+  readonly size: number
   readonly claimed: ReadonlyArray<Claimed>
 }
 
 /**
  * Claims a block of slots of a resource for `holder`, in one statement (block leases, issue 17
- * step 2): up to `⌊capacity ÷ runners⌋ − held` free slots (never held, or expired) at or below
- * the resource's global capacity, of a resource not dead, each with a new lease id and a TTL of
- * `ttlMs`; `FOR UPDATE SKIP LOCKED`, so concurrent claims never take the same row. Also
- * answers the capacity it read (what the block's size follows).
+ * steps 2 and 3): up to `size − held` free slots (never held, or expired) at or below the
+ * resource's global capacity, of a resource not dead, each with a new lease id and a TTL of
+ * `ttlMs`; `FOR UPDATE SKIP LOCKED`, so concurrent claims never take the same row. `size` is
+ * `target` when given (the demand-proportional share of the last renewal, capped by the
+ * capacity); otherwise the first guess: `⌊capacity ÷ runners⌋` with `runners` given, else
+ * `⌊capacity ÷ (1 + the other runners with a live demand for the resource)⌋`. With `demand`,
+ * the same statement writes it as `holder`'s demand for the resource (counted for `ttlMs`), so
+ * that the other runners see a runner that needs the resource at their next renewal, not one
+ * renewal of its own later. Answers the capacity it read and the size it used.
  */
 export const claimBlock = (
   sql: SqlClient.SqlClient,
@@ -411,19 +440,33 @@ export const claimBlock = (
   resource: string,
   holder: string,
   ttlMs: number,
-  runners: number,
-  held: number
+  runners: number | undefined,
+  held: number,
+  target?: number | undefined,
+  demand?: number | undefined
 ) =>
   Effect.map(
-    sql.unsafe<{ capacity: number | null; claimed: ReadonlyArray<{ slot: number; lease_id: string }> | string | null }>(
+    sql.unsafe<{ capacity: number | null; size: number | null; claimed: ReadonlyArray<{ slot: number; lease_id: string }> | string | null }>(
       `WITH r AS (
         SELECT capacity FROM assay_pool_resource WHERE pool = $1 AND resource = $2 AND state <> 'dead'
+      ), sz AS (
+        SELECT CASE
+          WHEN $7::int >= 0 THEN LEAST($7::int, COALESCE((SELECT capacity FROM r), 0))
+          WHEN $5::int > 0 THEN COALESCE((SELECT capacity FROM r), 0) / $5::int
+          ELSE COALESCE((SELECT capacity FROM r), 0) / (1 + (SELECT count(*) FROM assay_pool_demand d
+            WHERE d.pool = $1 AND d.resource = $2 AND d.runner <> $3 AND d.demand > 0 AND d.expires_at > now()))::int
+        END AS size
+      ), demand AS (
+        INSERT INTO assay_pool_demand (pool, resource, runner, demand, expires_at)
+        SELECT $1, $2, $3, $8::int, now() + make_interval(secs => $4::float8) WHERE $8::int >= 0
+        ON CONFLICT (pool, resource, runner) DO UPDATE SET demand = EXCLUDED.demand, expires_at = EXCLUDED.expires_at
+        RETURNING 1
       ), pick AS (
         SELECT sl.pool, sl.resource, sl.slot FROM assay_pool_slot sl
         WHERE sl.pool = $1 AND sl.resource = $2 AND sl.slot <= COALESCE((SELECT capacity FROM r), 0)
           AND (sl.holder IS NULL OR sl.expires_at <= now())
         ORDER BY sl.slot
-        LIMIT GREATEST(0, COALESCE((SELECT capacity FROM r), 0) / $5::int - $6::int)
+        LIMIT GREATEST(0, (SELECT size FROM sz) - $6::int)
         FOR UPDATE OF sl SKIP LOCKED
       ), up AS (
         UPDATE assay_pool_slot s SET holder = $3, lease_id = gen_random_uuid(), acquired_at = now(),
@@ -431,9 +474,18 @@ export const claimBlock = (
         FROM pick WHERE s.pool = pick.pool AND s.resource = pick.resource AND s.slot = pick.slot
         RETURNING s.slot, s.lease_id::text AS lease_id
       )
-      SELECT (SELECT capacity FROM r) AS capacity,
+      SELECT (SELECT capacity FROM r) AS capacity, (SELECT size FROM sz) AS size,
         (SELECT COALESCE(json_agg(json_build_object('slot', slot, 'lease_id', lease_id) ORDER BY slot), '[]'::json) FROM up) AS claimed`,
-      [pool, resource, holder, secs(ttlMs), Math.max(1, Math.floor(runners)), Math.max(0, Math.floor(held))]
+      [
+        pool,
+        resource,
+        holder,
+        secs(ttlMs),
+        runners === undefined ? 0 : Math.max(1, Math.floor(runners)),
+        Math.max(0, Math.floor(held)),
+        target === undefined ? -1 : Math.max(0, Math.floor(target)),
+        demand === undefined ? -1 : Math.max(0, Math.floor(demand))
+      ]
     ),
     (rows): BlockClaim => {
       const row = rows[0]
@@ -441,23 +493,36 @@ export const claimBlock = (
       const list = (typeof raw === "string" ? JSON.parse(raw) : raw) as ReadonlyArray<{ slot: number; lease_id: string }>
       return {
         capacity: row === undefined || row.capacity === null ? undefined : Number(row.capacity),
+        size: Number(row?.size ?? 0),
         claimed: list.map((c) => ({ slot: Number(c.slot), leaseId: String(c.lease_id) }))
       }
     }
   )
 
+/** A runner's demand for one resource, as written to (and read from) `assay_pool_demand`. */
+export interface Demand {
+  readonly pool: string
+  readonly resource: string
+  readonly demand: number
+}
+
 /**
  * The block leases' part of a runner's renewal statement (joined to its window claims' renewal,
  * `cluster/windowClaims.ts`): CTEs `block_renew` (every slot in `slots` extended by `ttlMs`
- * from the server's now, only while its own lease holds it and it has not expired) and
- * `block_rows` (the state of every resource of `pools`), and the two JSON columns the
- * statement selects from them (`block_renewed`, `block_resources`). Parameters from `first`.
+ * from the server's now, only while its own lease holds it and it has not expired),
+ * `block_rows` (the state of every resource of `pools`), `block_demand` (writes this runner's
+ * `demands`, each counted until now + `ttlMs`) and `block_demands` (the other runners' live
+ * demands above 0 for the resources of `pools`: the statement's snapshot, so this runner's own
+ * write is not among them), and the three JSON columns the statement selects from them
+ * (`block_renewed`, `block_resources`, `block_demands`). Parameters from `first`.
  */
 export const blockRenewalParts = (
   first: number,
   slots: ReadonlyArray<Release>,
   pools: ReadonlyArray<string>,
-  ttlMs: number
+  ttlMs: number,
+  runner: string,
+  demands: ReadonlyArray<Demand>
 ): { readonly ctes: ReadonlyArray<string>; readonly cols: ReadonlyArray<string>; readonly params: ReadonlyArray<unknown> } => {
   const p = (k: number) => `$${first + k}`
   return {
@@ -473,12 +538,25 @@ export const blockRenewalParts = (
           COALESCE(GREATEST(0, extract(epoch FROM (r.throttled_until - now())) * 1000), 0)::float8 AS throttle_ms,
           COALESCE(GREATEST(0, extract(epoch FROM (r.cooldown_until - now())) * 1000), 0)::float8 AS cooldown_ms
         FROM assay_pool_resource r WHERE r.pool = ANY(${p(5)}::text[])
+      )`,
+      `block_demand AS (
+        INSERT INTO assay_pool_demand (pool, resource, runner, demand, expires_at)
+        SELECT d.pool, d.resource, ${p(6)}::text, d.demand, now() + make_interval(secs => ${p(0)}::float8)
+        FROM unnest(${p(7)}::text[], ${p(8)}::text[], ${p(9)}::int[]) AS d(pool, resource, demand)
+        ON CONFLICT (pool, resource, runner) DO UPDATE SET demand = EXCLUDED.demand, expires_at = EXCLUDED.expires_at
+        RETURNING 1
+      )`,
+      `block_demands AS (
+        SELECT d.pool, d.resource, d.runner, d.demand FROM assay_pool_demand d
+        WHERE d.pool = ANY(${p(5)}::text[]) AND d.runner <> ${p(6)}::text AND d.demand > 0 AND d.expires_at > now()
       )`
     ],
     cols: [
       `(SELECT COALESCE(json_agg(json_build_object('pool', pool, 'resource', resource, 'slot', slot)), '[]'::json) FROM block_renew) AS block_renewed`,
       `(SELECT COALESCE(json_agg(json_build_object('pool', pool, 'resource', resource, 'capacity', capacity, 'state', state,
-          'throttle_ms', throttle_ms, 'cooldown_ms', cooldown_ms)), '[]'::json) FROM block_rows) AS block_resources`
+          'throttle_ms', throttle_ms, 'cooldown_ms', cooldown_ms)), '[]'::json) FROM block_rows) AS block_resources`,
+      `(SELECT COALESCE(json_agg(json_build_object('pool', pool, 'resource', resource, 'runner', runner, 'demand', demand)), '[]'::json)
+          FROM block_demands) AS block_demands`
     ],
     params: [
       secs(ttlMs),
@@ -486,16 +564,22 @@ export const blockRenewalParts = (
       slots.map((s) => s.resource),
       slots.map((s) => s.slot),
       slots.map((s) => s.leaseId),
-      pools
+      pools,
+      runner,
+      demands.map((d) => d.pool),
+      demands.map((d) => d.resource),
+      demands.map((d) => Math.max(0, Math.floor(d.demand)))
     ]
   }
 }
 
-/** What the block part of a renewal answered: the slots renewed and the resources' state. */
+/** What the block part of a renewal answered: the slots renewed, the resources' state, the other runners' demands. */
 export interface BlockRenewal {
   readonly renewed: ReadonlyArray<{ readonly pool: string; readonly resource: string; readonly slot: number }>
   /** Each blocked resource's global state (as {@link GlobalRow}, without the lease count). */
   readonly resources: ReadonlyArray<Pick<GlobalRow, "pool" | "resource" | "capacity" | "state" | "throttleMs" | "cooldownMs">>
+  /** The other runners' live demands above 0 (`runner`: their runner id). */
+  readonly demands: ReadonlyArray<Demand & { readonly runner: string }>
 }
 
 const jsonList = (u: unknown): ReadonlyArray<Record<string, unknown>> =>
@@ -511,5 +595,61 @@ export const blockRenewalOf = (row: Record<string, unknown> | undefined): BlockR
     state: String(r.state),
     throttleMs: Number(r.throttle_ms),
     cooldownMs: Number(r.cooldown_ms)
+  })),
+  demands: jsonList(row?.block_demands).map((r) => ({
+    pool: String(r.pool),
+    resource: String(r.resource),
+    runner: String(r.runner),
+    demand: Number(r.demand)
   }))
 })
+
+/** Forgets a runner's demands (a runner stopping): its share goes to the others at their next renewal. */
+export const forgetDemand = (sql: SqlClient.SqlClient, runner: string) =>
+  sql`DELETE FROM assay_pool_demand WHERE runner = ${runner}`
+
+/** Whether the demand table exists (`assay migrate` of this version was run). */
+export const demandTablePresent = (sql: SqlClient.SqlClient) =>
+  Effect.map(
+    sql<{ present: boolean }>`SELECT to_regclass('assay_pool_demand') IS NOT NULL AS present`,
+    (rows) => rows[0]?.present === true
+  )
+
+/**
+ * The demand-proportional share of one runner (issue 17 step 3; Google's Doorman calls its
+ * version "proportional share": https://github.com/youtube/doorman, doc/algorithms.md): of
+ * `capacity` slots, runner `me` gets `capacity × own demand ÷ total demand`, over every runner
+ * with a demand above 0 (`demands`, by runner id). Every runner computes the whole split from
+ * the same demands the same way, so the shares never sum above the capacity: each share is
+ * rounded down, the slots left by rounding go one each to the largest remainders (ties by
+ * runner id), and when the capacity covers every runner with a demand, a runner whose share
+ * rounded to 0 gets 1, taken from the largest share. 0 for a runner with no demand. Unlike
+ * Doorman's, which first gives each client its equal share or what it wants, this one is
+ * proportional throughout, spare capacity included (a runner's block leaves room for its
+ * next burst).
+ */
+export const proportionalShare = (capacity: number, demands: ReadonlyMap<string, number>, me: string): number => {
+  const cap = Math.max(0, Math.floor(capacity))
+  const live = [...demands].filter(([, d]) => d > 0).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  if ((demands.get(me) ?? 0) <= 0 || cap === 0) return 0
+  const total = live.reduce((n, [, d]) => n + d, 0)
+  const shares = live.map(([runner, d]) => {
+    const exact = (cap * d) / total
+    return { runner, share: Math.floor(exact), rest: exact - Math.floor(exact) }
+  })
+  let left = cap - shares.reduce((n, s) => n + s.share, 0)
+  for (const s of [...shares].sort((a, b) => b.rest - a.rest || (a.runner < b.runner ? -1 : 1))) {
+    if (left <= 0) break
+    s.share++
+    left--
+  }
+  if (cap >= shares.length) {
+    for (const s of shares) {
+      if (s.share > 0) continue
+      const largest = shares.reduce((m, x) => (x.share > m.share ? x : m))
+      largest.share--
+      s.share = 1
+    }
+  }
+  return shares.find((s) => s.runner === me)?.share ?? 0
+}

@@ -53,7 +53,7 @@ import { addAttempt as addCacheAttempt, emptyStats as emptyCacheStats } from "..
 import { HandoffRecord } from "../domain/Handoff.js"
 import * as Traversal from "../domain/Traversal.js"
 import type { TraversalWrite } from "../services/Store.js"
-import { BASE_LEVEL, conflict, needsVisits, newest, VISITS_LEVEL } from "../services/internal/store/traversal.js"
+import { BASE_LEVEL, conflict, handoffEventOf, needsVisits, newest, VISITS_LEVEL } from "../services/internal/store/traversal.js"
 import { layerInline } from "./ArtifactBackends.js"
 import { applyPatch, settleToPatch } from "../services/internal/store/ops.js"
 import {
@@ -296,6 +296,10 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
           if (u.task !== undefined) putTask(asTask(u.task))
           for (const a of u.attempts ?? []) insertAttempt(a)
           for (const e of u.events ?? []) insertEvent(e)
+          if (u.traversal?.handoffEvent !== undefined) {
+            const e = handoffEventOf(u.traversal)
+            if (e !== undefined) insertEvent(e)
+          }
           if (u.pipeline !== undefined) patch(u.pipelineId, u.pipeline)
           if (u.traversal !== undefined) applyTraversal(u.pipelineId, u.traversal, op.entryPlaced)
           return

@@ -200,7 +200,10 @@ export type NewHandoff = Omit<HandoffRecord, "handoffId">
  * - `invalidateFrom`: task and artifact rows of stations `>= invalidateFrom` (and `< nTasks`,
  *   the payloads stay) become inactive history (rewind, retry-all, restarts: 0);
  * - `final`: the occurrence address of the artifact that becomes the pipeline's only final one
- *   (an `end` transition).
+ *   (an `end` transition);
+ * - `handoffEvent` (with `handoff`): the store also records the transition's `pipeline.handoff`
+ *   event, built from the ledger row (see {@link HandoffEventFacts}), so that a unit waiting
+ *   for its commit holds the transition's facts once.
  *
  * @since 0.1.0
  * @category models
@@ -209,9 +212,31 @@ export interface TraversalWrite {
   readonly expectedVersion: number
   readonly state: VisitState
   readonly handoff?: NewHandoff | undefined
+  readonly handoffEvent?: HandoffEventFacts | undefined
   readonly entry?: NewArtifact | undefined
   readonly invalidateFrom?: number | undefined
   readonly final?: string | undefined
+}
+
+/**
+ * What a transition's `pipeline.handoff` event says beyond its ledger row
+ * ({@link TraversalWrite.handoffEvent}). A store that commits a traversal write with both
+ * `handoff` (`h`) and `handoffEvent` (`f`) records, after the unit's own `events`, the event of
+ * kind `pipeline.handoff` with `h`'s pipeline, run and time (`ts`), whose data is, in this key
+ * order, `{ operation, fromSeq, fromTask, visit, toSeq, toTask, entry, entryReused, reason,
+ * handoffs, limit }`: `h`'s fields (`entry` is `h.entryArtifactId`), then `visit`, `handoffs`
+ * and `limit` from `f`. A refused write records no event.
+ *
+ * @since 0.16.0
+ * @category models
+ */
+export interface HandoffEventFacts {
+  /** The visit of the source task's entry that returned the directive (0 = first). */
+  readonly visit: number
+  /** The budget spent once the transition is made (`VisitState.handoffs` of the state it leads to). */
+  readonly handoffs: number
+  /** The pipeline's effective transition budget (`Control.effectiveLimit`). */
+  readonly limit: number
 }
 
 /**

@@ -1323,6 +1323,64 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           assert.isNull(Option.getOrThrow(yield* tv.visitState(P("c1"))).pending)
         })))
 
+    it.effect("traversal: a transition's handoffEvent records its pipeline.handoff event from the ledger row, after the unit's events; none when refused", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const s1 = yield* controlledToRewind(store, "he", "run-1", true)
+          const s2 = Either.getOrThrow(Traversal.transition(s1, {
+            operation: "rewind", fromSeq: 1, toSeq: 0, entry: addr("he", "3"), payload: true, nTasks: 3, limit: 5
+          }))
+          const unit = (expectedVersion: number) => ({
+            pipelineId: P("he"),
+            task: task("he", 1, "handed_off"),
+            events: [event("own", "he", 2400)],
+            traversal: {
+              expectedVersion,
+              state: s2,
+              handoff: ledgerRow("he", "rewind", 1, 0, addr("he", "3")),
+              entry: { ...artifact("he", 3, bytes("feedback")), taskName: "t1" },
+              invalidateFrom: 0,
+              handoffEvent: { visit: 0, handoffs: 1, limit: 5 }
+            }
+          })
+          // refused (a stale version): neither the unit's events nor the transition's
+          const refused = yield* Effect.flip(store.checkpoint(unit(s1.version + 3)))
+          assert.isDefined(Traversal.conflictOf(refused))
+          assert.strictEqual(yield* store.countEvents({ pipelineId: P("he") }), 0)
+          yield* store.checkpoint(unit(s1.version))
+          const events = yield* store.events({ pipelineId: P("he") })
+          assert.deepStrictEqual(events.map((e) => [e.kind, e.pipelineId, e.runId, e.ts]), [
+            ["own", P("he"), "run-1", 2400],
+            ["pipeline.handoff", P("he"), "run-1", 2500]
+          ])
+          assert.isTrue(events[0]!.eventId < events[1]!.eventId)
+          // the data, key order included (what a raw reader of the stored JSON sees)
+          assert.strictEqual(
+            JSON.stringify(events[1]!.data),
+            JSON.stringify({
+              operation: "rewind",
+              fromSeq: 1,
+              fromTask: "t1",
+              visit: 0,
+              toSeq: 0,
+              toTask: "t0",
+              entry: addr("he", "3"),
+              entryReused: false,
+              reason: "test",
+              handoffs: 1,
+              limit: 5
+            })
+          )
+          assert.strictEqual(yield* store.countEvents({ kind: "pipeline.handoff" }), 1)
+          // facts without a ledger row record nothing
+          const s3 = Traversal.succeed(s2, 0, addr("he", "0#1"), 3)
+          yield* store.checkpoint({
+            pipelineId: P("he"),
+            traversal: { expectedVersion: s2.version, state: s3, handoffEvent: { visit: 1, handoffs: 1, limit: 5 } }
+          })
+          assert.strictEqual(yield* store.countEvents({ pipelineId: P("he") }), 2)
+        })))
+
     it.effect("traversal: task rows stream by station, then visit (0 first, numerically), then taskRunId", () =>
       withStore((store) =>
         Effect.gen(function*() {

@@ -347,6 +347,44 @@ describe("Runner with control: backward traversal and visits", () => {
       assert.deepInclude(rows[0]!, { operation: "rewind", fromSeq: 1, toSeq: 0, entrySeq: 2, entryReused: false })
     }).pipe(Effect.provide(env())))
 
+  it.effect("each pipeline.handoff event says its own transition's visit and budget spent (two rewinds, then end; memory and SQLite)", () =>
+    Effect.gen(function*() {
+      const gen = Task.sync("gen", (n: number) => n + 1)
+      const judge = Task.sync("judge", (n: number, ctx) => ctx.visit < 2 ? Handoff.rewind("gen", n * 10) : Handoff.end(n))
+      const template = Pipeline.fromTasks("twice", [gen, judge, Task.sync("after", (n: number) => n)], {
+        control: { rewind: { judge: ["gen"] }, edges: { judge: ["end"] }, maxHandoffs: 3 }
+      })
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-control-"))
+      const sqlite = Layer.provideMerge(
+        Runner.layer({ handleSignals: false }),
+        Layer.mergeAll(SqliteStore.layer({ filename: path.join(dir, "twice.db") }), Pool.layer([]))
+      )
+      for (const layer of [env(), sqlite]) {
+        yield* Effect.gen(function*() {
+          const specs = [template.bind(1), template.bind(2)]
+          const report = yield* Runner.run(specs)
+          assert.strictEqual(report.stats.byState.succeeded, 2)
+          for (const spec of specs) {
+            const pid = spec.pipelineId
+            const events = yield* eventsOf(pid, "pipeline.handoff")
+            // (the stored JSON's key order too)
+            assert.deepStrictEqual(events.map((e) => Object.keys(e.data as object)), Array(3).fill([
+              "operation", "fromSeq", "fromTask", "visit", "toSeq", "toTask", "entry", "entryReused", "reason", "handoffs", "limit"
+            ]))
+            assert.deepStrictEqual(
+              events.map((e) => {
+                const d = e.data as Record<string, unknown>
+                return [d.operation, d.visit, d.handoffs, d.limit, d.entry]
+              }),
+              [["rewind", 0, 1, 3, `${pid}:3`], ["rewind", 1, 2, 3, `${pid}:4`], ["end", 2, 2, 3, `${pid}:5`]]
+            )
+            assert.strictEqual((yield* visitState(pid)).handoffs, 2)
+            assert.strictEqual((yield* ledger(pid)).length, 3)
+          }
+        }).pipe(Effect.provide(layer))
+      }
+    }))
+
   it.effect("a task reads a superseded occurrence through ctx.store.traversal (read-only view)", () =>
     Effect.gen(function*() {
       const generate = Task.sync("generate", (row: unknown, ctx) => ({ row, visit: ctx.visit }))

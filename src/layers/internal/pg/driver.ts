@@ -56,7 +56,7 @@ import {
   accountingOrderSql,
   figuresOfRow
 } from "../../../services/internal/store/shared.js"
-import { BASE_LEVEL, conflict, needsVisits, newest, VISITS_LEVEL } from "../../../services/internal/store/traversal.js"
+import { BASE_LEVEL, conflict, handoffEventOf, needsVisits, newest, VISITS_LEVEL } from "../../../services/internal/store/traversal.js"
 import type {
   CompletionBucket,
   ErrorRow,
@@ -564,6 +564,10 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
             const u = op.unit
             for (const a of u.attempts ?? []) attempts.push(attemptRow(a))
             for (const e of u.events ?? []) events.push(eventRow(e))
+            if (u.traversal?.handoffEvent !== undefined) {
+              const e = handoffEventOf(u.traversal)
+              if (e !== undefined) events.push(eventRow(e))
+            }
             const c = claimOf.get(i)
             const claim = c === undefined ? null : c < 0 ? LOST : c
             if (u.artifact !== undefined && op.placed !== undefined) {
@@ -791,6 +795,10 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
             const u = op.unit
             for (const a of u.attempts ?? []) attempts.push(attemptRow(a))
             for (const e of u.events ?? []) events.push(eventRow(e))
+            if (u.traversal?.handoffEvent !== undefined) {
+              const e = handoffEventOf(u.traversal)
+              if (e !== undefined) events.push(eventRow(e))
+            }
             if (u.artifact !== undefined && u.task !== undefined) {
               // first writer wins: a task completion whose output is already committed writes
               // only its facts

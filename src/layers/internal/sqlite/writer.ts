@@ -29,7 +29,7 @@ import { describeSqlError, type SqliteEnv, unavailable } from "./open.js"
 import { UNADMITTED_PNO, VISITS_GUARD } from "./migrations.js"
 import * as Traversal from "../../../domain/Traversal.js"
 import * as TraversalText from "./traversalText.js"
-import { BASE_LEVEL, conflict, needsVisits, VISITS_LEVEL } from "../../../services/internal/store/traversal.js"
+import { BASE_LEVEL, conflict, handoffEventOf, needsVisits, VISITS_LEVEL } from "../../../services/internal/store/traversal.js"
 import { ATTEMPT_COLUMNS, leaseIdsJson, PIPELINE_COLUMNS, pipelineParams, TASK_COLUMNS, taskParams, toPipeline } from "./rows.js"
 
 /** A BLOB column as bytes (no copy), or `null`. */
@@ -845,6 +845,11 @@ export const makeWriter = (
               if (u.task !== undefined) tasks.push(taskParams(u.task, pnoOf(u.task.pipelineId)))
               for (const a of u.attempts ?? []) attempts.push(attemptRow(a))
               for (const e of u.events ?? []) events.push(eventRow(e))
+              // (a refused unit left the switch above: `t` is accepted here)
+              if (t?.handoffEvent !== undefined) {
+                const e = handoffEventOf(t)
+                if (e !== undefined) events.push(eventRow(e))
+              }
               if (queued !== undefined) {
                 if (queued.artifacts < 0 && artifacts.length > artifactsBefore) queued.artifacts = artifactsBefore
                 if (queued.tasks < 0 && tasks.length > tasksBefore) queued.tasks = tasksBefore

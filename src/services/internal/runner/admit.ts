@@ -758,8 +758,11 @@ export const make = (env: AdmitEnv) => {
   const commitNow = (
     spec: AnySpec,
     unit: CheckpointUnit,
-    release: () => void
+    hold: SlotHold
   ): Effect.Effect<void> => {
+    // (made here, not by the caller: a closure made in `admitHeld` would keep its whole
+    // context, the pipeline's launchers and admission among it, until the wave's commit)
+    const release = () => released(spec, hold)
     const now = env.now!
     const pipelineId = spec.pipelineId
     let w = wave
@@ -832,7 +835,7 @@ export const make = (env: AdmitEnv) => {
     const ran = claim === undefined && runNow !== undefined ? runNow(written) : undefined
     if (ran !== undefined) {
       return ran._tag === "Commit"
-        ? commitNow(spec, ran.unit, () => released(spec, hold))
+        ? commitNow(spec, ran.unit, hold)
         : ran._tag === "Continue"
         ? forkPipeline(spec, hold, env.launch(spec, ran.start))
         : forkPipeline(spec, hold, env.launchControlled(spec, ran.start))

@@ -29,7 +29,7 @@ import type * as Pipeline from "../../../domain/Pipeline.js"
 import type * as Task from "../../../domain/Task.js"
 import { syncBodyOf } from "../../../domain/internal/syncRun.js"
 import * as Traversal from "../../../domain/Traversal.js"
-import type { CheckpointUnit, NewArtifact, PipelinePatch } from "../../Store.js"
+import type { CheckpointUnit, HandoffEventFacts, NewArtifact, PipelinePatch } from "../../Store.js"
 import {
   type Admission,
   type AttemptResult,
@@ -184,6 +184,34 @@ const withState = (unit: CheckpointUnit, expectedVersion: number, state: Travers
   before: unit.before
 })
 
+/**
+ * `unit` (a transition {@link runNow} queued, or its last step) with its traversal write
+ * carrying `end`, the pipeline's final state, based on `end`'s own version (see
+ * {@link runNow}'s `oneState`).
+ */
+const carryingEnd = (unit: CheckpointUnit, end: Traversal.VisitState): CheckpointUnit => {
+  const t = unit.traversal!
+  return {
+    pipelineId: unit.pipelineId,
+    artifact: unit.artifact,
+    task: unit.task,
+    pipeline: unit.pipeline,
+    attempts: unit.attempts,
+    events: unit.events,
+    traversal: {
+      expectedVersion: end.version,
+      state: end,
+      handoff: t.handoff,
+      entry: t.entry,
+      invalidateFrom: t.invalidateFrom,
+      final: t.final,
+      handoffEvent: t.handoffEvent
+    },
+    admission: unit.admission,
+    before: unit.before
+  }
+}
+
 /** A checkpoint unit that carries a traversal write. */
 type TraversalUnit = CheckpointUnit & { readonly traversal: TraversalWrite }
 
@@ -193,6 +221,26 @@ type Handed =
   | { readonly _tag: "Refused"; readonly error: unknown }
 
 const noLeases: ReadonlyArray<string> = []
+
+/** {@link eventFacts}' shared objects, by `(limit, handoffs, visit)` (small ones only: see `factsKey`). */
+const sharedFacts = new Map<number, HandoffEventFacts>()
+
+/** {@link sharedFacts}' key of small facts (`undefined`: not shared). */
+const factsKey = (visit: number, handoffs: number, limit: number): number | undefined =>
+  visit < 16 && handoffs < 64 && limit < 1024 ? (limit * 64 + handoffs) * 16 + visit : undefined
+
+/**
+ * The facts of a transition's `pipeline.handoff` event beyond its ledger row: one shared
+ * frozen object per small budget, budget spent and visit, so that a transition waiting for its
+ * commit holds no event of its own (the store builds the event; see `HandoffEventFacts`).
+ */
+const eventFacts = (visit: number, handoffs: number, limit: number): HandoffEventFacts => {
+  const key = factsKey(visit, handoffs, limit)
+  if (key === undefined) return { visit, handoffs, limit }
+  let facts = sharedFacts.get(key)
+  if (facts === undefined) sharedFacts.set(key, facts = Object.freeze({ visit, handoffs, limit }))
+  return facts
+}
 
 /**
  * Runs a controlled pipeline from `start` to a terminal state (see the module comment). On
@@ -591,7 +639,8 @@ const handOff = (
     entry: entryArtifact,
     invalidateFrom: t.operation === "rewind" || t.operation === "retryAll" ? toSeq! : undefined,
     // a new payload is written final itself; a reused entry (input, seed) is marked
-    final: isEnd && entryReused ? entryAddress : undefined
+    final: isEnd && entryReused ? entryAddress : undefined,
+    handoffEvent: eventFacts(current.visit, next.handoffs, limit)
   }
   return {
     _tag: "Commit",
@@ -601,25 +650,7 @@ const handOff = (
       attempts: [Rows.attemptRow(current, attempt, "handed_off", null, null, result.leaseIds, result.startedAt, ended, result.usage)],
       // (`stepPatched` false: a step {@link runNow} defers, whose patch it counts itself)
       pipeline: isEnd ? endPatch(next.cursor, ended) : stepPatched ? stepPatch(next.cursor, ended) : undefined,
-      events: [{
-        kind: "pipeline.handoff",
-        pipelineId,
-        runId,
-        data: {
-          operation: t.operation,
-          fromSeq: seq,
-          fromTask: task.name,
-          visit: current.visit,
-          toSeq,
-          toTask,
-          entry: entryAddress,
-          entryReused,
-          reason: t.reason,
-          handoffs: next.handoffs,
-          limit
-        },
-        ts: ended
-      }],
+      // (the `pipeline.handoff` event: the store builds it from `traversal`'s ledger row and facts)
       traversal
     },
     outcome: isEnd ? { _tag: "Ended", value: nextInput } : { _tag: "Next", input: nextInput }
@@ -711,8 +742,32 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart):
   const { runId } = state
   const nTasks = tasks.length
   // the admission rides in the pipeline's one commit, as on the general path
-  const uncommitted: Uncommitted = { admission: start.admission!.write, units: [], patch: undefined }
+  const admitted = start.admission!.write
+  const uncommitted: Uncommitted = { admission: admitted, units: [], patch: undefined }
   let vs = start.state
+  // When the pipeline commits whole (`Commit`) and its admission carries its initial state
+  // alone, every traversal write of that commit, the admission's included, carries the final
+  // state, each based on the final state's version (`commitWhole`): the commit stores exactly
+  // what the chain of states would (the last state of a chain is what every store keeps; the
+  // ledger rows, entries, invalidations and final marks are applied in the same order), and a
+  // batch waiting for its group commit keeps one state per pipeline, not the initial state and
+  // one per transition besides. A hand-over to the fiber keeps the chain as it is.
+  const initialOnly = admitted.traversals
+  const oneState = initialOnly !== undefined && initialOnly.length === 1 && initialOnly[0]!.pipelineId === pipelineId &&
+    initialOnly[0]!.state === vs && admitted.pipelines.length === 1
+  /** The `Commit` of the pipeline whose last unit, carrying its final state, is `last`. */
+  const commitWhole = (last: CheckpointUnit, finalValue: unknown): NowOutcome => {
+    slots.release(holder)
+    settlePatch()
+    if (oneState) {
+      const end = last.traversal!.state
+      uncommitted.admission = { pipelines: admitted.pipelines, seeds: admitted.seeds, traversals: [{ pipelineId, state: end }] }
+      const units = uncommitted.units
+      for (let i = 0; i < units.length; i++) if (units[i]!.traversal !== undefined) units[i] = carryingEnd(units[i]!, end)
+      if (last.traversal!.expectedVersion !== end.version) last = carryingEnd(last, end)
+    }
+    return { _tag: "Commit", unit: withUncommitted(uncommitted, last), finalValue }
+  }
   let input = start.input
   // The version of the last state a unit of this commit carries (the admission's at first).
   // A deferred success carries no traversal write: its state lives only until the next step
@@ -784,9 +839,7 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart):
       const unit = handed.unit
       const outcome = handed.outcome
       if (unit.traversal.state.pending === null || outcome._tag === "Ended") {
-        slots.release(holder)
-        settlePatch()
-        return { _tag: "Commit", unit: withUncommitted(uncommitted, unit), finalValue: (outcome as { value: unknown }).value }
+        return commitWhole(unit, (outcome as { value: unknown }).value)
       }
       // (no patch of its own: see `settlePatch`)
       uncommitted.units.push(unit)
@@ -823,13 +876,10 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart):
       pipeline: isLast ? endPatch(next.cursor, ended) : undefined,
       attempts: [Rows.succeededAttemptRow(current, attempt, succeededAs(attempt, undefined), ran, ended)],
       // (a deferred success has no traversal write of its own: see `written`)
-      traversal: isLast ? { expectedVersion: written, state: next } : undefined
+      // (see `oneState`)
+      traversal: isLast ? { expectedVersion: oneState ? next.version : written, state: next } : undefined
     }
-    if (isLast) {
-      slots.release(holder)
-      settlePatch()
-      return { _tag: "Commit", unit: withUncommitted(uncommitted, unit), finalValue: value }
-    }
+    if (isLast) return commitWhole(unit, value)
     uncommitted.units.push(unit)
     vs = next
     lastCursor = next.cursor

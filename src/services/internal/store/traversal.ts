@@ -1,11 +1,13 @@
 /**
- * What both drivers share of the traversal capability: the version check's error, the feature
- * levels, the address of an occurrence and the ledger's limit rule.
+ * What the drivers share of the traversal capability: the version check's error, the feature
+ * levels, the address of an occurrence, the ledger's limit rule and a transition's
+ * `pipeline.handoff` event built from its ledger row.
  *
  * @since 0.1.0
  */
 import { StoreUnavailable } from "../../../domain/Errors.js"
 import * as Traversal from "../../../domain/Traversal.js"
+import type { NewEvent, TraversalWrite } from "../../Store.js"
 
 /**
  * The feature level of a store that has never committed a revisit.
@@ -68,3 +70,39 @@ export const needsVisits = (state: Traversal.VisitState): boolean => Traversal.h
  */
 export const newest = <A>(rows: ReadonlyArray<A>, limit: number | undefined): ReadonlyArray<A> =>
   limit === undefined || rows.length <= limit ? rows : rows.slice(rows.length - limit)
+
+/**
+ * The `pipeline.handoff` event a traversal write asks its store to record (see
+ * `HandoffEventFacts`): built from its ledger row and its facts at commit time, so that the unit waiting for its commit does not hold the event too.
+ *
+ * @param t - an accepted traversal write.
+ * @returns the event, `undefined` when `t` has no `handoff` or no `handoffEvent`.
+ *
+ * @since 0.16.0
+ * @category models
+ */
+export const handoffEventOf = (t: TraversalWrite): NewEvent | undefined => {
+  const h = t.handoff
+  const f = t.handoffEvent
+  if (h === undefined || f === undefined) return undefined
+  return {
+    kind: "pipeline.handoff",
+    pipelineId: h.pipelineId,
+    runId: h.runId,
+    // (the key order is the event's stored JSON)
+    data: {
+      operation: h.operation,
+      fromSeq: h.fromSeq,
+      fromTask: h.fromTask,
+      visit: f.visit,
+      toSeq: h.toSeq,
+      toTask: h.toTask,
+      entry: h.entryArtifactId,
+      entryReused: h.entryReused,
+      reason: h.reason,
+      handoffs: f.handoffs,
+      limit: f.limit
+    },
+    ts: h.ts
+  }
+}

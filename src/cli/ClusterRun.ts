@@ -15,11 +15,12 @@ import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as path from "node:path"
-import { Cause, Clock, Console, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Cause, Clock, Console, Context, Deferred, Duration, Effect, Layer, Option, Redacted } from "effect"
 import * as Experiment from "../config/internal/experiment.js"
 import { ConfigError, type ConfigIssue, StoreUnavailable } from "../domain/Errors.js"
 import * as PgCallCache from "../layers/PgCallCache.js"
 import * as CallCache from "../services/CallCache.js"
+import * as Signals from "../services/Signals.js"
 import * as Flags from "./Flags.js"
 import * as ClusterEngine from "../layers/ClusterEngine.js"
 import * as InFlight from "../services/internal/cluster/inflight.js"
@@ -232,9 +233,11 @@ export interface RunnerArgs {
 }
 
 /**
- * Runs a runner process until it is interrupted: loads the experiment (exit 2 when invalid or
+ * Runs a runner process until it is told to stop: loads the experiment (exit 2 when invalid or
  * when it declares control), opens the shared store, the pools and the cluster on `database`,
- * and hosts the pipeline workflow.
+ * and hosts the pipeline workflow. The first stop signal (SIGTERM, SIGINT, SIGHUP) closes the
+ * process's call gate (`ClusterEngine.CallGate`: no call starts any more) and then ends the
+ * runner as an interruption (exit 130); a watchdog's failure ends it with exit 1.
  *
  * @since 0.7.0
  * @category commands
@@ -265,7 +268,10 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
           })`
       }`
     )
+    // closed at the first stop signal, before anything closes: no call starts from then on
+    const callGate = ClusterEngine.makeCallGate()
     const host = ClusterEngine.workflowLayer({
+      callGate,
       concurrency: o.concurrency,
       pricing: experiment.run.pricing,
       cache: cache.run,
@@ -295,8 +301,16 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
       const context = yield* Layer.build(host)
       const sharding = Context.get(context, Sharding.Sharding)
       const ping = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe("SELECT 1"))
-      return yield* Effect.raceFirst(
-        Effect.never,
+      // a stop signal (SIGTERM from a supervisor's rolling restart, Ctrl-C) closes the call gate
+      // first, then stops the runner as an interruption (exit 130): its scopes close after no
+      // task can start a call any more (a call started while the process winds down could not
+      // commit, and the task's next owner would call again: chaos C8)
+      const stopped = yield* Deferred.make<Signals.StopSignal>()
+      yield* (yield* Signals.Signals).handle((signal) =>
+        Effect.zipRight(Effect.sync(callGate.close), Deferred.succeed(stopped, signal))
+      )
+      yield* Effect.raceFirst(
+        Deferred.await(stopped),
         Effect.raceFirst(
           Watchdog.databaseLost(ping, watchdogs, redactUrl(o.database)).pipe(
             Effect.provide(PgClient.layer({ url: Redacted.make(o.database), maxConnections: 1 }))
@@ -306,6 +320,7 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
           )
         )
       )
+      return yield* Effect.interrupt
     }))
   })
 

@@ -49,6 +49,7 @@ import type * as Pipeline from "../domain/Pipeline.js"
 import type { Pools } from "../services/Pool.js"
 import type { Store } from "../services/Store.js"
 import * as internalSubmit from "../services/internal/cluster/submit.js"
+import * as internalTask from "../services/internal/cluster/task.js"
 import * as internal from "../services/internal/cluster/workflow.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
@@ -163,6 +164,29 @@ export const catalogStreamLayer = <E, R>(
  * @category models
  */
 export type WorkflowLayerOptions = internal.WorkflowLayerOptions
+
+/**
+ * Whether a runner process still starts calls ({@link WorkflowLayerOptions}' `callGate`):
+ * `closed` once `close()` ran. A runner closes it as soon as it is told to stop (SIGTERM,
+ * SIGINT, SIGHUP), before its scopes close: from then on no task of the process starts an
+ * attempt, and a task granted a lease gives it back at once and stops before its call, since a
+ * call started then could not commit before the process exits and the task's next owner would
+ * call again.
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export type CallGate = internalTask.CallGate
+
+/**
+ * A new open {@link CallGate}, to pass to {@link workflowLayer} and close when the process is
+ * told to stop.
+ *
+ * @returns an open gate
+ * @since 0.7.0
+ * @category constructors
+ */
+export const makeCallGate: () => CallGate = internalTask.makeCallGate
 
 /**
  * Registers {@link WindowWorkflow} and {@link PipelineWorkflow} with the `WorkflowEngine` in context: what makes a

@@ -101,6 +101,8 @@ describe("cluster operations on the command line", () => {
       runner.child.kill("SIGTERM")
       const stopped = yield* Effect.promise(() => runner.done)
       assert.notStrictEqual(stopped.signal, "SIGKILL")
+      // the signal closes the runner's call gate and stops it as an interruption
+      assert.strictEqual(stopped.code, 130, runner.stderr())
     }), 180_000)
 
   it.scopedLive("--lease-ttl 2 seconds: the runner's held slot is renewed, and a kill -9 frees it within 2 s", () =>

@@ -21,7 +21,7 @@ import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as PgPools from "../../src/layers/PgPools.js"
 import { make as makeBus } from "../../src/services/Bus.js"
 import * as Claims from "../../src/services/internal/cluster/inflight.js"
-import { makeTaskEnv, runTask } from "../../src/services/internal/cluster/task.js"
+import { makeCallGate, makeTaskEnv, runTask } from "../../src/services/internal/cluster/task.js"
 import * as Rows from "../../src/services/internal/runner/rows.js"
 import * as Pool from "../../src/services/Pool.js"
 import { Store } from "../../src/services/Store.js"
@@ -240,4 +240,47 @@ describe("cluster task claims", () => {
       assert.strictEqual(calls(), 0, "the zombie did not call")
       assert.isTrue(Either.isRight(got), `the slot granted to the zombie comes back at once: ${Either.isLeft(got) ? got.left._tag : ""}`)
     }).pipe(Effect.provide(Layer.mergeAll(MemoryStore.layer(), pgLayer("claims_zombie_slot")))), 120_000)
+
+  /**
+   * A runner told to stop (chaos C8, a rolling restart: SIGTERM) closes its call gate before its
+   * scopes close; a task of it that is granted its lease after that does not call (the call
+   * could not commit before the process exits, and the task's next owner would call again: C8
+   * saw a key called 2.4 s after its runner's SIGTERM and again by the new owner) and gives the
+   * slot back at once; a task not started yet starts no attempt.
+   */
+  it.scoped("a runner told to stop starts no call: a task granted its lease after the stop gives it back at once, a new task starts no attempt", () =>
+    Effect.gen(function*() {
+      const { calls, claims, runId, spec, store } = yield* zombieSetup("stopping", "run-st")
+      yield* PgPools.migrate
+      const pools = yield* PgPools.make([Pool.make("llm", [Resource.make("llm", { id: "k", capacity: 1 })])], {
+        runnerId: "r1",
+        leaseTtl: "1 hour",
+        renewEvery: "10 minutes"
+      })
+      const busy = yield* Scope.make()
+      yield* Scope.extend(pools.acquire("llm"), busy)
+      const gate = makeCallGate()
+      const env = yield* makeTaskEnv({ store, pools, bus: yield* makeBus, concurrency: 2, claims, gate })
+      const waiting = yield* Effect.fork(Effect.exit(runTask(env, spec, 0)))
+      yield* Effect.repeat(Effect.zipLeft(tokenOf(spec.pipelineId), turn), { until: (t) => t !== undefined })
+      // the runner is told to stop while its task waits for the pool's only slot
+      gate.close()
+      yield* Scope.close(busy, Exit.void)
+      const ended = yield* drive(waiting, "100 millis")
+      assert.isTrue(Exit.isInterrupted(ended), "the execution stops without a verdict (the next owner runs the task)")
+      assert.strictEqual(calls(), 0, "no call after the stop")
+      // its slot is free at once, not held for the lease's TTL (an hour)
+      const next = yield* Effect.fork(Effect.either(Effect.scoped(pools.acquire({ pool: "llm", timeout: "1 minute" }))))
+      const got = yield* drive(next, "1 second")
+      assert.isTrue(Either.isRight(got), `the slot comes back at once: ${Either.isLeft(got) ? got.left._tag : ""}`)
+      // a task started after the stop starts no attempt
+      const spec2 = Pipeline.make("stopping2", spec.template.tasks[0]!).bind(5)
+      const now = yield* Clock.currentTimeMillis
+      yield* store.admit([Rows.admissionRow(spec2, 0, undefined, runId, now)], [Rows.seedArtifact(spec2, runId, now)])
+      const later = yield* Effect.fork(Effect.exit(runTask(env, spec2, 0)))
+      assert.isTrue(Exit.isInterrupted(yield* drive(later, "100 millis")), "no attempt, no verdict")
+      assert.strictEqual(calls(), 0)
+      const attempts = Array.from(yield* Stream.runCollect(store.streamAttempts({ pipelineId: spec.pipelineId })))
+      assert.deepStrictEqual(attempts.filter((a) => a.outcome === "succeeded"), [], "nothing succeeded here")
+    }).pipe(Effect.provide(Layer.mergeAll(MemoryStore.layer(), pgLayer("claims_stopping")))), 120_000)
 })

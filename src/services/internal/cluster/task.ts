@@ -75,6 +75,40 @@ type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 export type TaskVerdict = "done" | "failed" | "gone"
 
 /**
+ * Whether this runner process still starts calls: closed once it was told to stop (`assay
+ * runner` on SIGTERM/SIGINT/SIGHUP, before its scopes close). From then on no task starts an
+ * attempt, and a task granted a lease gives it back at once and stops before its call (as at a
+ * fence that finds its claim lost): a call started after the signal could not commit before
+ * the process exits, and the task's next owner would call again (chaos C8, a rolling restart:
+ * a call 2.4 s after its runner's SIGTERM, repeated by the new owner).
+ *
+ * @internal
+ */
+export interface CallGate {
+  /** `true` once {@link CallGate.close} ran. */
+  readonly closed: boolean
+  /** Closes the gate (idempotent). */
+  readonly close: () => void
+}
+
+/**
+ * A new open {@link CallGate}.
+ *
+ * @internal
+ */
+export const makeCallGate = (): CallGate => {
+  let closed = false
+  return {
+    get closed() {
+      return closed
+    },
+    close: () => {
+      closed = true
+    }
+  }
+}
+
+/**
  * What every task execution of one runner process shares: the store, the pools, the bus, a
  * worker-slot gate (`concurrency` attempts at once in this process), the clock, the L5 retry
  * schedule, and one run state per run id (the rows an attempt writes carry the run that
@@ -128,6 +162,8 @@ export interface TaskEnv {
    * it drains (`WindowRun`).
    */
   readonly windows: Map<string, WindowRun>
+  /** Whether calls may still start here (closed when the process was told to stop). */
+  readonly gate: CallGate
 }
 
 /**
@@ -159,6 +195,7 @@ export const makeTaskEnv = (options: {
   readonly storeHere?: boolean | undefined
   readonly pricing?: Pricing.PriceTable | undefined
   readonly cache?: CacheEnv | undefined
+  readonly gate?: CallGate | undefined
 }): Effect.Effect<TaskEnv, never, Scope.Scope> =>
   Effect.zipWith(Effect.clock, Effect.scope, (clock, scope) => ({
     store: options.store,
@@ -177,7 +214,8 @@ export const makeTaskEnv = (options: {
     pricing: options.pricing,
     cache: options.cache,
     fencedTasks: new WeakSet(),
-    windows: new Map()
+    windows: new Map(),
+    gate: options.gate ?? makeCallGate()
   }))
 
 /**
@@ -429,7 +467,8 @@ const recheckingPools = (
   const ready = <L extends Lease<any>, E, R>(get: Effect.Effect<L, E, R>, scoped: boolean): Effect.Effect<L, E, R> => {
     const acquire = atClaim === undefined || windowed !== undefined ? get : Effect.locally(get, PgPools.currentClaimFence, atClaim)
     const loop: Effect.Effect<L, E, R> = Effect.flatMap(acquire, (lease) =>
-      Effect.flatMap(
+      // the process was told to stop: no call starts any more
+      env.gate.closed ? stop(lease) : Effect.flatMap(
         // a lease its renewal fiber already saw lost (taken, or past its local deadline) is not
         // fenced again; a lease fenced by its slot claim has nothing left to check, unless the
         // process froze between the claim and now (`freshAtClaim`)
@@ -973,6 +1012,9 @@ const runTaskOnce = (
       if (claims !== undefined && attempt > 1 && !(yield* claims.renew(pipelineId, claim.token, attempt))) claim.fence.lost = true
       // a claimed window past its local deadline calls nothing more
       if (windowed !== undefined && !windowed.live()) claim.fence.lost = true
+      // the process was told to stop: no attempt starts any more (nothing is recorded; the
+      // task's next owner runs it)
+      if (env.gate.closed) return yield* Effect.interrupt
       if (!claim.fence.lost) {
         yield* slots.take(holder)
         const result = yield* Effect.ensuring(

@@ -43,7 +43,7 @@ import * as Infra from "./infra.js"
 import * as InFlight from "./inflight.js"
 import * as PgPools from "../pool/pg/pools.js"
 import * as PoolSql from "../pool/pg/sql.js"
-import { makeTaskEnv, newClaim, runTask, type TaskEnv } from "./task.js"
+import { type CallGate, makeTaskEnv, newClaim, runTask, type TaskEnv } from "./task.js"
 import { runWindow } from "./window.js"
 import * as WindowClaims from "./windowClaims.js"
 
@@ -253,6 +253,12 @@ export interface WorkflowLayerOptions {
    * migrate`).
    */
   readonly blockLeases?: { readonly expectedRunners?: number | undefined } | undefined
+  /**
+   * The process's call gate (`task.ts`'s `makeCallGate`): once it is closed (the runner told to
+   * stop), no task of this process starts an attempt or a call; a task granted a lease gives it
+   * back at once. Default: a gate of the layer's own, never closed.
+   */
+  readonly callGate?: CallGate | undefined
 }
 
 /** The run this process worked for last (what its pool events and resource rows are filed under). */
@@ -437,6 +443,7 @@ export const workflowLayer = (
       store,
       pools,
       bus,
+      gate: options.callGate,
       concurrency: options.concurrency ?? 64,
       infraRetry: options.infraRetry,
       pricing: options.pricing,

@@ -77,10 +77,12 @@ export type TaskVerdict = "done" | "failed" | "gone"
 /**
  * Whether this runner process still starts calls: closed once it was told to stop (`assay
  * runner` on SIGTERM/SIGINT/SIGHUP, before its scopes close). From then on no task starts an
- * attempt, and a task granted a lease gives it back at once and stops before its call (as at a
- * fence that finds its claim lost): a call started after the signal could not commit before
- * the process exits, and the task's next owner would call again (chaos C8, a rolling restart:
- * a call 2.4 s after its runner's SIGTERM, repeated by the new owner).
+ * attempt, and a task granted a lease gives it back at once and does not call: a call started
+ * after the signal could not commit before the process exits, and the task's next owner would
+ * call again (chaos C8, a rolling restart: a call 2.4 s after its runner's SIGTERM, repeated by
+ * the new owner). Such a task waits for the process's end without a verdict: its activity is
+ * interrupted by the engine as the runner leaves the cluster, as on any stop (an execution
+ * ending by itself would be an activity failing, which the workflow retries a few times only).
  *
  * @internal
  */
@@ -467,8 +469,10 @@ const recheckingPools = (
   const ready = <L extends Lease<any>, E, R>(get: Effect.Effect<L, E, R>, scoped: boolean): Effect.Effect<L, E, R> => {
     const acquire = atClaim === undefined || windowed !== undefined ? get : Effect.locally(get, PgPools.currentClaimFence, atClaim)
     const loop: Effect.Effect<L, E, R> = Effect.flatMap(acquire, (lease) =>
-      // the process was told to stop: no call starts any more
-      env.gate.closed ? stop(lease) : Effect.flatMap(
+      // the process was told to stop: no call starts any more; the lease goes back and the
+      // attempt waits for the process's end (its activity is then interrupted by the engine,
+      // as on any stop: a task ending here would be an activity's failure to the workflow)
+      env.gate.closed ? Effect.zipRight(lease.releaseNow, Effect.never) : Effect.flatMap(
         // a lease its renewal fiber already saw lost (taken, or past its local deadline) is not
         // fenced again; a lease fenced by its slot claim has nothing left to check, unless the
         // process froze between the claim and now (`freshAtClaim`)
@@ -1013,8 +1017,8 @@ const runTaskOnce = (
       // a claimed window past its local deadline calls nothing more
       if (windowed !== undefined && !windowed.live()) claim.fence.lost = true
       // the process was told to stop: no attempt starts any more (nothing is recorded; the
-      // task's next owner runs it)
-      if (env.gate.closed) return yield* Effect.interrupt
+      // execution waits for the process's end and the task's next owner runs it)
+      if (env.gate.closed) return yield* Effect.never
       if (!claim.fence.lost) {
         yield* slots.take(holder)
         const result = yield* Effect.ensuring(

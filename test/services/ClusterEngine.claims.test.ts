@@ -84,6 +84,22 @@ const zombieSetup = (name: string, runId: string) =>
     return { claims, calls: () => calls, spec, store, runId: runId as RunId, now }
   })
 
+/**
+ * Global pools (Postgres slot rows) with one pool `llm` of one slot, held for an hour when not
+ * given back, and that slot taken by a lease in `busy` (close it to give the slot back).
+ */
+const busyGlobalSlot = Effect.gen(function*() {
+  yield* PgPools.migrate
+  const pools = yield* PgPools.make([Pool.make("llm", [Resource.make("llm", { id: "k", capacity: 1 })])], {
+    runnerId: "r1",
+    leaseTtl: "1 hour",
+    renewEvery: "10 minutes"
+  })
+  const busy = yield* Scope.make()
+  yield* Scope.extend(pools.acquire("llm"), busy)
+  return { busy, pools }
+})
+
 describe("cluster task claims", () => {
   it.live("claim, renew, release: one winner; a stale claim is taken over with what it held; a later task overwrites an earlier one", () =>
     Effect.gen(function*() {
@@ -208,15 +224,8 @@ describe("cluster task claims", () => {
   it.scoped("a zombie stopped at its fence gives its global slot back at once (not after the lease's TTL)", () =>
     Effect.gen(function*() {
       const { claims, calls, now, runId, spec, store } = yield* zombieSetup("zombieslot", "run-zs")
-      yield* PgPools.migrate
-      const pools = yield* PgPools.make([Pool.make("llm", [Resource.make("llm", { id: "k", capacity: 1 })])], {
-        runnerId: "r1",
-        leaseTtl: "1 hour",
-        renewEvery: "10 minutes"
-      })
       // the pool's only slot is busy: the execution will wait for it
-      const busy = yield* Scope.make()
-      yield* Scope.extend(pools.acquire("llm"), busy)
+      const { busy, pools } = yield* busyGlobalSlot
       const env = yield* makeTaskEnv({ store, pools, bus: yield* makeBus, concurrency: 2, claims })
       yield* Effect.fork(runTask(env, spec, 0))
       const token1 = yield* Effect.repeat(Effect.zipLeft(tokenOf(spec.pipelineId), turn), { until: (t) => t !== undefined })
@@ -251,14 +260,7 @@ describe("cluster task claims", () => {
   it.scoped("a runner told to stop starts no call: a task granted its lease after the stop gives it back at once, a new task starts no attempt", () =>
     Effect.gen(function*() {
       const { calls, claims, runId, spec, store } = yield* zombieSetup("stopping", "run-st")
-      yield* PgPools.migrate
-      const pools = yield* PgPools.make([Pool.make("llm", [Resource.make("llm", { id: "k", capacity: 1 })])], {
-        runnerId: "r1",
-        leaseTtl: "1 hour",
-        renewEvery: "10 minutes"
-      })
-      const busy = yield* Scope.make()
-      yield* Scope.extend(pools.acquire("llm"), busy)
+      const { busy, pools } = yield* busyGlobalSlot
       const gate = makeCallGate()
       const env = yield* makeTaskEnv({ store, pools, bus: yield* makeBus, concurrency: 2, claims, gate })
       const waiting = yield* Effect.fork(Effect.exit(runTask(env, spec, 0)))

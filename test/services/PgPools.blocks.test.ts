@@ -62,6 +62,22 @@ const llm = (capacity: number, extra: Partial<Resource.ResourceOptions<any>> = {
 
 const run = <A, E>(eff: Effect.Effect<A, E, Scope.Scope>): Promise<A> => Effect.runPromise(Effect.scoped(eff))
 
+/**
+ * One lease of `r`'s pool `llm` held in a new scope `a`, another runner's ("ghost") live demand
+ * of 3 written (as its renewal would, within its TTL), then `r` renewed; `block` is `r`'s block
+ * of `key-a`.
+ */
+const leaseBesideGhost = (sql: SqlClient.SqlClient, r: Effect.Effect.Success<ReturnType<typeof runner>>) =>
+  Effect.gen(function*() {
+    const a = yield* Scope.make()
+    yield* Scope.extend(r.svc.acquire({ pool: "llm" }), a)
+    const block = r.gate.blockMode!.blocks.get("llm\u0000key-a")!
+    yield* sql`INSERT INTO assay_pool_demand (pool, resource, runner, demand, expires_at)
+      VALUES ('llm', 'key-a', 'ghost', 3, now() + interval '30 seconds')`
+    yield* r.renew
+    return { a, block }
+  })
+
 describe("PgPools block leases", () => {
   it("a first block of ⌊capacity ÷ runners⌋ slots is claimed at the first acquire, served in memory, renewed in one statement (resized to the demand's share), given back when idle and on exit", async () => {
     const url = await freshDb()
@@ -393,13 +409,7 @@ describe("PgPools block leases", () => {
       const sql = yield* client(url)
       const scope = yield* Scope.make()
       const r = yield* Scope.extend(runner(yield* client(url), [llm(8)], "r1", undefined), scope)
-      const a = yield* Scope.make()
-      yield* Scope.extend(r.svc.acquire({ pool: "llm" }), a)
-      const block = r.gate.blockMode!.blocks.get("llm\u0000key-a")!
-      // another runner's demand of 3, live (written by its renewal, within its TTL)
-      yield* sql`INSERT INTO assay_pool_demand (pool, resource, runner, demand, expires_at)
-        VALUES ('llm', 'key-a', 'ghost', 3, now() + interval '30 seconds')`
-      yield* r.renew
+      const { a, block } = yield* leaseBesideGhost(sql, r)
       // demand 1 against 3: a quarter of 8
       expect(block.demand).toBe(1)
       expect(block.target).toBe(2)
@@ -427,12 +437,7 @@ describe("PgPools block leases", () => {
     await run(Effect.gen(function*() {
       const sql = yield* client(url)
       const r = yield* runner(yield* client(url), [llm(8)], "r1", undefined)
-      const a = yield* Scope.make()
-      yield* Scope.extend(r.svc.acquire({ pool: "llm" }), a)
-      const block = r.gate.blockMode!.blocks.get("llm\u0000key-a")!
-      yield* sql`INSERT INTO assay_pool_demand (pool, resource, runner, demand, expires_at)
-        VALUES ('llm', 'key-a', 'ghost', 3, now() + interval '30 seconds')`
-      yield* r.renew
+      const { a, block } = yield* leaseBesideGhost(sql, r)
       // demand 1 against 3: 2 of 8; the 6 others go back
       expect(block.target).toBe(2)
       yield* Effect.sleep("100 millis")

@@ -169,20 +169,27 @@ type EntryOutcome =
   | { readonly _tag: "Failed" }
 
 /**
- * `unit` (a success {@link runNow} deferred without a traversal write) carrying the state it
- * led to, `state`, based on the version `expectedVersion` that the units before it carry.
+ * `unit` with `traversal` as its traversal write (field by field: a spread takes the runtime's
+ * generic property copy, once per checkpoint).
  */
-const withState = (unit: CheckpointUnit, expectedVersion: number, state: Traversal.VisitState): CheckpointUnit => ({
+const withTraversal = (unit: CheckpointUnit, traversal: NonNullable<CheckpointUnit["traversal"]>): CheckpointUnit => ({
   pipelineId: unit.pipelineId,
   artifact: unit.artifact,
   task: unit.task,
   pipeline: unit.pipeline,
   attempts: unit.attempts,
   events: unit.events,
-  traversal: { expectedVersion, state },
+  traversal,
   admission: unit.admission,
   before: unit.before
 })
+
+/**
+ * `unit` (a success {@link runNow} deferred without a traversal write) carrying the state it
+ * led to, `state`, based on the version `expectedVersion` that the units before it carry.
+ */
+const withState = (unit: CheckpointUnit, expectedVersion: number, state: Traversal.VisitState): CheckpointUnit =>
+  withTraversal(unit, { expectedVersion, state })
 
 /**
  * `unit` (a transition {@link runNow} queued, or its last step) with its traversal write
@@ -191,25 +198,15 @@ const withState = (unit: CheckpointUnit, expectedVersion: number, state: Travers
  */
 const carryingEnd = (unit: CheckpointUnit, end: Traversal.VisitState): CheckpointUnit => {
   const t = unit.traversal!
-  return {
-    pipelineId: unit.pipelineId,
-    artifact: unit.artifact,
-    task: unit.task,
-    pipeline: unit.pipeline,
-    attempts: unit.attempts,
-    events: unit.events,
-    traversal: {
-      expectedVersion: end.version,
-      state: end,
-      handoff: t.handoff,
-      entry: t.entry,
-      invalidateFrom: t.invalidateFrom,
-      final: t.final,
-      handoffEvent: t.handoffEvent
-    },
-    admission: unit.admission,
-    before: unit.before
-  }
+  return withTraversal(unit, {
+    expectedVersion: end.version,
+    state: end,
+    handoff: t.handoff,
+    entry: t.entry,
+    invalidateFrom: t.invalidateFrom,
+    final: t.final,
+    handoffEvent: t.handoffEvent
+  })
 }
 
 /** A checkpoint unit that carries a traversal write. */

@@ -57,7 +57,7 @@ import { withHolderNow } from "../holdNow.js"
 import { hooksOf, markAppliesHooks } from "../acquireHooks.js"
 import { EventFanout } from "./events.js"
 import type { Attempt, Effects, PoolState, Res } from "./state.js"
-import { anonymous, clientNone, defaultMaxServerDelayMs, StickyMemory } from "./state.js"
+import { anonymous, avoidKey, clientNone, defaultMaxServerDelayMs, StickyMemory } from "./state.js"
 import * as Stats from "./stats.js"
 import { emptyWaits, recordWait } from "./stats.js"
 import * as Resume from "./resume.js"
@@ -89,6 +89,8 @@ export class LeaseImpl<Client = unknown> implements Lease<Client> {
   probe = false
   /** The breaker's `opened` count at grant: reports of leases from before an opening are stale. */
   breakerEpoch = 0
+  /** The holder's pipeline (`""` for none): with `taskName`, whose next acquire a transient failure moves. */
+  pipelineId = ""
   constructor(
     readonly id: string,
     readonly pool: string,
@@ -234,6 +236,7 @@ export class Core implements Client.ClientEnv {
         waits: emptyWaits(),
         usage: {},
         sticky: new StickyMemory(),
+        avoid: new StickyMemory(),
         handle: undefined,
         observers: []
       }
@@ -780,6 +783,51 @@ export class Core implements Client.ClientEnv {
     attempt.taken.length = 0
   }
 
+  /**
+   * Whether `res` can serve a lease now or once a slot of it frees: in rotation (not dead,
+   * revoked or cooling down), not throttled by its server, its breaker not open.
+   */
+  canServe(res: Res, now: number): boolean {
+    if (now < res.throttledUntil) return false
+    if (res.breaker.state === "open" && now < res.breaker.openUntil) return false
+    return Resource.inRotation(res.health, now)
+  }
+
+  /**
+   * The selector of an acquire by `holder` from `pool`: `selector` itself, or, when the
+   * holder's last lease from this pool ended in a transient failure (classes `upstream`,
+   * `connection`, `timeout`: the endpoint's fault, not the request's) and another resource
+   * matching `selector` can serve ({@link canServe}; busy is fine: the acquire waits for it),
+   * `selector` without that resource. Once: the acquire after it is served as usual. With no
+   * other resource that can serve, the retry goes back to the one that failed it.
+   *
+   * A retry sent back to the endpoint that just failed it fails again while that endpoint is
+   * down; the breaker that takes it out of rotation needs `minRequests` outcomes first, which a
+   * process with little traffic on it (one pipeline at a time; one runner of several, issue 17
+   * chaos C9) may not see before a task's attempts run out. After Envoy's retry host predicate
+   * `previous_hosts` (envoyproxy.io, "Retry plugin configuration"), here on by default and with
+   * a fallback instead of a bounded number of re-selections.
+   */
+  avoiding(pool: PoolState, holder: Holder, selector: Selector): Selector {
+    if (pool.avoid.empty || holder.pipelineId === "") return selector
+    const id = pool.avoid.take(avoidKey(holder.pipelineId, holder.taskName))
+    if (id === undefined) return selector
+    const failed = pool.byId.get(id)
+    if (failed === undefined) return selector
+    const now = this.now()
+    let other = false
+    for (const res of pool.list) {
+      if (res !== failed && Resource.matches(selector, res.info) && this.canServe(res, now)) {
+        other = true
+        break
+      }
+    }
+    if (!other) return selector
+    const info = failed.info
+    const where = selector.where
+    return { ...selector, where: (i: ResourceInfo) => i !== info && (where === undefined || where(i)) }
+  }
+
   acquireCore(
     options: AcquireOptions | string | undefined,
     holder: Holder,
@@ -792,7 +840,7 @@ export class Core implements Client.ClientEnv {
       const pool = poolName === undefined ? undefined : this.pools.get(poolName)
       if (pool === undefined) return Effect.fail(this.unknownPool(poolName ?? "(none given)"))
       const algoInput = opts.algorithm ?? holder.defaultAlgorithm
-      const selector: Selector = opts
+      const selector: Selector = this.avoiding(pool, holder, opts)
       const go = (algorithm: AcquireAlgorithm.AcquireAlgorithm): Effect.Effect<LeaseImpl, AcquireError> => {
         const started = this.now()
         const now = this.grantNow(pool, algorithm, selector, holder, raw, started)
@@ -875,6 +923,10 @@ export class Core implements Client.ClientEnv {
       ? input
       : undefined
     if (algorithm === undefined) return undefined
+    // a retry that should go elsewhere takes the full path (`acquireCore`), which reads the entry
+    if (!pool.avoid.empty && holder.pipelineId !== "" && pool.avoid.get(avoidKey(holder.pipelineId, holder.taskName)) !== undefined) {
+      return undefined
+    }
     return this.grantNow(pool, algorithm, opts, holder, raw, this.now())
   }
 
@@ -911,6 +963,7 @@ export class Core implements Client.ClientEnv {
     const lease = new LeaseImpl(id, pool.name, res, client, holder.taskName, now, holder.owner, raw, this)
     lease.breakerEpoch = res.breaker.opened
     lease.probe = res.breaker.state !== "closed"
+    lease.pipelineId = holder.pipelineId
     res.leases.add(lease)
     pool.leasesTotal++
     if (holder.pipelineId !== "") {
@@ -966,6 +1019,10 @@ export class Core implements Client.ClientEnv {
       const now = this.now()
       const errorClass = report.ok === false && report.error !== undefined ? classify(report.error) : undefined
       if (pool.observers.length > 0) this.observe(pool, lease, report, errorClass, now)
+      // the endpoint's fault: the holder's next acquire goes elsewhere when it can (`avoiding`)
+      if (errorClass !== undefined && lease.pipelineId !== "" && Breaker.breakerClasses.has(errorClass)) {
+        pool.avoid.set(avoidKey(lease.pipelineId, lease.taskName), res.resource.id)
+      }
       const breaker = pool.breaker
       // The breaker hears probes, and the leases granted since it last closed.
       const current = lease.breakerEpoch === res.breaker.opened

@@ -126,6 +126,12 @@ export interface PoolState {
   readonly waits: WaitStats
   readonly usage: Record<string, number>
   readonly sticky: StickyMemory
+  /**
+   * The resource whose transient failure (classes `upstream`, `connection`, `timeout`) a
+   * holder's next acquire from this pool avoids while another resource can serve, keyed by
+   * {@link avoidKey} (bounded like `sticky`; read once: `Core.avoiding`).
+   */
+  readonly avoid: StickyMemory
   handle: PoolHandle | undefined
   /**
    * Algorithms used on this pool that hear its lease reports (`AcquireAlgorithm.observe`),
@@ -133,6 +139,14 @@ export interface PoolState {
    */
   readonly observers: Array<AcquireAlgorithm.AcquireAlgorithm>
 }
+
+/**
+ * The key of a holder's task in a pool's `avoid` memory: its pipeline and task name (every
+ * attempt of one task of one pipeline shares it).
+ *
+ * @internal
+ */
+export const avoidKey = (pipelineId: string, taskName: string): string => `${pipelineId}\u0000${taskName}`
 
 /**
  * How many pipelines' last resource a pool remembers at most for `sticky`: far more than can
@@ -173,6 +187,22 @@ export class StickyMemory {
       this.#old = this.#young
       this.#young = new Map()
     }
+  }
+  /** Whether nothing is remembered (an O(1) check before building a key). */
+  get empty(): boolean {
+    return this.#young.size === 0 && this.#old.size === 0
+  }
+  /** The resource id remembered for `key`, forgotten as it is read. */
+  take(key: string): string | undefined {
+    const young = this.#young.get(key)
+    if (young !== undefined) {
+      this.#young.delete(key)
+      this.#old.delete(key)
+      return young
+    }
+    const old = this.#old.get(key)
+    if (old !== undefined) this.#old.delete(key)
+    return old
   }
 }
 

@@ -34,7 +34,7 @@
  *
  * @internal
  */
-import { Cause, type Clock, Deferred, Duration, Effect, Either, Exit, FiberId, Option, Random, Schedule, type Scope } from "effect"
+import { type Clock, Deferred, Duration, Effect, Either, Exit, FiberId, Option, Random, Schedule, type Scope } from "effect"
 import { CodecRegistry, outputTypeName } from "../../../domain/Codec.js"
 import type { StoreUnavailable } from "../../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
@@ -573,39 +573,7 @@ export const runWindowedTask = (
   spec: AnySpec,
   seq: number,
   windowed: WindowedTask
-): Effect.Effect<TaskVerdict | "lost", StoreUnavailable> =>
-  Effect.suspend(() => {
-    const key = `w:${spec.pipelineId}/${seq}`
-    const running = env.running.get(key)
-    // the same task of another window (windows of other groupings over the same pipelines)
-    // under way here: awaited; ended by an interruption, the window reads its rows again
-    if (running !== undefined) return Effect.catchAllCause(Deferred.await(running), (cause) => Cause.isInterruptedOnly(cause) ? Effect.succeed("lost" as const) : Effect.failCause(cause))
-    const done = Deferred.unsafeMake<TaskVerdict | "lost", StoreUnavailable>(FiberId.none)
-    env.running.set(key, done)
-    // no fiber of its own: the window's execution already runs in the process's scope
-    // (`window.ts`), which only its closing interrupts, and its pipelines never interrupt
-    // one another; no claim token (a windowed task has no task claim)
-    return Effect.retry(runTaskOnce(env, spec, seq, windowedClaim(), windowed), env.infraRetry).pipe(
-      withAttemptServices,
-      Effect.onExit((exit) =>
-        Effect.sync(() => {
-          if (env.running.get(key) === done) env.running.delete(key)
-          Deferred.unsafeDone(done, exit)
-        })
-      )
-    )
-  })
-
-/** The claim state of a windowed task: only its fence flags are used (no task claim, no token). */
-const windowedClaim = (): ClaimState => ({
-  token: "",
-  held: false,
-  attempt: 1,
-  fence: { lost: false, stale: false },
-  runId: undefined,
-  current: undefined,
-  last: undefined
-})
+): Effect.Effect<TaskVerdict | "lost", StoreUnavailable> => runTaskWith(env, spec, seq, undefined, windowed)
 
 /**
  * One execution of a claimed window in this process (`window.ts`): what it settles (`done`),
@@ -857,28 +825,6 @@ const runTaskOnce = (
   claim: ClaimState,
   windowed: WindowedTask | undefined
 ): Effect.Effect<TaskVerdict | "lost", StoreUnavailable> =>
-  Effect.suspend(() => {
-    // block leases (windowed tasks): the ends of the leases of an attempt whose call completed
-    // are parked here and run once its outcome is recorded (the checkpoint committed, or the
-    // failed attempt's row written), so that a slot goes back only then; whatever is left runs
-    // when the execution ends, however it ends
-    const parked: Array<Effect.Effect<void>> = []
-    const unpark = Effect.suspend(() => Effect.all(parked.splice(0), { discard: true }))
-    const body = Effect.ensuring(runTaskBody(env, spec, seq, claim, windowed, parked, unpark), unpark)
-    // only a task claim's heartbeat (`Effect.forkScoped`) needs a Scope: a windowed task (no
-    // task claim) opens none, and its attempts find the attempt services' Scope as it is
-    return windowed === undefined ? Effect.scoped(body) : body as Effect.Effect<TaskVerdict | "lost", StoreUnavailable>
-  })
-
-const runTaskBody = (
-  env: TaskEnv,
-  spec: AnySpec,
-  seq: number,
-  claim: ClaimState,
-  windowed: WindowedTask | undefined,
-  parked: Array<Effect.Effect<void>>,
-  unpark: Effect.Effect<void>
-): Effect.Effect<TaskVerdict | "lost", StoreUnavailable, Scope.Scope> =>
   Effect.gen(function*() {
     const { clock, slots, store } = env
     // a task of a claimed window has no task claim: the window's claim and its deadline stand for it
@@ -1013,6 +959,13 @@ const runTaskBody = (
         const signal = attemptLost.current
         return signal === undefined ? Effect.void : PgPools.onLost(lease, (lost) => Deferred.unsafeDone(signal, Exit.fail(lost)))
       })
+    // block leases (windowed tasks): the ends of the leases of an attempt whose call completed
+    // are parked here and run once its outcome is recorded (the checkpoint committed, or the
+    // failed attempt's row written), so that a slot goes back only then; whatever is left runs
+    // when the execution ends, however it ends
+    const parked: Array<Effect.Effect<void>> = []
+    const unpark = Effect.suspend(() => Effect.all(parked.splice(0), { discard: true }))
+    yield* Effect.addFinalizer(() => unpark)
     const guardBody = <A, E>(body: Effect.Effect<A, E>): Effect.Effect<A, E | LeaseLost> =>
       Effect.suspend(() => {
         const signal = Deferred.unsafeMake<never, LeaseLost>(FiberId.none)
@@ -1177,4 +1130,4 @@ const runTaskBody = (
       const other = yield* acquireClaim(env, claims!, spec, seq, task.name, runId, current.taskRunId, claim)
       if (other !== undefined) return other
     }
-  })
+  }).pipe(Effect.scoped)

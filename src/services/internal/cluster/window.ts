@@ -30,7 +30,7 @@
  * @internal
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Deferred, Effect, Either, FiberId, Option } from "effect"
+import { Deferred, Effect, FiberId, Option } from "effect"
 import { StoreUnavailable } from "../../../domain/Errors.js"
 import type { RunId } from "../../../domain/Ids.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
@@ -282,19 +282,11 @@ const windowExecution = (
       }
       // 2. one read of the window's rows and their last checkpoints; 3. the pipelines
       const rows = yield* read(pending)
-      // a pipeline that fails (the store unreachable past the L5 schedule) does not interrupt
-      // the others: their tasks run in this fiber's children (no fiber of their own), and a
-      // call under way goes on to its commit; the window fails once they all ended
-      const ended = yield* Effect.forEach(
+      const results = yield* Effect.forEach(
         pending,
-        (i) => Effect.either(Effect.retry(runPipeline(env, specs[i]!, rows.get(specs[i]!.pipelineId), live, tookOver), env.infraRetry)),
+        (i) => Effect.retry(runPipeline(env, specs[i]!, rows.get(specs[i]!.pipelineId), live, tookOver), env.infraRetry),
         { concurrency: "unbounded" }
       )
-      const results: Array<PipelineVerdict | "lost"> = []
-      for (const r of ended) {
-        if (Either.isLeft(r)) return yield* Effect.fail(r.left)
-        results.push(r.right)
-      }
       // 4. a window past its deadline: claimed again, and only what did not end runs again
       const left: Array<number> = []
       results.forEach((r, k) => {

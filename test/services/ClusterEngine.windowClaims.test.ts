@@ -12,7 +12,8 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Deferred, Duration, Effect, Either, Exit, Fiber, Layer, Option, Redacted, Scope, TestClock } from "effect"
+import { Clock, Deferred, Duration, Effect, Either, Exit, Fiber, Layer, Option, Redacted, Schedule, Scope, TestClock } from "effect"
+import { StoreUnavailable } from "../../src/domain/Errors.js"
 import type { RunId } from "../../src/domain/Ids.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Resource from "../../src/domain/Resource.js"
@@ -390,6 +391,53 @@ describe("cluster window claims", () => {
       assert.strictEqual(JSON.parse(new TextDecoder().decode(out.payload!)), (2 + 1) * 2 + 100)
       yield* Fiber.interrupt(frozen)
     }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(ArtifactBackends.layerInline, Pool.layer([]), pgLayer("window_takeover")))), 180_000)
+
+  // guards the tasks' own fibers (runWindowedTask): a windowed task run in its pipeline's fiber
+  // would be interrupted mid-call when a sibling pipeline fails (pg17v tried it)
+  it.live("a pipeline of the window that fails (its store unreachable past L5) does not stop another's call under way: the window fails, the call commits", () =>
+    Effect.gen(function*() {
+      const count = counter()
+      const release = yield* Deferred.make<void>()
+      // pipeline 1's task is called and held until released; pipeline 2's commit cannot reach the store
+      const a = Task.make("a", (n: number, ctx) =>
+        Effect.suspend(() => {
+          count.add(`a/${ctx.pipelineId}`)
+          return n === 1 ? Effect.as(Deferred.await(release), n + 1) : Effect.succeed(n + 1)
+        }))
+      const template = Pipeline.make("sibling", a)
+      const specs: ReadonlyArray<AnySpec> = [template.bind(1), template.bind(2)]
+      const url = pg.url("window_sibling")
+      yield* PgStore.migrate(url)
+      const store = yield* PgStore.make({ url })
+      const sql = yield* SqlClient.SqlClient
+      yield* admitAll(store, specs, "run-s" as RunId)
+      const broken = specs[1]!.pipelineId
+      const failing: StoreService = {
+        ...store,
+        checkpoint: (unit) =>
+          unit.pipelineId === broken ? Effect.fail(new StoreUnavailable({ message: "unreachable (test)" })) : store.checkpoint(unit)
+      }
+      const env = yield* makeTaskEnv({
+        store: failing,
+        pools: yield* Pool.Pools,
+        bus: yield* makeBus,
+        concurrency: 8,
+        infraRetry: Schedule.recurs(0)
+      })
+      const wc = yield* claimsOn({ ttl: "1 hour", heartbeat: "1 second" })
+      const key = windowKey({ pipelineIds: specs.map((s) => s.pipelineId) })
+      const window = yield* Effect.fork(runWindow(env, wc, sql, key, specs))
+      yield* until(() => count.of(`a/${specs[0]!.pipelineId}`) === 1 && count.of(`a/${broken}`) === 1)
+      // pipeline 2 has failed by now (its commit refused, no retry left); pipeline 1's call goes on
+      yield* until(() => !env.running.has(`w:${broken}/0`))
+      yield* Deferred.succeed(release, undefined)
+      const exit = yield* Fiber.await(window)
+      assert.isTrue(Exit.isFailure(exit), "the window fails with the store's error")
+      yield* until(() => env.running.size === 0)
+      const row = Option.getOrThrow(yield* store.getPipeline(specs[0]!.pipelineId))
+      assert.strictEqual(row.state, "succeeded", "the call under way committed")
+      assert.strictEqual(count.of(`a/${specs[0]!.pipelineId}`), 1)
+    }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(ArtifactBackends.layerInline, Pool.layer([]), pgLayer("window_sibling")))), 180_000)
 
   it.live("end to end: a runner with window claims runs submitted windows; each window's claim is released when it ends", () => {
     const count = counter()

@@ -19,6 +19,7 @@ import type { ArtifactBackend } from "../../src/services/ArtifactBackend.js"
 import * as CallCache from "../../src/services/CallCache.js"
 import type { LoadedArtifact, NewArtifact, NewAttempt, NewEvent, NewHandoff, StoreOptions } from "../../src/services/Store.js"
 import { Store } from "../../src/services/Store.js"
+import { checkpointNowOf } from "../../src/services/internal/store/front.js"
 import { pid, rid } from "../support/ids.js"
 
 /** What a store implementation provides to the contract. */
@@ -499,6 +500,49 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(P("f1"))).nTasksDone, 0)
           assert.strictEqual((yield* store.listArtifacts(P("f1"))).length, 0)
           assert.strictEqual(yield* store.countEvents(), 0)
+        })))
+
+    it.effect("a checkpoint leaves the caller's unit as it was (admission, earlier units, rows, payloads): once it committed, once it failed and was submitted again", () =>
+      withStore((store, h) =>
+        Effect.gen(function*() {
+          // what the store front queues is its own: it empties its ops once their batch is
+          // done (see front.ts's `spend`), never the caller's unit, its admission or its rows
+          const unitOf = (id: string) => ({
+            pipelineId: id as PipelineId,
+            admission: { pipelines: [pipeline(id)], seeds: [artifact(id, -1, bytes(`seed ${id}`))] },
+            before: [{
+              pipelineId: id as PipelineId,
+              artifact: artifact(id, 0, bytes(`${id}:0`)),
+              task: task(id, 0),
+              attempts: [attempt(id, 0, 2)]
+            }],
+            artifact: artifact(id, 1, bytes(`${id}:1`), true),
+            task: task(id, 1),
+            pipeline: { nTasksDone: 2, attemptsDelta: 2, updatedAt: 1100, state: "succeeded" as const, endedAt: 1100 },
+            attempts: [attempt(id, 1, 2)],
+            events: [event("task.done", id)]
+          })
+          const now = checkpointNowOf(store)
+          for (const [key, viaNow] of [["k1", false], ["k2", true]] as const) {
+            const id = P(key)
+            const unit = unitOf(id)
+            const before = structuredClone(unit)
+            yield* h.injectWriteFailure(true)
+            const failed = viaNow && now !== undefined
+              ? yield* Effect.async<Exit.Exit<void, unknown>>((resume) => {
+                if (!now(unit, (exit) => resume(Effect.succeed(exit)))) resume(Effect.succeed(Exit.void))
+              })
+              : yield* Effect.exit(store.checkpoint(unit))
+            assert.isTrue(Exit.isFailure(failed) || !viaNow || now === undefined)
+            assert.deepStrictEqual(unit, before)
+            yield* h.injectWriteFailure(false)
+            yield* store.checkpoint(unit)
+            assert.deepStrictEqual(unit, before)
+            const row = Option.getOrThrow(yield* store.getPipeline(id))
+            assert.strictEqual(row.state, "succeeded")
+            assert.strictEqual(row.nTasksDone, 2)
+            assert.deepStrictEqual((yield* store.listArtifacts(id)).map((a) => [a.seq, a.isFinal]), [[-1, false], [0, false], [1, true]])
+          }
         })))
 
     it.effect("artifacts: seed at -1, latest per seq, order by seq then id, markFinal idempotent", () =>

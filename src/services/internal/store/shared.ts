@@ -790,6 +790,10 @@ export interface GroupCommit<Op> {
 /**
  * Builds a {@link GroupCommit} in the current scope. Defaults: `maxBatch` 4096 ops,
  * `maxBatchBytes` 8 MiB, `maxQueuedBytes` 32 MiB, `sizeOf` 0 (no byte accounting).
+ * `spent`, when given, is called once for each op of a batch, in batch order, after every
+ * submitter of that batch has been resumed (whether the batch committed, refused the op or
+ * failed): the writer never reads the op again, so its owner may empty it (the store front
+ * does, see `front.ts`'s `spend`).
  *
  * @since 0.1.0
  * @category writers
@@ -802,6 +806,7 @@ export const makeGroupCommit = <Op>(options: {
   readonly sizeOf?: ((op: Op) => number) | undefined
   readonly maxBatchBytes?: number | undefined
   readonly maxQueuedBytes?: number | undefined
+  readonly spent?: ((op: Op) => void) | undefined
 }): Effect.Effect<GroupCommit<Op>, never, Scope.Scope> =>
   Effect.gen(function*() {
     type Item = readonly [Op, (exit: Exit.Exit<void, StoreUnavailable>) => void, number]
@@ -817,6 +822,7 @@ export const makeGroupCommit = <Op>(options: {
     const sizeOf = options.sizeOf ?? (() => 0)
     const maxBatchBytes = options.maxBatchBytes ?? 8 * 1024 * 1024
     const maxQueuedBytes = options.maxQueuedBytes ?? 32 * 1024 * 1024
+    const spent = options.spent
     const enqueue = (item: Item) => {
       queued.push(item)
       bytes += item[2]
@@ -866,6 +872,7 @@ export const makeGroupCommit = <Op>(options: {
           const own = refused?.find((r) => r[0] === i)
           resume(own === undefined ? done : Exit.fail(own[1]))
         }
+        if (spent !== undefined) for (let i = 0; i < batch.length; i++) spent(batch[i]![0])
         admitWaiting()
       })
     })

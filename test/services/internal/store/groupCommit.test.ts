@@ -199,3 +199,66 @@ describe("makeGroupCommit tracing", () => {
       assert.deepStrictEqual(spans, [])
     }))
 })
+
+describe("makeGroupCommit spent ops", () => {
+  /**
+   * `spent` sees each op of a batch once, in batch order, only after every submitter of that
+   * batch has been resumed: for a batch that commits, one that refuses an op, and one that
+   * fails (the store front empties its ops there, see `front.ts`'s `spend`).
+   */
+  it.scoped("spent is called once per op, in batch order, after the batch's submitters have resumed", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      const writer = yield* makeGroupCommit<Op>({
+        commit: (ops) =>
+          Effect.suspend(() => {
+            log.push(`commit ${ops.map((o) => o.id).join(",")}`)
+            if (ops.some((o) => o.id === 13)) return Effect.fail(new StoreUnavailable({ message: "disk full" }))
+            const refused = ops.findIndex((o) => o.id === 7)
+            return Effect.succeed(refused < 0 ? undefined : [[refused, new StoreUnavailable({ message: "refused" })] as const])
+          }),
+        spent: (op) => void log.push(`spent ${op.id}`)
+      })
+      const submit = (id: number) =>
+        writer.submitNow({ id, bytes: 0 }, (exit) => void log.push(`${Exit.isSuccess(exit) ? "done" : "failed"} ${id}`))
+      /** Lets the writer take and commit what is queued. */
+      const settle = Effect.gen(function*() {
+        for (let i = 0; i < 20; i++) yield* Effect.yieldNow()
+      })
+      // one batch commits; the next refuses 7; the last fails whole
+      submit(1)
+      yield* settle
+      submit(2)
+      submit(7)
+      submit(3)
+      yield* settle
+      submit(13)
+      submit(4)
+      yield* settle
+      assert.deepStrictEqual(log, [
+        "commit 1",
+        "done 1",
+        "spent 1",
+        "commit 2,7,3",
+        "done 2",
+        "failed 7",
+        "done 3",
+        "spent 2",
+        "spent 7",
+        "spent 3",
+        "commit 13,4",
+        "failed 13",
+        "failed 4",
+        "spent 13",
+        "spent 4"
+      ])
+    }))
+
+  it.scoped("without spent, ops are left as they were", () =>
+    Effect.gen(function*() {
+      const writer = yield* makeGroupCommit<{ id: number; payload: Array<number> | undefined }>({ commit: () => Effect.void })
+      const op = { id: 1, payload: [1, 2] }
+      yield* writer.submit(op)
+      assert.deepStrictEqual(op, { id: 1, payload: [1, 2] })
+    }))
+})

@@ -81,7 +81,9 @@ const tsxLoader: string = "tsx"
 const isTypeScript = (url: string): boolean => /\.[mc]?ts$/.test(url.split(/[?#]/)[0]!)
 
 /**
- * The CLI's loader: before the first user module, registers the resolution hooks
+ * The CLI's loader: before the first user module, imports `index` (so that the modules of
+ * assay, effect and @effect/* are loaded before any hook slows each load down), then registers
+ * the resolution hooks
  * (`resolveHooks.mjs` next to this module's CLI: `assay` resolves to `index` (the CLI's own
  * `index.js`, so user code and the CLI share one instance), and bare specifiers a user's file
  * cannot resolve are resolved from assay's installation); before the first TypeScript module,
@@ -99,6 +101,12 @@ export const registering = (options: { readonly hooks: string; readonly index: s
     Effect.tryPromise({
       try: async () => {
         if (!registered.hooks) {
+          // the CLI's whole module graph (assay's `index` and, through it, effect and @effect/*)
+          // first, while no hook is registered: once hooks are registered every module the
+          // process loads goes through them (a round trip to Node's hooks thread, and tsx's
+          // resolution), which doubled the CPU time of loading the ~1,000 modules a user's
+          // `import "assay"` and the command's later imports bring (BENCHMARKS.md, ci20)
+          await import(options.index)
           const { register } = await import("node:module")
           register(options.hooks, { data: { index: options.index } })
           registered.hooks = true

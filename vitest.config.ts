@@ -51,6 +51,9 @@ export default defineConfig({
     maxWorkers: workers,
     minWorkers: 1,
     sequence: { sequencer: SlowFirstSequencer },
+    // before every file: @effect/vitest's `it` with its own methods again (a `layer(...)` block
+    // of an earlier file in the same worker replaces them when files share a worker)
+    setupFiles: ["./test/support/pristineIt.ts"],
     reporters: ["default", "./test/support/planReporter.ts"],
     projects: [
       {

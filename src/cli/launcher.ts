@@ -9,7 +9,8 @@
  *   (`fastStart.ts`), compiled with V8's code cache (`<bundle>.cache`, written by the build's
  *   warm-up, and again by a run whose cache V8 rejected, e.g. under another Node version;
  *   `ASSAY_CODE_CACHE=write` forces the write, `=off` disables the cache). A command that meets
- *   user code all the same (a config file's `plugins:`) goes on on the unbundled runtime.
+ *   user code all the same (a config file's `plugins:`) goes on on the unbundled runtime; one
+ *   whose config files name a module file ({@link configsNameUserCode}) starts there at once.
  *
  * The bundle's file name carries a digest of its content: V8 checks a cache only against the
  * source's length, so a cache is never read for another bundle.
@@ -34,6 +35,67 @@ const moduleFile = /\.[mc]?[jt]s$/
  */
 export const namesUserCode = (argv: ReadonlyArray<string>): boolean =>
   argv.slice(2).some((a) => a === "--plugin" || a.startsWith("--plugin=") || moduleFile.test(a))
+
+/** A file name that is a config file (an experiment, suite or study), not a JSON Schema. */
+const configFile = /\.(?:jsonc?|ya?ml|toml)$/
+
+/** The end of a file reference in a config's text: an export (`#`), a quote, a separator. */
+const refEnd = String.raw`(?=[#"'\x60\s,\]}]|$)`
+
+/** A module file named in a config's text (`use: "./tasks.ts#first"`, `plugins: [./p.js]`). */
+const moduleRef = new RegExp(String.raw`[^\s"'\x60,:\[\]{}]*\.[mc]?[jt]s` + refEnd, "m")
+
+/** A config file named in a config's text (a study's `experiment: ./experiment.json`, a suite's members). */
+const configRef = new RegExp(String.raw`[^\s"'\x60,:\[\]{}]+\.(?:jsonc?|ya?ml|toml)` + refEnd, "gm")
+
+/** Commands that read a config file but never load its user code (measured: no fallback). */
+const neverLoads: ReadonlyArray<ReadonlyArray<string>> = [["study", "export"]]
+
+/**
+ * Whether a config file named on the command line (an argument, or an option's value, that is
+ * an existing `.json`/`.jsonc`/`.yaml`/`.yml`/`.toml` file, relative to `cwd`), or a config
+ * file it names in turn (a study's experiment, a suite's members: up to 3 levels, 32 files of at
+ * most 1 MiB each), names a module file (`.ts`, `.js`, `.mts`, `.mjs`, `.cts`, `.cjs`): a
+ * task's `use: ./tasks.ts#first`, a `plugins:` entry. Such a command would meet user code
+ * once it reads the config, so the launcher starts it on the unbundled runtime at once
+ * instead of starting the bundle only to leave it (about 0.5 s of CPU per process:
+ * `BENCHMARKS.md`, ci20).
+ *
+ * A look at the text, not a parse: a false positive (a comment naming `notes.ts`) only
+ * starts the command on the unbundled runtime, where every command runs the same way; a
+ * false negative leaves it to the bundle's fallback. JSON Schemas (`*.schema.json`) are not
+ * followed. Unreadable files count as naming nothing.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const configsNameUserCode = (argv: ReadonlyArray<string>, cwd: string = process.cwd()): boolean => {
+  const words = argv.slice(2)
+  if (neverLoads.some((command) => command.every((w, i) => words[i] === w))) return false
+  const seen = new Set<string>()
+  const visit = (file: string, depth: number): boolean => {
+    if (seen.has(file) || seen.size >= 32 || file.endsWith("schema.json")) return false
+    seen.add(file)
+    let text: string
+    try {
+      const stat = fs.statSync(file)
+      if (!stat.isFile() || stat.size > 1024 * 1024) return false
+      text = fs.readFileSync(file, "utf8")
+    } catch {
+      return false
+    }
+    if (moduleRef.test(text)) return true
+    if (depth >= 3) return false
+    for (const match of text.matchAll(configRef)) {
+      if (visit(path.resolve(path.dirname(file), match[0]), depth + 1)) return true
+    }
+    return false
+  }
+  return words.some((word) => {
+    const value = word.startsWith("-") && word.includes("=") ? word.slice(word.indexOf("=") + 1) : word
+    return configFile.test(value) && visit(path.resolve(cwd, value), 1)
+  })
+}
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 
@@ -108,7 +170,7 @@ const loadBundle = (file: string): { readonly start: (argv: ReadonlyArray<string
  * @category running
  */
 export const launch = (argv: ReadonlyArray<string>): void => {
-  const bundle = namesUserCode(argv) ? undefined : bundlePath()
+  const bundle = namesUserCode(argv) || configsNameUserCode(argv) ? undefined : bundlePath()
   if (bundle === undefined) return full(argv)
   loadBundle(bundle).start(argv, () => full(argv))
 }

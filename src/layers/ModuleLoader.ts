@@ -19,6 +19,7 @@
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import * as fs from "node:fs"
 
 /**
  * Imports the module at `url` (a `file:` URL or a package specifier) and gives its namespace
@@ -78,10 +79,24 @@ const registered = { hooks: false, typescript: false }
 /** tsx's package entry (`dist/loader.mjs`: registers its hooks when imported; it has no types). */
 const tsxLoader: string = "tsx"
 
+/**
+ * Whether the file at `url` (a `file:` URL) names the `assay` package in an import (a quick
+ * look at its text: `"assay"` or `'assay'`); false when it cannot be read.
+ */
+const namesAssay = (url: string): boolean => {
+  try {
+    return url.startsWith("file:") && /["']assay["']/.test(fs.readFileSync(new URL(url), "utf8"))
+  } catch {
+    return false
+  }
+}
+
 const isTypeScript = (url: string): boolean => /\.[mc]?ts$/.test(url.split(/[?#]/)[0]!)
 
 /**
- * The CLI's loader: before the first user module, registers the resolution hooks
+ * The CLI's loader: before the first user module, imports `index` when that module names
+ * `assay` (so that the modules of assay, effect and @effect/* are loaded before any hook slows
+ * each load down), then registers the resolution hooks
  * (`resolveHooks.mjs` next to this module's CLI: `assay` resolves to `index` (the CLI's own
  * `index.js`, so user code and the CLI share one instance), and bare specifiers a user's file
  * cannot resolve are resolved from assay's installation); before the first TypeScript module,
@@ -99,6 +114,13 @@ export const registering = (options: { readonly hooks: string; readonly index: s
     Effect.tryPromise({
       try: async () => {
         if (!registered.hooks) {
+          // a first user module that imports `assay`: the CLI's whole module graph (its `index`
+          // and, through it, effect and @effect/*) first, while no hook is registered: once
+          // hooks are registered every module the process loads goes through them (a round trip
+          // to Node's hooks thread, and tsx's resolution), which doubled the CPU time of loading
+          // the modules `import "assay"` brings (BENCHMARKS.md, ci20). A module that does not
+          // name `assay` may need much less of it: nothing is loaded ahead then.
+          if (namesAssay(url)) await import(options.index)
           const { register } = await import("node:module")
           register(options.hooks, { data: { index: options.index } })
           registered.hooks = true

@@ -140,9 +140,12 @@ const runScripts = (
         // when each resource last granted a lease (TestClock ms)
         const lastGrant = new Map<string, number>()
         const fibers = yield* Effect.forEach(scripts, (s, i) => {
-          const holder: Pool.Holder = { taskName: `t${i}`, pipelineId: `p${i}`, owner: `o${i}` }
-          const one = (o: Outcome) =>
+          // each outcome is another task of the script's pipeline: no acquire is the retry of a
+          // failed one, so none leaves a resource out (a retry after a transient failure waits
+          // for another resource while the failing one is free: Pool.retryElsewhere.test.ts)
+          const one = (o: Outcome, k: number) =>
             Effect.scoped(Effect.gen(function*() {
+              const holder: Pool.Holder = { taskName: `t${i}.${k}`, pipelineId: `p${i}`, owner: `o${i}` }
               if (s.holdsModel) yield* pools.acquire("model", holder)
               const lease = yield* pools.acquire({ pool: "judge", algorithm: s.algorithm }, holder)
               lastGrant.set(lease.resource.id, yield* Clock.currentTimeMillis)

@@ -20,6 +20,11 @@
  * Keys: `ratio_to_raw` = (2)/(1) (target ≥ 0.5, issue 19), `pool_ratio` = (5)/(2) (target ≥ 0.7, issue 19; `cpu_pool_ratio` the same with CPU time),
  * `rewind_ratio` = pipelines/s of (6) / (2) (target ≥ 0.6), `cpu_rewind_ratio` the same with CPU
  * time, and both per task execution (`rewind_ratio_per_execution`: (2) runs 3, (6) runs 5).
+ * These ratios divide the best round of one case by the best round of the other, which may be
+ * different rounds. Beside them, each round runs (2) and (6) back to back, so each round has a
+ * ratio of its own: `rewind_ratio_round_median` and `cpu_rewind_ratio_round_median` are the
+ * medians over rounds of those per-round ratios (wall and CPU), and `rewind_ratio_rounds` /
+ * `cpu_rewind_ratio_rounds` list them in round order, so the noise between rounds shows.
  * Then, each in a child process of its own: peak RSS for 100k and 1M pipelines streamed from a
  * generator on SqliteStore (`rss_ratio_1m_to_100k`, target ≤ 1.3), and the speed of a resume
  * that skips 100k succeeded pipelines (`resume_skip_per_s`, target ≥ 150,000; issue 19).
@@ -220,6 +225,19 @@ if (mode === "rss") {
       a === undefined || b === undefined ? undefined : +(a.ms / b.ms).toFixed(3)
     const cpuRatio = (a: { cpuMs: number } | undefined, b: { cpuMs: number } | undefined) =>
       a === undefined || b === undefined ? undefined : +(a.cpuMs / b.cpuMs).toFixed(3)
+    // per round: (2) and (6) ran back to back in the same round, so their ratio is that round's
+    const perRound = (f: (x: { ms: number; cpuMs: number }) => number) =>
+      sqlites.length === 0 || sqlites.length !== rewinds.length
+        ? undefined
+        : sqlites.map((s, i) => +(f(s) / f(rewinds[i]!)).toFixed(3))
+    const median = (xs: ReadonlyArray<number> | undefined) => {
+      if (xs === undefined) return undefined
+      const sorted = [...xs].sort((a, b) => a - b)
+      const mid = sorted.length >> 1
+      return sorted.length % 2 === 1 ? sorted[mid] : +((sorted[mid - 1]! + sorted[mid]!) / 2).toFixed(3)
+    }
+    const rewindRounds = perRound((x) => x.ms)
+    const cpuRewindRounds = perRound((x) => x.cpuMs)
     emit({
       bench: "runner.ratios",
       ratio_to_raw: ratio(raw, sqlite),
@@ -238,6 +256,11 @@ if (mode === "rss") {
       rewind_ratio_target: 0.6,
       // CPU time per pipeline of the plain case over the rewinding case's (the machine may be shared)
       cpu_rewind_ratio: cpuRatio(sqlite, rewind),
+      // the median over rounds of each round's own ratio (the two cases ran back to back in it)
+      rewind_ratio_round_median: median(rewindRounds),
+      cpu_rewind_ratio_round_median: median(cpuRewindRounds),
+      rewind_ratio_rounds: rewindRounds,
+      cpu_rewind_ratio_rounds: cpuRewindRounds,
       // per task execution (plain 3, rewinding 5): what the control path costs beyond the extra work
       rewind_ratio_per_execution: sqlite === undefined || rewind === undefined
         ? undefined

@@ -6,7 +6,7 @@
  */
 import Database from "better-sqlite3"
 import { performance } from "node:perf_hooks"
-import { MIGRATIONS } from "../../src/layers/internal/sqlite/migrations.js"
+import { MIGRATIONS, PLAIN_STORE_STATEMENTS } from "../../src/layers/internal/sqlite/migrations.js"
 
 export const payload = (i: number, seq: number) => Buffer.from(JSON.stringify({ row: i, seq, text: "lorem ipsum dolor sit amet" }))
 
@@ -15,6 +15,8 @@ export const freshSchema = (file: string) => {
   db.pragma("journal_mode = WAL")
   db.pragma("synchronous = NORMAL")
   for (const [, statements] of MIGRATIONS) for (const s of statements) db.exec(s)
+  // a plain store's schema (migration 0016's data step on a store that is no suite's)
+  for (const s of PLAIN_STORE_STATEMENTS) db.exec(s)
   return db
 }
 

@@ -1,5 +1,5 @@
 /**
- * The SQLite schema of the store: migrations 1 to 15, the schema version and feature levels
+ * The SQLite schema of the store: migrations 1 to 16, the schema version and feature levels
  * this build knows, and the constants queries share (`UNADMITTED_PNO`, `TIMED_TERMINAL`).
  *
  * @since 0.1.0
@@ -15,7 +15,7 @@ import { defaultPipelineId } from "../../../domain/Pipeline.js"
  * @since 0.1.0
  * @category constants
  */
-export const SCHEMA_VERSION = 15
+export const SCHEMA_VERSION = 16
 
 /**
  * The SQL condition of a terminal pipeline with a duration: the rows `stats` takes latency
@@ -508,9 +508,21 @@ export const backfillRepeats = (client: SqlClient.SqlClient): Effect.Effect<void
   })
 
 /**
+ * What a migration's data step may know about the store it migrates, beyond its rows:
+ * `suiteDatabase` is `true` when the writer opening it is a suite's (`SqliteStoreOptions.suiteRoot`
+ * set: a suite root's catalog database or a member's database), `false` for a plain store.
+ *
+ * @since 0.16.0
+ * @category migrations
+ */
+export interface MigrationContext {
+  readonly suiteDatabase: boolean
+}
+
+/**
  * One migration: its id (recorded by the migrator in `effect_sql_migrations`), its statements,
  * and an optional data step run after them in the same transaction (on an empty store it does
- * nothing).
+ * nothing), given the {@link MigrationContext} of the open.
  *
  * @since 0.1.0
  * @category migrations
@@ -518,7 +530,7 @@ export const backfillRepeats = (client: SqlClient.SqlClient): Effect.Effect<void
 export type Migration = readonly [
   id: string,
   statements: ReadonlyArray<string>,
-  data?: (client: SqlClient.SqlClient) => Effect.Effect<void, SqlError>
+  data?: (client: SqlClient.SqlClient, context: MigrationContext) => Effect.Effect<void, SqlError>
 ]
 
 /**
@@ -621,6 +633,55 @@ export const MIGRATION_0015: ReadonlyArray<string> = [
 ]
 
 /**
+ * The indexes only a suite's databases keep: `events_time (ts, event_id)` and `events_run_time
+ * (run_id, ts, event_id)` ({@link MIGRATION_0007}). Only a suite's merged view reads events in
+ * time order (the latest events over all of a suite's databases, by `(ts, event_id)`); a plain
+ * store's readers (`events`, `countEvents`, `streamEvents`, `stats`, export, merge, serve, watch,
+ * report) read them in `event_id` order, by run through `events_run`, by kind through
+ * `events_kind`, by pipeline through `events_pipeline`, so in a plain store these two indexes
+ * served no query and cost every event row two B-tree inserts.
+ *
+ * @since 0.16.0
+ * @category migrations
+ */
+export const SUITE_ONLY_INDEXES: ReadonlyArray<string> = ["events_time", "events_run_time"]
+
+/**
+ * The statements that make a plain store's schema from the statements of {@link MIGRATIONS}:
+ * what {@link suiteIndexesStep} does to a plain store (for benchmarks that build the schema with
+ * plain better-sqlite3 from the statements alone).
+ *
+ * @since 0.16.0
+ * @category migrations
+ */
+export const PLAIN_STORE_STATEMENTS: ReadonlyArray<string> = SUITE_ONLY_INDEXES.map((name) => `DROP INDEX IF EXISTS ${name}`)
+
+/**
+ * Schema version 16 (issue 13): the event time indexes ({@link SUITE_ONLY_INDEXES}) kept only in
+ * a suite's databases. The statements only move the version; the data step,
+ * {@link suiteIndexesStep}, drops the two indexes from a plain store. A suite's database keeps
+ * them (no rebuild). Builds before this version refuse a version-16 store (a newer schema), so
+ * none of them writes into a plain store without the indexes.
+ *
+ * @since 0.16.0
+ * @category migrations
+ */
+export const MIGRATION_0016: ReadonlyArray<string> = [
+  `UPDATE store_meta SET value = '16' WHERE key = 'schema_version'`
+]
+
+/**
+ * The data step of migration 0016: on a plain store (`context.suiteDatabase` false), drops the
+ * indexes of {@link SUITE_ONLY_INDEXES} ({@link PLAIN_STORE_STATEMENTS}); on a suite's database,
+ * nothing. No row is read or written.
+ *
+ * @since 0.16.0
+ * @category migrations
+ */
+export const suiteIndexesStep = (client: SqlClient.SqlClient, context: MigrationContext): Effect.Effect<void, SqlError> =>
+  context.suiteDatabase ? Effect.void : Effect.forEach(PLAIN_STORE_STATEMENTS, (st) => client.unsafe(st), { discard: true })
+
+/**
  * The migrations in order: what a writer applies to bring a store to {@link SCHEMA_VERSION},
  * and what benchmarks apply to build the same schema with plain better-sqlite3 (the statements;
  * the data steps have nothing to do on a fresh file).
@@ -643,5 +704,6 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
   ["0012_attempt_accounting", MIGRATION_0012],
   ["0013_visits_guard_index", MIGRATION_0013, visitsGuardStep],
   ["0014_study_trials_unpriced", MIGRATION_0014],
-  ["0015_study_trials_settled", MIGRATION_0015]
+  ["0015_study_trials_settled", MIGRATION_0015],
+  ["0016_suite_only_time_indexes", MIGRATION_0016, suiteIndexesStep]
 ]

@@ -547,7 +547,7 @@ export const openSqlite = (
         Effect.gen(function*() {
           const client = yield* SqlClient.SqlClient
           for (const statement of statements) yield* client.unsafe(statement)
-          if (data !== undefined) yield* data(client)
+          if (data !== undefined) yield* data(client, { suiteDatabase: options.suiteRoot !== undefined })
         })
       yield* Migrator.make({})({
         loader: Migrator.fromRecord(Object.fromEntries(MIGRATIONS.map((m) => [m[0], migration(m)])))

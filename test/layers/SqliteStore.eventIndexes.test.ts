@@ -13,7 +13,9 @@ import { Effect, Layer, Stream } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
+import { NodeFileSystem } from "@effect/platform-node"
 import * as SqliteStore from "../../src/layers/SqliteStore.js"
+import * as SuiteStore from "../../src/layers/SuiteStore.js"
 import { MIGRATIONS, SCHEMA_VERSION, SUITE_ONLY_INDEXES } from "../../src/layers/internal/sqlite/migrations.js"
 import { Store } from "../../src/services/Store.js"
 import { pid, rid } from "../support/ids.js"
@@ -125,6 +127,14 @@ describe("SqliteStore: the indexes of events and handoffs", () => {
       assert.deepStrictEqual(indexesOf(suite), { version: String(SCHEMA_VERSION), events: SUITE_EVENTS, handoffs: HANDOFFS })
       assert.deepStrictEqual([...SUITE_ONLY_INDEXES].sort(), ["events_run_time", "events_time"])
     }))
+
+  it.effect("a suite root's database, opened through SuiteStore, keeps the time indexes", () =>
+    Effect.gen(function*() {
+      const root = nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-evidx-suite-")), "root")
+      yield* Effect.scoped(SuiteStore.make({ root, suiteId: "demo", layout: "combined", members: [], flushIntervalMs: 0 }))
+      const file = fs.readdirSync(root).map((f) => nodePath.join(root, f)).find((f) => f.endsWith("state.db"))!
+      assert.deepStrictEqual(indexesOf(file), { version: String(SCHEMA_VERSION), events: SUITE_EVENTS, handoffs: HANDOFFS })
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
 
   it.effect("a version-15 store with events and a ledger: a plain writer drops the time indexes, a suite's keeps them; no row changes", () =>
     Effect.gen(function*() {

@@ -385,7 +385,7 @@ describe("StudyCatalog (SQLite): a root from before schema version 15", () => {
       const db = new Database(file)
       db.exec("ALTER TABLE study_trials DROP COLUMN settled_json")
       db.prepare("UPDATE store_meta SET value = '14' WHERE key = 'schema_version'").run()
-      db.prepare("DELETE FROM effect_sql_migrations WHERE migration_id = 15").run()
+      db.prepare("DELETE FROM effect_sql_migrations WHERE migration_id >= 15").run()
       db.close()
       const read = yield* Effect.scoped(Effect.gen(function*() {
         const h = yield* SuiteStore.makeRead(root)

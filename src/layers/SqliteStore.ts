@@ -61,6 +61,9 @@ import * as open from "./internal/sqlite/open.js"
  *   inside a suite root (`ROOT/state.db`, `ROOT/suite.db`, `ROOT/experiments/ID/state.db`)
  *   is written only through its suite (the catalog accounts for its members): opening one for
  *   writing without it fails with `ConfigError` (path `store`). Read-only opens are allowed.
+ *   A suite's database keeps the event time indexes its merged view reads (`events_time`,
+ *   `events_run_time`); a plain store's writer drops them when it migrates the store to
+ *   schema version 16 (docs/store.md).
  *
  * @since 0.1.0
  * @category models

@@ -41,13 +41,13 @@ const viaCluster = <A, E, R>(specs: ReadonlyArray<AnySpec>, after: (store: Store
   Effect.gen(function*() {
     const report = yield* ClusterEngine.submit(Stream.fromIterable(specs), { pollInterval: "10 millis" })
     return { report, after: yield* after(yield* Store) }
-  }).pipe(Effect.provide(hostOf(specs)))
+  }).pipe(Effect.provide(hostOf(specs))) as Effect.Effect<{ readonly report: ClusterEngine.SubmitReport; readonly after: A }, unknown>
 
 const viaEmbedded = <A, E, R>(specs: ReadonlyArray<AnySpec>, after: (store: StoreService) => Effect.Effect<A, E, R>) =>
   Effect.gen(function*() {
     const report = yield* Runner.run(specs)
     return { report, after: yield* after(yield* Store) }
-  }).pipe(Effect.provide(embedded))
+  }).pipe(Effect.provide(embedded)) as Effect.Effect<{ readonly report: unknown; readonly after: A }, unknown>
 
 describe("ClusterEngine: control pipelines (in process)", () => {
   it.live("a forward handoff, a rewind with a value and a retry-all end with the embedded engine's rows, ledger, visits, budget and artifacts", () =>

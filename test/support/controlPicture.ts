@@ -31,17 +31,14 @@ export const makeCallLog = () => {
 /**
  * `gen → check → extra → report` with control: `check` rewinds `gen` with a value on its first
  * visit; on its second, an odd `n` retries all, an even one goes on; on its third it hands off
- * to `report` with a value (skipping `extra`). `gen` runs `around` (e.g. a pool lease) when given.
+ * to `report` with a value (skipping `extra`).
  */
-export const travelling = (
-  log: ReturnType<typeof makeCallLog>,
-  around: <A>(self: Effect.Effect<A>) => Effect.Effect<A, unknown, any> = (self) => self
-) => {
+export const travelling = (log: ReturnType<typeof makeCallLog>) => {
   const gen = Task.make("gen", (row: { readonly n: number; readonly hint?: string }, ctx) =>
-    around(Effect.sync((): Draft => {
+    Effect.sync((): Draft => {
       log.add(ctx.pipelineId, "gen", ctx.visit, ctx.attempt)
       return { n: row.n, hint: row.hint ?? null, visit: ctx.visit, attempt: ctx.attempt }
-    })))
+    }))
   const check = Task.make("check", (draft: Draft, ctx) =>
     Effect.sync(() => {
       log.add(ctx.pipelineId, "check", ctx.visit, ctx.attempt)

@@ -176,7 +176,21 @@ const startOf = (env: TaskEnv, spec: AnySpec) =>
     if (Option.isNone(row)) return { _tag: "Verdict", verdict: "gone" }
     if (row.value.state === "succeeded" || row.value.state === "failed") return { _tag: "Verdict", verdict: row.value.state }
     const runId = row.value.runId as RunId
-    const persisted = yield* store.traversal!.visitState(pipelineId)
+    if (store.traversal === undefined) {
+      // (the submitter refuses control on such a store: a runner on another store than its)
+      return {
+        _tag: "Verdict",
+        verdict: yield* refuse(env, spec, runId, {
+          kind: "pipeline.corrupt_checkpoint",
+          cursor: row.value.nTasksDone,
+          data: {},
+          errorType: "ConfigError",
+          message: "the pipeline declares control, and this runner's store keeps no traversal state",
+          fix: "start the runners on the submitter's store (PostgreSQL)"
+        })
+      }
+    }
+    const persisted = yield* store.traversal.visitState(pipelineId)
     if (Option.isNone(persisted)) {
       return {
         _tag: "Verdict",

@@ -14,7 +14,7 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Option, Redacted, Stream, TestClock } from "effect"
+import { Clock, Deferred, Effect, Fiber, Layer, Option, Redacted, Stream, TestClock } from "effect"
 import * as Handoff from "../../src/domain/Handoff.js"
 import type { RunId } from "../../src/domain/Ids.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
@@ -24,6 +24,8 @@ import * as Traversal from "../../src/domain/Traversal.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import { make as makeBus } from "../../src/services/Bus.js"
+import { runControlledClaimed } from "../../src/services/internal/cluster/controlled.js"
+import * as InFlight from "../../src/services/internal/cluster/inflight.js"
 import { makeTaskEnv } from "../../src/services/internal/cluster/task.js"
 import { runWindow } from "../../src/services/internal/cluster/window.js"
 import * as WindowClaims from "../../src/services/internal/cluster/windowClaims.js"
@@ -148,6 +150,50 @@ describe("ClusterEngine: control pipelines on PostgreSQL", () => {
       assert.deepStrictEqual([p.traversal.handoffs, p.traversal.counters, p.traversal.cursor], [1, [2, 2, 1], 3])
       assert.strictEqual(p.row.state, "succeeded")
     }).pipe(Effect.provide(Layer.mergeAll(MemoryStore.layer(), llm(), pgLayer("control_zombie")))), 180_000)
+
+  it.live("task claims: a zombie whose pipeline claim went stale during its call is fenced by TraversalConflict and its claim; the new owner's visits stand", () =>
+    Effect.gen(function*() {
+      const log = makeCallLog()
+      const gate = yield* Deferred.make<void>()
+      const spec = rewinding(log, gate, () => true).bind({ n: 3 })
+      const id = spec.pipelineId
+      const store = yield* Store
+      const pools = yield* Pool.Pools
+      const now = yield* Clock.currentTimeMillis
+      const runId = "run-cz" as RunId
+      yield* store.openRun({ runId, label: null, config: {}, startedAt: now, meta: undefined })
+      yield* store.admit([Rows.admissionRow(spec, 0, undefined, runId, now)], [Rows.seedArtifact(spec, runId, now)], [{
+        pipelineId: id,
+        state: Traversal.initial(id, spec.template.nTasks)
+      }])
+      yield* store.flush
+      yield* InFlight.createTable
+      const sql = yield* SqlClient.SqlClient
+      // the zombie renews its claim once an hour (it is frozen, as far as the claim can tell)
+      const frozen = InFlight.make(sql, { ttl: "1 minute", heartbeat: "1 hour" })!
+      const live = InFlight.make(sql, { ttl: "1 minute", heartbeat: "1 second" })!
+      const a = yield* makeTaskEnv({ store, pools, bus: yield* makeBus, concurrency: 4, claims: frozen })
+      const b = yield* makeTaskEnv({ store, pools, bus: yield* makeBus, concurrency: 4, claims: live })
+      const zombie = yield* Effect.fork(runControlledClaimed(a, spec))
+      yield* until(() => log.calls.includes(`${id}/check#1@1`))
+      // its claim goes stale; another runner claims the pipeline and finishes it
+      yield* sql.unsafe(`UPDATE ${InFlight.TABLE} SET heartbeat_at = now() - interval '1 hour'`)
+      assert.strictEqual(yield* runControlledClaimed(b, spec), "succeeded")
+      // the zombie's call returns: its step is refused, its claim found gone; it ends with the stored verdict
+      yield* Deferred.succeed(gate, undefined)
+      assert.strictEqual(yield* Fiber.join(zombie), "succeeded")
+      assert.deepStrictEqual(log.calls, [
+        `${id}/gen#0@1`,
+        `${id}/check#0@1`,
+        `${id}/gen#1@1`,
+        `${id}/check#1@1`,
+        `${id}/check#1@2`,
+        `${id}/report#0@1`
+      ])
+      const p = (yield* picture(store, [id]))[id] as Record<string, any>
+      assert.deepStrictEqual(p.attempts.filter((x: string) => x.startsWith("1#1")), ["1#1@2 check succeeded "])
+      assert.deepStrictEqual([p.handoffs.length, p.traversal.handoffs, p.traversal.counters], [1, 1, [2, 2, 1]])
+    }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(MemoryStore.layer(), llm(), pgLayer("control_claim_zombie")))), 180_000)
 
   for (const mode of ["task claims", "window claims"] as const) {
     it.live(`${mode}: a runner stopped mid-visit, replaced: budget, visits, ledger and artifacts as an uninterrupted run's; committed visits not called again; the cut visit under a new attempt number`, () => {

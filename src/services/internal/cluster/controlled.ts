@@ -395,7 +395,8 @@ const once = (env: TaskEnv, spec: AnySpec, own: Ownership) =>
 /**
  * Runs controlled pipeline `spec` to its verdict while `own` holds (see the module comment):
  * an execution whose write met another executor's is started again from the stored state
- * while it still owns the pipeline; `"lost"` once it does not.
+ * while it still owns the pipeline (`live`, and `fence` asked once more); `"lost"` once it
+ * does not.
  *
  * @internal
  */
@@ -405,6 +406,9 @@ export const runControlled = (env: TaskEnv, spec: AnySpec, own: Ownership): Effe
       if (!own.live()) return "lost" as const
       const r = yield* once(env, spec, own)
       if (r !== "conflict") return r
+      // another executor moved the traversal: read it again only while the claim is still ours
+      // (a task claim is asked: its renewal may not have run since it was taken over)
+      if (own.fence !== undefined && !(yield* own.fence())) return "lost" as const
     }
   }).pipe(withAttemptServices)
 

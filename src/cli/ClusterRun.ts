@@ -97,12 +97,6 @@ const runnerCache = (experiment: Experiment.Experiment, target: StoreResolver.St
     return { run, layer }
   })
 
-const controlRefused = (path: string) =>
-  configError(
-    path,
-    "the experiment declares control (handoffs/rewind), which the cluster engine does not run yet; run it without --engine cluster"
-  )
-
 const pgLayer = (database: string) => PgClient.layer({ url: Redacted.make(database) })
 
 /** The cluster's own tables (`@effect/cluster`'s SQL message and runner storage). */
@@ -233,8 +227,8 @@ export interface RunnerArgs {
 }
 
 /**
- * Runs a runner process until it is told to stop: loads the experiment (exit 2 when invalid or
- * when it declares control), opens the shared store, the pools and the cluster on `database`,
+ * Runs a runner process until it is told to stop: loads the experiment (exit 2 when invalid),
+ * opens the shared store, the pools and the cluster on `database`,
  * and hosts the pipeline workflow. The first stop signal (SIGTERM, SIGINT, SIGHUP) closes the
  * process's call gate (`ClusterEngine.CallGate`: no call starts any more) and then ends the
  * runner as an interruption (exit 130); a watchdog's failure ends it with exit 1.
@@ -245,7 +239,6 @@ export interface RunnerArgs {
 export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const experiment = yield* Experiment.load(o.config)
-    if (experiment.template.control !== undefined) return yield* controlRefused("--config")
     const watchdogs = yield* Watchdog.settingsFromEnv
     const { layer: store, target } = yield* sharedStoreLayer(experiment, o.store, o.database)
     // the experiment's `run.cache` and `pricing` apply to the runner's tasks (the submitter's
@@ -391,8 +384,8 @@ export interface SubmitArgs {
 
 /**
  * `assay run -c FILE --engine cluster --database URL`: loads the experiment (exit 2 when
- * invalid, or when it declares control), registers the run in the shared store, admits
- * pipelines in windows through client-only sharding, prints progress on stderr and the
+ * invalid, or when it declares control and the store keeps no traversal state), registers the
+ * run in the shared store, admits pipelines in windows through client-only sharding, prints progress on stderr and the
  * counts on stdout. Exit 0 when every pipeline succeeded (or was already done), 1 when some
  * failed, 130 when interrupted (admission stops; admitted pipelines go on on the runners, and
  * running the same command again follows them and admits the rest).
@@ -404,7 +397,6 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
   Effect.gen(function*() {
     const database = yield* checkDatabase(args.database)
     const experiment = yield* Experiment.load(args.config, { strictEnv: args.strictEnv })
-    if (experiment.template.control !== undefined) return yield* controlRefused("--engine")
     const { layer: store } = yield* sharedStoreLayer(experiment, args.store, database)
     yield* checkMigrated(database)
     const maxAdmitted = Option.getOrElse(args.maxAdmitted, () => experiment.run.maxAdmitted ?? 256)

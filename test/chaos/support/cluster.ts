@@ -101,11 +101,38 @@ export interface ExperimentDecl {
   readonly algorithm?: string | undefined
   /** Extra resource fields (e.g. `degradeAfter`, `deadAfter`, `cooldown`). */
   readonly resourceExtra?: Record<string, unknown> | undefined
+  /**
+   * Pipelines that declare `control` (see {@link writeExperiment}): task `b` (no call)
+   * rewinds `a` once with the value `"<row>#1"`, then passes `{ input: row }` on.
+   */
+  readonly control?: boolean | undefined
 }
 
-/** Writes the experiment file of the suite into `dir` (see the module header). */
-export const writeExperiment = (dir: string, provider: FakeProvider, decl: ExperimentDecl): string =>
-  write(dir, "exp.json", {
+/**
+ * The plugin of a control experiment: task `rewinder` (the built-in `judge` would win over a
+ * plugin's task of that name), which rewinds `a` on its first visit (a's second visit is
+ * called with `"<row>#1"`, keyed `a|<row>#1`) and passes the row on after.
+ */
+const rewinderPlugin = [
+  `import * as Task from ${JSON.stringify(path.join(root, "src/domain/Task.ts"))}`,
+  `import * as Handoff from ${JSON.stringify(path.join(root, "src/domain/Handoff.ts"))}`,
+  `export const tasks = {`,
+  `  rewinder: Task.sync("rewinder", (answer: any, ctx: any) => {`,
+  `    const row = String(answer.input).split("#")[0]`,
+  `    return ctx.visit === 0 ? Handoff.rewind("a", row + "#1", { reason: "first answer refused" }) : { input: row }`,
+  `  })`,
+  `}`
+].join("\n")
+
+/**
+ * Writes the experiment file of the suite into `dir` (see the module header); with
+ * `decl.control`, `a → b → c` where `b` is the `rewinder` of {@link rewinderPlugin} (written
+ * beside it) and `c` is called with the row.
+ */
+export const writeExperiment = (dir: string, provider: FakeProvider, decl: ExperimentDecl): string => {
+  if (decl.control === true) write(dir, "rewinder.ts", rewinderPlugin)
+  return write(dir, "exp.json", {
+    ...(decl.control === true ? { plugins: ["./rewinder.ts"] } : {}),
     pools: {
       llm: {
         ...(decl.algorithm === undefined ? {} : { algorithm: decl.algorithm }),
@@ -117,16 +144,27 @@ export const writeExperiment = (dir: string, provider: FakeProvider, decl: Exper
         }))
       }
     },
-    pipeline: {
-      name: "chaos",
-      tasks: [
-        { use: "chat", name: "a", options: { system: "a", template: "{{.}}" } },
-        { use: "chat", name: "b", options: { system: "b", template: "{{input}}" } },
-        { use: "chat", name: "c", options: { system: "c", template: "{{input.input}}" } }
-      ]
-    },
+    pipeline: decl.control === true
+      ? {
+        name: "chaos-control",
+        tasks: [
+          { use: "chat", name: "a", options: { system: "a", template: "{{.}}" } },
+          { use: "rewinder", name: "b" },
+          { use: "chat", name: "c", options: { system: "c", template: "{{input}}" } }
+        ],
+        control: { rewind: { b: ["a"] }, maxHandoffs: 2 }
+      }
+      : {
+        name: "chaos",
+        tasks: [
+          { use: "chat", name: "a", options: { system: "a", template: "{{.}}" } },
+          { use: "chat", name: "b", options: { system: "b", template: "{{input}}" } },
+          { use: "chat", name: "c", options: { system: "c", template: "{{input.input}}" } }
+        ]
+      },
     source: { range: { n: decl.rows } }
   })
+}
 
 /** A runner process of the harness. */
 export interface RunnerProc {

@@ -37,16 +37,24 @@ export const rowsOf = (cluster: Cluster): Map<string, string> => {
   return out
 }
 
-/** The keys (`task|row`) whose checkpoints are committed now. */
+/**
+ * The keys (`task|row`) whose checkpoints are committed now; a revisit's (control experiments:
+ * `a` called again with `"<row>#<visit>"`) is `task|row#visit`. A rewind deletes the
+ * checkpoints of the stations it sends back to (they run again), so the task outputs stored
+ * (kept as history) count too.
+ */
 export const committedKeys = (cluster: Cluster): Set<string> => {
   const rows = rowsOf(cluster)
   const out = new Set<string>()
-  for (const line of cluster.sql("SELECT pipeline_id, seq FROM assay_checkpoints").split("\n")) {
+  const committed = cluster.sql(
+    `SELECT pipeline_id, seq, visit FROM assay_checkpoints UNION SELECT pipeline_id, seq, visit FROM assay_artifacts WHERE seq >= 0 AND seq < ${TASKS.length}`
+  )
+  for (const line of committed.split("\n")) {
     if (line === "") continue
-    const [id, seq] = line.split("|")
+    const [id, seq, visit] = line.split("|")
     const row = rows.get(id!)
     if (row === undefined) throw new Error(`checkpoint of unknown pipeline ${id}`)
-    out.add(`${TASKS[Number(seq)]}|${row}`)
+    out.add(`${TASKS[Number(seq)]}|${row}${Number(visit) > 0 ? `#${visit}` : ""}`)
   }
   return out
 }

@@ -29,7 +29,8 @@ import type { PipelineId, RunId } from "../../../domain/Ids.js"
 import { digest } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import * as CallCache from "../../CallCache.js"
-import { Store } from "../../Store.js"
+import { Store, type StoreService } from "../../Store.js"
+import * as Traversal from "../../../domain/Traversal.js"
 import * as Rows from "../runner/rows.js"
 import * as Infra from "./infra.js"
 import { type PipelineNotRunnable, type WindowOutcome, WindowWorkflow } from "./workflow.js"
@@ -135,16 +136,18 @@ const makeRunId = (now: number) =>
   })
 
 /**
- * The refusal of a pipeline the cluster engine cannot run yet: one that declares `control`
- * (handoffs, rewinds): its traversal is not mapped onto activities.
+ * The refusal of a pipeline that declares `control` (handoffs, rewinds) when the store has no
+ * traversal capability (`StoreService.traversal`): a control loop never runs without durable
+ * traversal state, on the cluster engine as on the embedded one. `undefined`: it may run (a
+ * plain pipeline, or a store that keeps traversals: PgStore does).
  *
  * @internal
  */
-export const refuseControl = (spec: AnySpec): ConfigError | undefined =>
-  spec.template.control === undefined ? undefined : new ConfigError({
-    message: `pipeline "${spec.template.name}" declares control (handoffs/rewind), which the cluster engine does not run yet;` +
-      " run it with the embedded engine (without --engine cluster)",
-    issues: [{ path: "pipeline.control", message: "not supported by --engine cluster" }]
+export const refuseControl = (spec: AnySpec, store: Pick<StoreService, "traversal">): ConfigError | undefined =>
+  spec.template.control === undefined || store.traversal !== undefined ? undefined : new ConfigError({
+    message: `pipeline "${spec.template.name}" declares control (handoffs/rewind), and this store keeps no traversal state: ` +
+      "use a store that does (PostgreSQL, SQLite or memory)",
+    issues: [{ path: "pipeline.control", message: "the store has no traversal capability" }]
   })
 
 /**
@@ -220,7 +223,8 @@ const ridingOut = <A, E, R>(self: Effect.Effect<A, E, R>, doing: string): Effect
  * (from its first uncommitted task: committed checkpoints are kept). A running workflow is
  * joined (the start finds the same execution).
  *
- * Fails with `ConfigError` for a control pipeline (before anything is written for it) or when
+ * Fails with `ConfigError` for a control pipeline when the store keeps no traversal state
+ * (before anything is written for it: {@link refuseControl}) or when
  * runners refused pipelines ({@link refusedError}: admission stops at the first refusal), or
  * with the store's `StoreUnavailable`; the source's errors propagate as they are.
  *
@@ -441,13 +445,13 @@ export const submit = <SE, SR>(
      * one workflow started per window of `window` pipelines, `startConcurrency` at a time. One by one, each admission waited for its own round trips
      * (the row read, the admission's commit, the workflow's request and the runner's notice),
      * and that serial latency, not the window, bounded how many pipelines ran at once.
-     * A control pipeline is refused before anything is written for it (the ones before it in
-     * the batch are admitted first).
+     * A control pipeline is refused before anything is written for it when the store keeps no
+     * traversal state (the ones before it in the batch are admitted first).
      */
     const admitBatch = (batch: ReadonlyArray<AnySpec>) =>
       Effect.gen(function*() {
         if (counts.refused > 0) return
-        const control = batch.findIndex((spec) => refuseControl(spec) !== undefined)
+        const control = batch.findIndex((spec) => refuseControl(spec, store) !== undefined)
         const specs = control === -1 ? batch : batch.slice(0, control)
         const stored = specs.length === 0
           ? new Map<PipelineId, never>()
@@ -479,15 +483,23 @@ export const submit = <SE, SR>(
           const now = yield* Clock.currentTimeMillis
           const rows: Array<ReturnType<typeof Rows.admissionRow>> = []
           const seeds: Array<ReturnType<typeof Rows.seedArtifact>> = []
+          const traversals: Array<{ readonly pipelineId: PipelineId; readonly state: Traversal.VisitState }> = []
           for (const spec of group) {
             const row = stored.get(spec.pipelineId)
             // a running row is followed as it is: its workflow may be committing tasks right
             // now, and writing the row again would put back the cursor read above
             if (row?.state === "running") continue
             rows.push(Rows.admissionRow(spec, row?.nTasksDone ?? 0, row, runId, now))
-            if (row === undefined) seeds.push(Rows.seedArtifact(spec, runId, now))
+            if (row === undefined) {
+              seeds.push(Rows.seedArtifact(spec, runId, now))
+              // a new control pipeline's traversal starts with its row, as on the embedded
+              // engine; a stored one continues from its own (`controlled.ts`)
+              if (spec.template.control !== undefined) {
+                traversals.push({ pipelineId: spec.pipelineId, state: Traversal.initial(spec.pipelineId, spec.template.nTasks) })
+              }
+            }
           }
-          yield* store.admit(rows, seeds)
+          yield* store.admit(rows, seeds, traversals.length === 0 ? undefined : traversals)
           yield* Effect.forEach(
             started,
             ({ specs }) => ridingOut(WindowWorkflow.execute(payloadOf(specs), { discard: true }), "start the workflow of a window"),
@@ -501,7 +513,7 @@ export const submit = <SE, SR>(
             }
           }
         }
-        if (control !== -1) return yield* refuseControl(batch[control]!)!
+        if (control !== -1) return yield* refuseControl(batch[control]!, store)!
       })
 
     const body = Effect.gen(function*() {

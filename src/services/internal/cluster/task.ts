@@ -239,7 +239,12 @@ export const registryFor = (env: TaskEnv, task: Task.Any): CodecRegistry => {
   return r
 }
 
-const stateOf = (env: TaskEnv, runId: RunId): Effect.Effect<State.RunState> =>
+/**
+ * The run state of `runId` in this process (made once per run, with the default run options).
+ *
+ * @internal
+ */
+export const stateOf = (env: TaskEnv, runId: RunId): Effect.Effect<State.RunState> =>
   Effect.suspend(() => {
     const known = env.states.get(runId)
     if (known !== undefined) return Effect.succeed(known)

@@ -37,6 +37,7 @@ import type * as Pipeline from "../../../domain/Pipeline.js"
 import type * as Task from "../../../domain/Task.js"
 import { executionToken, inputOf, registryFor, runWindowedTask, type TaskEnv, type WindowedTask, type WindowRun } from "./task.js"
 import type { WindowClaims } from "./windowClaims.js"
+import { runControlled } from "./controlled.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
@@ -129,6 +130,8 @@ const runPipeline = (
   Effect.gen(function*() {
     const done = settled(row)
     if (done !== undefined || row === undefined) return done ?? "gone"
+    // a pipeline that declares control runs whole under the window's claim (`controlled.ts`)
+    if (spec.template.control !== undefined) return yield* runControlled(env, spec, { live })
     const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
     const start = row.nTasksDone
     if (start >= tasks.length) return "succeeded"

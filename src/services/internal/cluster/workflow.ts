@@ -45,6 +45,7 @@ import * as PgPools from "../pool/pg/pools.js"
 import * as PoolSql from "../pool/pg/sql.js"
 import { type CallGate, makeTaskEnv, newClaim, runTask, type TaskEnv } from "./task.js"
 import { runWindow } from "./window.js"
+import { runControlledClaimed } from "./controlled.js"
 import * as WindowClaims from "./windowClaims.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
@@ -334,6 +335,8 @@ const runnable = (
  */
 const runPipeline = (env: TaskEnv, spec: AnySpec): Effect.Effect<"succeeded" | "failed" | "gone", StoreUnavailable> =>
   Effect.gen(function*() {
+    // a pipeline that declares control runs whole under one claim (`controlled.ts`)
+    if (spec.template.control !== undefined) return yield* runControlledClaimed(env, spec)
     const n = (spec.template.tasks as ReadonlyArray<Task.Any>).length
     const claim = yield* newClaim
     for (let seq = 0; seq < n; seq++) {

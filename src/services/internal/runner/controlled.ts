@@ -298,6 +298,8 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
 
   // the position covers the uncommitted steps: the interrupted row commits them first
   const markInterrupted = Effect.suspend(() => {
+    // the cluster engine: nothing is written (see `PipelineEnv.fencedTraversal`)
+    if (env.fencedTraversal === true) return Effect.void
     const now = clock.unsafeCurrentTimeMillis()
     state.counters.interrupted++
     // the task row carries the current task's visit
@@ -510,7 +512,9 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       const unit = Rows.failedUnit(current, attempt, taskStarted, ended, fields, taskLeaseIds, attemptRow, decision.reason)
       yield* Effect.uninterruptible(store.checkpoint(carrying({
         ...unit,
-        pipeline: { ...unit.pipeline!, nTasksDone: vs.cursor, attemptsDelta: 1 }
+        pipeline: { ...unit.pipeline!, nTasksDone: vs.cursor, attemptsDelta: 1 },
+        // the cluster engine: a stale executor's failure is refused (see `PipelineEnv.fencedTraversal`)
+        ...(env.fencedTraversal === true ? { traversal: { expectedVersion: vs.version, state: vs } } : {})
       })))
       currentTask = undefined
       return { _tag: "Failed" } as const

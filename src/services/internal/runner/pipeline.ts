@@ -359,6 +359,15 @@ export interface PipelineEnv {
    * Absent in the embedded runner (its fast path is kept).
    */
   readonly guardBody?: (<A, E>(body: Effect.Effect<A, E>) => Effect.Effect<A, unknown>) | undefined
+  /**
+   * A controlled pipeline run by the cluster engine (`cluster/controlled.ts`), whose executor
+   * may turn out to be a stale one (its claim lost while it was frozen or cut off): its
+   * terminal failure is version-checked like every other traversal write (the state is
+   * written back unchanged), and an interrupted pipeline's row is left as it is (its next
+   * owner continues from the stored traversal; an `interrupted` mark, which carries no
+   * version check, could land after the new owner's steps). Absent in the embedded runner.
+   */
+  readonly fencedTraversal?: boolean | undefined
 }
 
 /**

@@ -1,0 +1,144 @@
+/**
+ * Pipelines that declare `control` on the cluster engine (issue 17 with issue 13): submitted
+ * with the cluster engine, they end with exactly the rows, ledger, visit counters, budget and
+ * artifacts the embedded engine writes for the same experiment; budget refusals, undeclared
+ * edges and a missing pending payload behave as on the embedded engine. In one process
+ * (`TestRunner`, memory stores): the default mode without claims. The Postgres modes (task
+ * claims, window claims, block leases) and a runner killed mid-visit are in
+ * ClusterEngine.controlPg.test.ts.
+ */
+import { NodeContext } from "@effect/platform-node"
+import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
+import * as TestRunner from "@effect/cluster/TestRunner"
+import { assert, describe, it } from "@effect/vitest"
+import { Clock, Effect, Layer, Option, Stream } from "effect"
+import type { RunId } from "../../src/domain/Ids.js"
+import * as Traversal from "../../src/domain/Traversal.js"
+import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
+import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as Rows from "../../src/services/internal/runner/rows.js"
+import * as Pool from "../../src/services/Pool.js"
+import * as Runner from "../../src/services/Runner.js"
+import { Store, type StoreService } from "../../src/services/Store.js"
+import { makeCallLog, picture, spender, strayer, travelling } from "../support/controlPicture.js"
+import type { AnySpec } from "../support/clusterRunner.js"
+
+/** A runner host in this process over a memory store, for `specs`. */
+const hostOf = (specs: ReadonlyArray<AnySpec>) => {
+  const engine = ClusterWorkflowEngine.layer.pipe(Layer.provideMerge(TestRunner.layer))
+  const services = Layer.mergeAll(MemoryStore.layer(), Pool.layer([]), NodeContext.layer)
+  return ClusterEngine.workflowLayer({ concurrency: 8, resourcesEvery: "1 second" }).pipe(
+    Layer.provideMerge(engine),
+    Layer.provideMerge(services),
+    Layer.provide(ClusterEngine.catalogLayer(specs))
+  )
+}
+
+/** The embedded engine over a memory store. */
+const embedded = Layer.provideMerge(Runner.layer({ handleSignals: false }), Layer.mergeAll(MemoryStore.layer(), Pool.layer([])))
+
+const viaCluster = <A, E, R>(specs: ReadonlyArray<AnySpec>, after: (store: StoreService) => Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const report = yield* ClusterEngine.submit(Stream.fromIterable(specs), { pollInterval: "10 millis" })
+    return { report, after: yield* after(yield* Store) }
+  }).pipe(Effect.provide(hostOf(specs))) as Effect.Effect<{ readonly report: ClusterEngine.SubmitReport; readonly after: A }, unknown>
+
+const viaEmbedded = <A, E, R>(specs: ReadonlyArray<AnySpec>, after: (store: StoreService) => Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const report = yield* Runner.run(specs)
+    return { report, after: yield* after(yield* Store) }
+  }).pipe(Effect.provide(embedded)) as Effect.Effect<{ readonly report: unknown; readonly after: A }, unknown>
+
+describe("ClusterEngine: control pipelines (in process)", () => {
+  it.live("a forward handoff, a rewind with a value and a retry-all end with the embedded engine's rows, ledger, visits, budget and artifacts", () =>
+    Effect.gen(function*() {
+      const embeddedLog = makeCallLog()
+      const clusterLog = makeCallLog()
+      const seeds = [1, 2, 3, 4].map((n) => ({ n }))
+      const ours = seeds.map((seed) => travelling(clusterLog).bind(seed))
+      const theirs = seeds.map((seed) => travelling(embeddedLog).bind(seed))
+      const ids = ours.map((s) => s.pipelineId)
+      const cluster = yield* viaCluster(ours, (store) => picture(store, ids))
+      const reference = yield* viaEmbedded(theirs, (store) => picture(store, ids))
+      assert.strictEqual(cluster.report.succeeded, 4)
+      assert.deepStrictEqual(cluster.after, reference.after)
+      // each visit of each station called once, with the embedded engine's visits and attempts
+      assert.deepStrictEqual([...clusterLog.calls].sort(), [...embeddedLog.calls].sort())
+      // what the comparison covers: an odd pipeline rewound, retried all and handed off forward
+      const odd = cluster.after[ids[0]!] as { handoffs: ReadonlyArray<string>; traversal: Traversal.VisitState }
+      assert.deepStrictEqual(odd.handoffs.map((h) => h.split(" ")[1]), ["-rewind->", "-retryAll->", "-to->"])
+      assert.strictEqual(odd.traversal.handoffs, 3)
+      assert.deepStrictEqual(odd.traversal.counters, [3, 3, 0, 1])
+    }))
+
+  it.live("a spent budget (BudgetExceeded) and an undeclared edge (HandoffRefused) fail the pipeline as on the embedded engine", () =>
+    Effect.gen(function*() {
+      const specs = [spender.bind(1), strayer.bind(1)]
+      const ids = specs.map((s) => s.pipelineId)
+      const cluster = yield* viaCluster(specs, (store) => picture(store, ids))
+      const reference = yield* viaEmbedded(specs, (store) => picture(store, ids))
+      assert.strictEqual(cluster.report.failed, 2)
+      assert.deepStrictEqual(cluster.after, reference.after)
+      const spent = cluster.after[ids[0]!] as { row: { errorType: string }; traversal: Traversal.VisitState }
+      assert.strictEqual(spent.row.errorType, "BudgetExceeded")
+      assert.strictEqual(spent.traversal.handoffs, 2)
+      assert.strictEqual((cluster.after[ids[1]!] as { row: { errorType: string } }).row.errorType, "HandoffRefused")
+    }))
+
+  it.live("a pending entry whose payload is missing replays the seed, keeping the budget and the visit counters, as the embedded engine's resume", () =>
+    Effect.gen(function*() {
+      const log = makeCallLog()
+      const spec = travelling(log).bind({ n: 2 })
+      const id = spec.pipelineId
+      // a pipeline that rewound once (budget 1, gen entered twice) whose pending entry, the
+      // rewind's payload at seq nTasks, was lost; its row failed under an earlier run
+      const setUp = Effect.gen(function*() {
+        const store = yield* Store
+        const now = yield* Clock.currentTimeMillis
+        const runId = "run-before" as RunId
+        yield* store.openRun({ runId, label: null, config: {}, startedAt: now, meta: undefined })
+        const base = Traversal.initial(id, 4)
+        const state: Traversal.VisitState = {
+          ...base,
+          version: 3,
+          cursor: 0,
+          pending: { seq: 0, visit: 1, input: Traversal.address(id, 4, 0), attempts: 1 },
+          counters: [2, 1, 0, 0],
+          handoffs: 1,
+          payloads: 1,
+          ledger: 1
+        }
+        yield* store.admit(
+          [{ ...Rows.admissionRow(spec, 0, undefined, runId, now), state: "failed", attemptsTotal: 2 }],
+          [Rows.seedArtifact(spec, runId, now)],
+          [{ pipelineId: id, state }]
+        )
+        yield* store.flush
+      })
+      const after = (store: StoreService) =>
+        Effect.gen(function*() {
+          const events = yield* Effect.map(
+            Stream.runCollect(store.streamEvents({ pipelineId: id })),
+            (c) => Array.from(c).map((e) => e.kind).filter((k) => k === "pipeline.checkpoint_missing")
+          )
+          const vs = Option.getOrThrow(yield* store.traversal!.visitState(id))
+          return { events, vs: { ...vs, version: 0 }, picture: yield* picture(store, [id]) }
+        })
+      const cluster = yield* Effect.gen(function*() {
+        yield* setUp
+        const report = yield* ClusterEngine.submit(Stream.make(spec), { pollInterval: "10 millis" })
+        assert.strictEqual(report.succeeded, 1)
+        return yield* after(yield* Store)
+      }).pipe(Effect.provide(hostOf([spec])))
+      const reference = yield* Effect.gen(function*() {
+        yield* setUp
+        yield* Runner.run([spec], { resume: true })
+        return yield* after(yield* Store)
+      }).pipe(Effect.provide(embedded))
+      assert.deepStrictEqual(cluster.events, ["pipeline.checkpoint_missing"])
+      assert.deepStrictEqual(cluster, reference)
+      // the budget spent before the replay is kept, and the counters: gen entered a third time
+      assert.strictEqual(cluster.vs.handoffs, 1)
+      assert.strictEqual(cluster.vs.counters[0], 3)
+    }))
+})

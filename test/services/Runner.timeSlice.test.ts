@@ -5,7 +5,7 @@
  * of tasks began after Ctrl-C. The runner now gives the event loop a turn after each slice of
  * synchronous work (`slice.ts`).
  *
- * The slice is wall-clock time; these tests set it to 0 (every check is due) so that the turn
+ * The slice is wall-clock time (and off under a TestClock, see `Slice.resolve`); these tests set it to 0 (every check is due) so that the turn
  * comes at the runner's next check, and count tasks, not time: a stop raised from a macrotask
  * (`setImmediate`, as a signal's listener runs) partway through a large synchronous run is seen
  * before the run ends, and only the few tasks already under way when the macrotask was queued
@@ -14,7 +14,7 @@
  * (`Controlled.runNow`) and pipelines on fibers.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Clock, Context, DefaultServices, Effect, Layer } from "effect"
 import * as Handoff from "../../src/domain/Handoff.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
@@ -118,5 +118,18 @@ describe("Runner: the event loop gets a turn during long synchronous work", () =
     Effect.gen(function*() {
       const { counts, report } = yield* runCounted(plain, { sliceMs: 0, onFiber: true })
       assertStoppedSoon(counts, report, 3)
+    }))
+
+  it.effect("the slice: 10 ms under the live clock, none under a TestClock (virtual time), a given length wins", () =>
+    Effect.gen(function*() {
+      const live = Context.get(DefaultServices.liveServices, Clock.Clock)
+      assert.strictEqual(Slice.resolve(Slice.AUTO, live), Slice.DEFAULT_SLICE_MS)
+      // (it.effect runs on a TestClock)
+      const test = yield* Effect.clock
+      assert.notStrictEqual(test, live)
+      assert.strictEqual(Slice.resolve(Slice.AUTO, test), Infinity)
+      assert.strictEqual(Slice.resolve(0, test), 0)
+      assert.isFalse(Slice.make(Infinity).due())
+      assert.isTrue(Slice.make(0).due())
     }))
 })

@@ -234,7 +234,7 @@ export const start = <S extends AnySpec, SE, SR>(
       config,
       yield* Deferred.make<string>(),
       yield* Deferred.make<void>(),
-      yield* Slice.SliceMillis
+      Slice.resolve(yield* Slice.SliceMillis, yield* Effect.clock)
     )
     state.onMemberSkip = options.hooks?.skipped as State.RunState["onMemberSkip"]
     state.onFailureDecided = options.hooks?.failureDecided

@@ -21,7 +21,7 @@
  *
  * @internal
  */
-import { Context, Effect } from "effect"
+import { Clock, Context, DefaultServices, Effect } from "effect"
 import { performance } from "node:perf_hooks"
 
 /**
@@ -33,15 +33,38 @@ import { performance } from "node:perf_hooks"
 export const DEFAULT_SLICE_MS = 10
 
 /**
- * The slice length (milliseconds of wall-clock time) a run reads when it starts; `0`: every
+ * The slice length (milliseconds of wall-clock time) a run reads when it starts: `0`, every
  * check is due (each pipeline admitted and each task begun on a fiber first waits for a turn of
- * the event loop: slow, for tests that need the turn at a known point).
+ * the event loop: slow, for tests that need the turn at a known point); `Infinity`, never (no
+ * turns); the default, {@link AUTO}: {@link DEFAULT_SLICE_MS} when the run's `Clock` is Effect's
+ * live clock, never otherwise (see {@link resolve}).
  *
  * @internal
  */
 export class SliceMillis extends Context.Reference<SliceMillis>()("assay/runner/SliceMillis", {
-  defaultValue: (): number => DEFAULT_SLICE_MS
+  defaultValue: (): number => AUTO
 }) {}
+
+/**
+ * {@link SliceMillis}'s default: decided by the run's clock (see {@link resolve}).
+ *
+ * @internal
+ */
+export const AUTO = -1
+
+const liveClock = Context.get(DefaultServices.liveServices, Clock.Clock)
+
+/**
+ * The slice length of a run: `configured` when it is not {@link AUTO}; else
+ * {@link DEFAULT_SLICE_MS} under Effect's live clock and `Infinity` (no turns) under any other
+ * clock. A run on a `TestClock` is a test driving virtual time: its fibers must progress on
+ * microtasks alone, as `TestClock.adjust` expects (a fiber parked on a macrotask would reach its
+ * next sleep after the clock was moved), and no signal comes to such a run anyway.
+ *
+ * @internal
+ */
+export const resolve = (configured: number, clock: Clock.Clock): number =>
+  configured !== AUTO ? configured : clock === liveClock ? DEFAULT_SLICE_MS : Infinity
 
 /**
  * One run's time slice (see the module docs).
@@ -59,7 +82,8 @@ export interface TimeSlice {
 }
 
 /**
- * A {@link TimeSlice} of `sliceMs` milliseconds (wall clock, `performance.now()`).
+ * A {@link TimeSlice} of `sliceMs` milliseconds (wall clock, `performance.now()`; `Infinity`:
+ * never due).
  *
  * @internal
  */
@@ -73,7 +97,7 @@ export const make = (sliceMs: number): TimeSlice => {
     return Effect.sync(() => clearImmediate(handle))
   })
   return {
-    due: () => performance.now() - last >= sliceMs,
+    due: sliceMs === Infinity ? () => false : () => performance.now() - last >= sliceMs,
     turn
   }
 }

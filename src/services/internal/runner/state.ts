@@ -111,7 +111,7 @@ export interface RunState {
 
 /**
  * A fresh state for the run `runId`; `sliceMs`: its time slice's length (milliseconds of
- * wall-clock time, see `slice.ts`).
+ * wall-clock time, see `slice.ts`; by default `Infinity`: no turns).
  *
  * @internal
  */
@@ -120,7 +120,7 @@ export const make = (
   config: RunConfig.RunConfig,
   stopRequested: Deferred.Deferred<string>,
   hardStop: Deferred.Deferred<void>,
-  sliceMs: number = Slice.DEFAULT_SLICE_MS
+  sliceMs: number = Infinity
 ): RunState => ({
   runId,
   config,

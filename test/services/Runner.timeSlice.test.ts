@@ -5,13 +5,14 @@
  * of tasks began after Ctrl-C. The runner now gives the event loop a turn after each slice of
  * synchronous work (`slice.ts`).
  *
- * The slice is wall-clock time (and off under a TestClock, see `Slice.resolve`); these tests set it to 0 (every check is due) so that the turn
- * comes at the runner's next check, and count tasks, not time: a stop raised from a macrotask
- * (`setImmediate`, as a signal's listener runs) partway through a large synchronous run is seen
- * before the run ends, and only the few tasks already under way when the macrotask was queued
- * (the rest of the pipeline being run, none of a new one) begin between the macrotask being
- * queued and the run stopping, on the plain fast path (`Pipeline.runNow`), the controlled one
- * (`Controlled.runNow`) and pipelines on fibers.
+ * The slice is wall-clock time (and off under a TestClock, see `Slice.resolve`); these tests
+ * set it to 0 (every check is due) so that the turn comes at the runner's next check, and count
+ * tasks, not time: a stop raised from a macrotask (`setImmediate`, as a signal's listener runs)
+ * partway through a large synchronous run is seen before the run ends, and only the few tasks
+ * already under way when the macrotask was queued (the rest of the pipelines being run, none of
+ * a new one) begin between the macrotask being queued and the run stopping, none after it, on
+ * the plain fast path (`Pipeline.runNow`), the controlled one (`Controlled.runNow`) and
+ * pipelines on fibers.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Context, DefaultServices, Effect, Layer } from "effect"

@@ -302,6 +302,9 @@ export const make = (env: AdmitEnv) => {
       const seenInBatch = new Map<string, AnySpec>()
       for (let i = 0; i < batch.length; i++) {
         const spec = batch[i]!
+        // a turn of the event loop after a slice of synchronous work (a signal reaches the run
+        // there; see `slice.ts`), then nothing more once the run is stopping
+        if (state.slice.due()) yield* state.slice.turn
         if (state.stopping) return
         const isKnown = known !== undefined && known[i] === 1
         if (isKnown && skipKnown(spec, seenInBatch)) continue

@@ -342,6 +342,8 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
     }
     let input = start.input
     while (vs.pending !== null) {
+      // a turn of the event loop after a slice of synchronous work (see `slice.ts`)
+      if (state.slice.due()) yield* state.slice.turn
       // (a carried attempt has run: it is recorded whatever a stop says, as it would have been)
       if (state.stopping && (carried === undefined || carried.first === undefined)) return yield* Effect.interrupt
       const pending = vs.pending
@@ -799,8 +801,11 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart):
   }
   while (true) {
     const pending = vs.pending!
-    // where `run` would check for a stop, or commit rather than defer: its fiber goes on from here
-    if (state.stopping || uncommitted.units.length >= MAX_UNCOMMITTED) return handOver(0, undefined)
+    // where `run` would check for a stop (or give the event loop a turn, see `slice.ts`), or
+    // commit rather than defer: its fiber goes on from here
+    if (state.stopping || uncommitted.units.length >= MAX_UNCOMMITTED || state.slice.due()) {
+      return handOver(0, undefined)
+    }
     const seq = pending.seq
     const visit = pending.visit
     const task = tasks[seq]!

@@ -467,6 +467,8 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
     if (env.startGate !== undefined && (yield* gateStart(env, spec, holder, cursor, carryUncommitted))) return
     let finalValue: unknown = input
     while (cursor < nTasks) {
+      // a turn of the event loop after a slice of synchronous work (see `slice.ts`)
+      if (state.slice.due()) yield* state.slice.turn
       // (a carried attempt has run: it is recorded whatever a stop says, as it would have been)
       if (state.stopping && (carried === undefined || carried.first === undefined)) return yield* Effect.interrupt
       const seq = cursor
@@ -787,7 +789,11 @@ class NowRun {
     const { env, spec, holder, tasks } = this
     let runtime: Runtime.Runtime<never> | undefined = undefined
     let holds: Holds = "fiber"
+    const first = this.seq
     while (true) {
+      // a slice of synchronous work is over: the pipeline's fiber goes on from here, after a
+      // turn of the event loop (see `slice.ts`)
+      if (this.seq > first && env.state.slice.due()) return this.handOver(undefined)
       const task = tasks[this.seq]!
       let ran: AttemptResult | Effect.Effect<AttemptResult> | undefined
       if (syncBodyOf(task.run) !== undefined) {

@@ -64,6 +64,7 @@ import { makeReport } from "./report.js"
 import { onStopSignal } from "./signals.js"
 import { readOnlyView } from "../../../domain/TaskStore.js"
 import * as SlotGate from "./slotGate.js"
+import * as Slice from "./slice.js"
 import * as State from "./state.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
 
@@ -228,7 +229,13 @@ export const start = <S extends AnySpec, SE, SR>(
     }
     const startedAt = yield* Clock.currentTimeMillis
     const runId = config.runId ?? (yield* makeRunId(startedAt))
-    const state = State.make(runId, config, yield* Deferred.make<string>(), yield* Deferred.make<void>())
+    const state = State.make(
+      runId,
+      config,
+      yield* Deferred.make<string>(),
+      yield* Deferred.make<void>(),
+      Slice.resolve(yield* Slice.SliceMillis, yield* Effect.clock)
+    )
     state.onMemberSkip = options.hooks?.skipped as State.RunState["onMemberSkip"]
     state.onFailureDecided = options.hooks?.failureDecided
     const loop = runLoop(env, state, options, source, startedAt).pipe(

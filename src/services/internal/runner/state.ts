@@ -10,6 +10,7 @@ import type * as RunConfig from "../../../domain/RunConfig.js"
 import type { PoolStats } from "../../Pool.js"
 import type { LiveStats, RunHooks } from "../../Runner.js"
 import type { RunId } from "../../../domain/Ids.js"
+import * as Slice from "./slice.js"
 
 /**
  * The counters of a run (see `LiveStats.counters`).
@@ -78,6 +79,11 @@ export interface RunState {
   readonly heldByOtherRuns: Map<string, number>
   stopping: boolean
   stopReason: string | null
+  /**
+   * The run's time slice: its loops give the event loop a turn after this much synchronous
+   * work, so that a signal (or any macrotask) reaches the run soon (see `slice.ts`).
+   */
+  readonly slice: Slice.TimeSlice
   inFlight: number
   delayed: number
   admitted: number
@@ -104,7 +110,8 @@ export interface RunState {
 }
 
 /**
- * A fresh state for the run `runId`.
+ * A fresh state for the run `runId`; `sliceMs`: its time slice's length (milliseconds of
+ * wall-clock time, see `slice.ts`; by default `Infinity`: no turns).
  *
  * @internal
  */
@@ -112,7 +119,8 @@ export const make = (
   runId: RunId,
   config: RunConfig.RunConfig,
   stopRequested: Deferred.Deferred<string>,
-  hardStop: Deferred.Deferred<void>
+  hardStop: Deferred.Deferred<void>,
+  sliceMs: number = Infinity
 ): RunState => ({
   runId,
   config,
@@ -134,6 +142,7 @@ export const make = (
   cache: { hits: 0, misses: 0, refreshed: 0, bypassed: 0, writeFailures: 0, lookupFailures: 0, promptTokens: 0, completionTokens: 0, totalTokens: 0, costSavedUsd: null },
   stopping: false,
   stopReason: null,
+  slice: Slice.make(sliceMs),
   inFlight: 0,
   delayed: 0,
   admitted: 0,

@@ -366,7 +366,7 @@ describe("cluster window claims", () => {
           yield* ctx.acquire()
           count.add("b")
           // the interrupted variant's call never answers
-          if (interrupted) yield* Effect.never
+          if (interrupted) return yield* Effect.never
           return n * 10
         }))
       const spec = Pipeline.make(`release${blocks ? "block" : "slot"}${interrupted ? "int" : ""}`, b).bind(4)

@@ -10,7 +10,8 @@
  *   `retryable`; see {@link guard}) and publishes the pool event `lease.lost` (`leaseId`,
  *   `reason`, `lateMs`, `runnerId`); a lost lease's slot is never given back early. The slot
  *   goes back early only after a completed call (a successful scope, `lease.releaseNow`, or a
- *   lease that got a `report`); after an unknown outcome (interruption, a failure with no
+ *   lease that got a `report`), at once: the cluster engine does not hold it until the task's
+ *   checkpoint commits (nor a block lease's slot); after an unknown outcome (interruption, a failure with no
  *   report) it is kept until its TTL ends, so a call still running at the provider is never
  *   doubled by a new grant. Slots given back are written in batches (one statement per flush,
  *   at most `releaseDelay` after the first); until then the slot stays held, and this

@@ -48,6 +48,53 @@ describe("WaiterQueue", () => {
 })
 
 describe("pool waiters on TestClock", () => {
+  // a plain wait carries its acquire's deadline in the parked waiter (one timer for all waiters
+  // of the service, pg17x) instead of a timeout around the wait: the same AcquireTimeout at the
+  // same instant, whatever the order the deadlines arrive in
+  it.effect("each waiter fails with AcquireTimeout at its own deadline, not before, whatever order the deadlines come in; a served waiter's deadline ends nothing", () =>
+    withPools([Pool.make("p", [Resource.make("w", { id: "r", capacity: 1 })])], (pools) =>
+      Effect.gen(function*() {
+        const holderScope = yield* Scope.make()
+        yield* Scope.extend(pools.acquire("p"), holderScope)
+        const waiter = (timeout: Duration.DurationInput) =>
+          Effect.fork(Effect.scoped(Effect.map(pools.acquire({ pool: "p", timeout }), (lease) => lease.id)))
+        const late = yield* waiter("5 seconds")
+        yield* settle
+        yield* TestClock.adjust("1 second")
+        // a later waiter whose deadline (t = 3 s) comes before the first one's (t = 5 s)
+        const early = yield* waiter("2 seconds")
+        yield* settle
+        const served = yield* waiter("10 seconds")
+        yield* settle
+        assert.strictEqual(yield* queuedOf(pools, "p"), 3)
+        yield* TestClock.adjust("1999 millis")
+        assert.isUndefined(yield* Fiber.poll(early).pipe(Effect.map((o) => o._tag === "Some" ? o.value : undefined)), "not before its deadline")
+        yield* TestClock.adjust("1 millis")
+        const e1 = yield* Effect.flip(Fiber.join(early))
+        assert.deepStrictEqual([e1._tag, e1._tag === "AcquireTimeout" ? e1.timeoutMs : -1], ["AcquireTimeout", 2000])
+        assert.strictEqual(yield* queuedOf(pools, "p"), 2)
+        yield* TestClock.adjust("1999 millis")
+        assert.strictEqual(yield* queuedOf(pools, "p"), 2, "the first waiter still waits (its deadline is t = 5 s)")
+        yield* TestClock.adjust("1 millis")
+        const e2 = yield* Effect.flip(Fiber.join(late))
+        assert.deepStrictEqual([e2._tag, e2._tag === "AcquireTimeout" ? e2.timeoutMs : -1], ["AcquireTimeout", 5000])
+        // the slot frees: the last waiter is served, and its deadline passing later ends nothing
+        yield* Scope.close(holderScope, Exit.void)
+        const id = yield* Fiber.join(served)
+        assert.match(id, /^p\/r#/)
+        yield* TestClock.adjust("1 minute")
+        assert.strictEqual(yield* queuedOf(pools, "p"), 0)
+        // served again at once, and a wait that times out leaves the slot to the next acquire
+        const again = yield* Scope.make()
+        yield* Scope.extend(pools.acquire({ pool: "p", timeout: "1 second" }), again)
+        const refused = yield* waiter("1 second")
+        yield* settle
+        yield* TestClock.adjust("1 second")
+        assert.strictEqual((yield* Effect.flip(Fiber.join(refused)))._tag, "AcquireTimeout")
+        yield* Scope.close(again, Exit.void)
+        assert.match(yield* Effect.scoped(Effect.map(pools.acquire({ pool: "p", timeout: "1 second" }), (l) => l.id)), /^p\/r#/)
+      })))
+
   it.effect("a freed slot goes to the oldest live waiter; one that timed out or was interrupted leaves the queue", () =>
     withPools([Pool.make("p", [Resource.make("w", { id: "r", capacity: 1 })])], (pools) =>
       Effect.gen(function*() {

@@ -260,15 +260,15 @@ const startOf = (env: TaskEnv, spec: AnySpec) =>
  * the execution's ownership (`live`, and `fence` when given). Ownership gone, the lease goes
  * back at once (nothing was called under it) and `lost` is completed (the execution is
  * interrupted from outside). From the call on, a lease lost mid-call fails the attempt with
- * `LeaseLost` (`watch`, with the attempt's guard), as on the plain path; a block lease's slot
- * goes back once the step's checkpoint has committed (`parked`).
+ * `LeaseLost` (`watch`, with the attempt's guard), as on the plain path; a slot (of a block or
+ * of its own) goes back when the call completes, as on the plain path (the lease's scope ends
+ * with the attempt's body), not after the step's checkpoint.
  */
 const fencedPools = (
   env: TaskEnv,
   own: Ownership,
   lost: Deferred.Deferred<void>,
-  watch: (lease: Lease<any>) => Effect.Effect<void>,
-  parked: Array<Effect.Effect<void>>
+  watch: (lease: Lease<any>) => Effect.Effect<void>
 ): PoolsService => {
   const check = (lease: Lease<any>): Effect.Effect<"go" | "slot" | "lost"> =>
     Effect.gen(function*() {
@@ -279,20 +279,12 @@ const fencedPools = (
       if (own.fence !== undefined && !(yield* own.fence())) return "lost"
       return "go"
     })
-  const ready = <L extends Lease<any>, E, R>(get: Effect.Effect<L, E, R>, scoped: boolean): Effect.Effect<L, E, R> => {
+  const ready = <L extends Lease<any>, E, R>(get: Effect.Effect<L, E, R>): Effect.Effect<L, E, R> => {
     const loop: Effect.Effect<L, E, R> = Effect.flatMap(get, (lease) =>
       // the process was told to stop: no call starts any more (see `CallGate`)
       env.gate.closed ? Effect.zipRight(lease.releaseNow, Effect.never) : Effect.flatMap(check(lease), (r) => {
         if (r === "go") {
-          return Effect.zipRight(
-            Effect.zipRight(
-              watch(lease),
-              Effect.sync(() => {
-                if (scoped) PgPools.holdUntilCommit(lease, parked)
-              })
-            ),
-            Effect.as(PgPools.confirm(lease), lease)
-          )
+          return Effect.zipRight(watch(lease), Effect.as(PgPools.confirm(lease), lease))
         }
         if (r === "slot") return Effect.zipRight(PgPools.lostAtFence(lease), Effect.suspend(() => loop))
         return Effect.zipRight(lease.releaseNow, Effect.zipRight(Deferred.succeed(lost, undefined), Effect.never))
@@ -301,23 +293,21 @@ const fencedPools = (
   }
   return {
     ...env.pools,
-    acquire: <Client,>(o?: AcquireOptions | string, h?: Holder) => ready(env.pools.acquire<Client>(o, h), true),
-    acquireRaw: <Client,>(o?: AcquireOptions | string, h?: Holder) => ready(env.pools.acquireRaw<Client>(o, h), false)
+    acquire: <Client,>(o?: AcquireOptions | string, h?: Holder) => ready(env.pools.acquire<Client>(o, h)),
+    acquireRaw: <Client,>(o?: AcquireOptions | string, h?: Holder) => ready(env.pools.acquireRaw<Client>(o, h))
   }
 }
 
 /**
  * The store a controlled pipeline's driver writes through: a checkpoint that fails with a
  * store error other than a traversal conflict is written again (`env.infraRetry`, L5: the
- * write is retried, not the call), and the block leases parked until then go back once it
- * committed.
+ * write is retried, not the call).
  */
-const retryingStore = (env: TaskEnv, unpark: Effect.Effect<void>): StoreService => {
+const retryingStore = (env: TaskEnv): StoreService => {
   const store = env.store
   const checkpoint = (unit: CheckpointUnit) =>
     store.checkpoint(unit).pipe(
-      Effect.retry({ schedule: env.infraRetry, while: (e) => Traversal.conflictOf(e) === undefined }),
-      Effect.zipLeft(unpark)
+      Effect.retry({ schedule: env.infraRetry, while: (e) => Traversal.conflictOf(e) === undefined })
     )
   return { ...store, checkpoint }
 }
@@ -342,9 +332,6 @@ const once = (env: TaskEnv, spec: AnySpec, own: Ownership) =>
         const signal = attemptLost.current
         return signal === undefined ? Effect.void : PgPools.onLost(lease, (l) => Deferred.unsafeDone(signal, Exit.fail(l)))
       })
-    const parked: Array<Effect.Effect<void>> = []
-    const unpark = Effect.suspend(() => Effect.all(parked.splice(0), { discard: true }))
-    yield* Effect.addFinalizer(() => unpark)
     // an attempt does not begin once the ownership is gone (nothing is recorded for it)
     const guardBody = <A, E>(body: Effect.Effect<A, E>): Effect.Effect<A, E | LeaseLost> =>
       Effect.suspend(() => {
@@ -357,7 +344,7 @@ const once = (env: TaskEnv, spec: AnySpec, own: Ownership) =>
       runId,
       bus: env.bus,
       store: readOnlyView(store),
-      pools: fencedPools(env, own, lost, watch, parked),
+      pools: fencedPools(env, own, lost, watch),
       emit: (kind, pid, data) => Effect.suspend(() => store.emitEvent({ kind, pipelineId: pid, runId, data, ts: clock.unsafeCurrentTimeMillis() })),
       reportMetric: (name, value, o) => reportMetric(store, runId, name, value, o),
       pricing: env.pricing
@@ -366,7 +353,7 @@ const once = (env: TaskEnv, spec: AnySpec, own: Ownership) =>
     const penv: PipelineEnv = {
       cache: env.cache,
       state,
-      store: retryingStore(env, unpark),
+      store: retryingStore(env),
       pools: env.pools,
       shared,
       memberShared: () => shared,

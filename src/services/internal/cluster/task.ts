@@ -366,8 +366,7 @@ const recheckingPools = (
   found: Deferred.Deferred<TaskVerdict>,
   claim: ClaimState | undefined,
   watch: (lease: Lease<any>) => Effect.Effect<void>,
-  windowed?: WindowedTask | undefined,
-  parked?: Array<Effect.Effect<void>> | undefined
+  windowed?: WindowedTask | undefined
 ): PoolsService => {
   /**
    * Stops the attempt at its fence, before its call: the lease goes back at once, as after a
@@ -471,7 +470,7 @@ const recheckingPools = (
       return stop(lease)
     })
   /** Acquires, fences, and acquires again while the fence finds the slot lost. */
-  const ready = <L extends Lease<any>, E, R>(get: Effect.Effect<L, E, R>, scoped: boolean): Effect.Effect<L, E, R> => {
+  const ready = <L extends Lease<any>, E, R>(get: Effect.Effect<L, E, R>): Effect.Effect<L, E, R> => {
     const acquire = atClaim === undefined || windowed !== undefined ? get : Effect.locally(get, PgPools.currentClaimFence, atClaim)
     const loop: Effect.Effect<L, E, R> = Effect.flatMap(acquire, (lease) =>
       // the process was told to stop: no call starts any more; the lease goes back and the
@@ -497,24 +496,17 @@ const recheckingPools = (
             // from now on a loss of the lease fails the attempt (`guardBody`); the last thing
             // before the task's call: the lease's quota charges are moved to the window the
             // call goes out in (a grant's window may have ended meanwhile)
-            ? Effect.zipRight(
-              Effect.zipRight(
-                watch(lease),
-                // a block lease's slot goes back once the task's checkpoint has committed
-                Effect.sync(() => {
-                  if (scoped && parked !== undefined) PgPools.holdUntilCommit(lease, parked)
-                })
-              ),
-              Effect.as(PgPools.confirm(lease), lease)
-            )
+            // (a slot, of a block or of its own, goes back when the call completes, not after
+            // the task's checkpoint: the lease's scope ends with the attempt's body)
+            ? Effect.zipRight(watch(lease), Effect.as(PgPools.confirm(lease), lease))
             : Effect.zipRight(PgPools.lostAtFence(lease), Effect.suspend(() => loop))
       ))
     return loop
   }
   return {
     ...env.pools,
-    acquire: <Client,>(o?: AcquireOptions | string, h?: Holder) => ready(env.pools.acquire<Client>(o, h), true),
-    acquireRaw: <Client,>(o?: AcquireOptions | string, h?: Holder) => ready(env.pools.acquireRaw<Client>(o, h), false)
+    acquire: <Client,>(o?: AcquireOptions | string, h?: Holder) => ready(env.pools.acquire<Client>(o, h)),
+    acquireRaw: <Client,>(o?: AcquireOptions | string, h?: Holder) => ready(env.pools.acquireRaw<Client>(o, h))
   }
 }
 
@@ -964,13 +956,6 @@ const runTaskOnce = (
         const signal = attemptLost.current
         return signal === undefined ? Effect.void : PgPools.onLost(lease, (lost) => Deferred.unsafeDone(signal, Exit.fail(lost)))
       })
-    // block leases (windowed tasks): the ends of the leases of an attempt whose call completed
-    // are parked here and run once its outcome is recorded (the checkpoint committed, or the
-    // failed attempt's row written), so that a slot goes back only then; whatever is left runs
-    // when the execution ends, however it ends
-    const parked: Array<Effect.Effect<void>> = []
-    const unpark = Effect.suspend(() => Effect.all(parked.splice(0), { discard: true }))
-    yield* Effect.addFinalizer(() => unpark)
     const guardBody = <A, E>(body: Effect.Effect<A, E>): Effect.Effect<A, E | LeaseLost> =>
       Effect.suspend(() => {
         const signal = Deferred.unsafeMake<never, LeaseLost>(FiberId.none)
@@ -989,8 +974,7 @@ const runTaskOnce = (
         found,
         claims === undefined && windowed === undefined ? undefined : claim,
         watch,
-        windowed,
-        windowed === undefined ? undefined : parked
+        windowed
       ),
       emit: (kind, pid, data) =>
         Effect.suspend(() => store.emitEvent({ kind, pipelineId: pid, runId, data, ts: clock.unsafeCurrentTimeMillis() })),
@@ -1084,7 +1068,6 @@ const runTaskOnce = (
               // reads its input back from the store: the winner's value
               // L5 at the commit: a store error retries the write, not the call
               yield* Effect.zipRight(store.flush, store.checkpoint(unit)).pipe(Effect.retry(env.infraRetry), Effect.uninterruptible)
-              yield* unpark
               // kept for the pipeline's next task, which takes it as its input once a fence
               // confirms the store kept this digest (an earlier writer may have won)
               claim.last = { seq, encoded: { typeName: enc.typeName, codec: enc.codec, data: enc.data }, digest: outputDigest }
@@ -1112,7 +1095,6 @@ const runTaskOnce = (
           )
           if (decision.retry) {
             yield* store.recordAttempt(attemptRow).pipe(Effect.retry(env.infraRetry))
-            yield* unpark
             yield* Effect.sleep(Duration.millis(decision.delayMs))
             continue
           }

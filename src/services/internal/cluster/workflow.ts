@@ -245,7 +245,7 @@ export interface WorkflowLayerOptions {
    * pool resource's slot rows are claimed by this process as a block at the first acquire of
    * its pool, renewed with the window claims in their one statement per heartbeat, and handed
    * to the window's tasks in memory (no slot statement per task); a slot goes back to the
-   * block once its task's checkpoint has committed. At each renewal the block is resized to
+   * block when its task's call completes (before the checkpoint's commit). At each renewal the block is resized to
    * this process's demand-proportional share of the capacity (its leases in use + waiters
    * against every live runner's). `expectedRunners`, optional, only sets the first block's
    * size (`⌊capacity ÷ expectedRunners⌋`) before the demands are known. A resource whose block

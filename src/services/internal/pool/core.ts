@@ -167,6 +167,16 @@ export class Owners {
 // The core
 // ---------------------------------------------------------------------------------------------
 
+/** A parked waiter with a deadline (see {@link Core.timed}): its queue, and what its timeout says. */
+interface Timed {
+  readonly deadline: number
+  readonly waiter: Waiters.Waiter<Attempt>
+  readonly pool: PoolState
+  /** The pool the acquire named (its `AcquireTimeout`'s `pool`). */
+  readonly home: string
+  readonly timeoutMs: number
+}
+
 export class Core implements Client.ClientEnv {
   readonly pools = new Map<string, PoolState>()
   readonly owners = new Owners()
@@ -175,6 +185,19 @@ export class Core implements Client.ClientEnv {
   leaseSeq = 0
   /** The opaque token algorithms key their per-service state by (`AcquireOps.service`). */
   readonly token: object = {}
+  /**
+   * The parked waiters whose wait has a deadline ({@link Core.park}), earliest first from
+   * index {@link Core.timedHead} on (entries of waiters already ended are skipped when
+   * reached): one timer fiber ({@link Core.sweeper}) for all of them instead of a timeout
+   * (two fibers) around each wait.
+   */
+  readonly timed: Array<Timed> = []
+  timedHead = 0
+  /** When the running sweeper wakes next (epoch ms); `Infinity`: none runs. */
+  sweepAt = Infinity
+  sweeper: Fiber.RuntimeFiber<void> | undefined = undefined
+  /** The generation of the current sweeper (a replaced one stops at its next wake-up). */
+  sweepGen = 0
 
   constructor(
     readonly clock: Clock.Clock,
@@ -629,7 +652,11 @@ export class Core implements Client.ClientEnv {
         Effect.suspend((): Effect.Effect<AcquireAlgorithm.Slot, PoolNotFound | ResourceUnavailable | ServerDelayRefused> => {
           const pool = poolOf(name)
           if (pool === undefined) return Effect.fail(core.unknownPool(name ?? target))
-          return core.park(pool, selector, ranker, attempt, home, holder)
+          // an algorithm's attempt has no deadline (its acquire's timeout wraps it): no AcquireTimeout here
+          return core.park(pool, selector, ranker, attempt, home, holder) as Effect.Effect<
+            AcquireAlgorithm.Slot,
+            ResourceUnavailable | ServerDelayRefused
+          >
         }),
       lastResourceId: (name) => poolOf(name)?.sticky.get(holder.pipelineId),
       service: core.token,
@@ -664,7 +691,7 @@ export class Core implements Client.ClientEnv {
     attempt: Attempt,
     home: PoolState,
     holder: Holder
-  ): Effect.Effect<AcquireAlgorithm.Slot, ResourceUnavailable | ServerDelayRefused> {
+  ): Effect.Effect<AcquireAlgorithm.Slot, ResourceUnavailable | ServerDelayRefused | AcquireTimeout> {
     return Effect.suspend(() => {
       const held = this.heldPoolsFor(holder)
       if (held.length > 0) {
@@ -677,7 +704,8 @@ export class Core implements Client.ClientEnv {
       }
       const maxDelayMs = holder.maxServerDelayMs ?? defaultMaxServerDelayMs
       const waiter = Waiters.waiter(selector, ranker, maxDelayMs, attempt)
-      const parked = Effect.async<AcquireAlgorithm.Slot, ResourceUnavailable | ServerDelayRefused>((resume) => {
+      const deadline = attempt.deadline
+      const parked = Effect.async<AcquireAlgorithm.Slot, ResourceUnavailable | ServerDelayRefused | AcquireTimeout>((resume) => {
         // check, refuse or enqueue in one synchronous step (a fiber can yield between two)
         const now = this.now()
         const res = this.pick(pool, selector, ranker, now)
@@ -696,16 +724,101 @@ export class Core implements Client.ClientEnv {
           resume(Effect.fail(refused))
           return
         }
+        if (deadline !== undefined && now >= deadline) {
+          resume(Effect.fail(new AcquireTimeout({ pool: home.name, timeoutMs: attempt.timeoutMs ?? 0 })))
+          return
+        }
         this.markWaiting(attempt, home)
         waiter.resume = resume
         pool.waiters.push(waiter)
+        if (deadline !== undefined) this.addTimed({ deadline, waiter, pool, home: home.name, timeoutMs: attempt.timeoutMs ?? 0 })
         return Effect.sync(() => {
           // interrupted: leave the queue; a slot granted meanwhile is in `attempt.taken`
           pool.waiters.detach(waiter)
         })
       })
-      return held.length === 0 ? parked : this.watchDeadlock(parked, pool, holder, held)
+      // the sweeper that ends the wait at its deadline runs (or is started) before the waiter parks
+      const armed = deadline === undefined || deadline >= this.sweepAt ? parked : Effect.zipRight(this.armSweeper(deadline), parked)
+      return held.length === 0 ? armed : this.watchDeadlock(armed, pool, holder, held)
     })
+  }
+
+  /** Whether no resource of `pool` builds a client (a lease is built at once once granted). */
+  noFactory(pool: PoolState): boolean {
+    for (const res of pool.list) if (res.resource.factory !== undefined) return false
+    return true
+  }
+
+  /** Records a parked waiter's deadline, in deadline order (the end in the common case). */
+  addTimed(t: Timed): void {
+    const list = this.timed
+    let i = list.length
+    while (i > this.timedHead && list[i - 1]!.deadline > t.deadline) i--
+    if (i === list.length) list.push(t)
+    else list.splice(i, 0, t)
+  }
+
+  /**
+   * Makes sure a sweeper wakes at `deadline` at the latest: one fiber in the service's scope
+   * that sleeps until the earliest recorded deadline, fails every waiter whose deadline has
+   * come with `AcquireTimeout` (taking it out of its queue), and goes on while deadlines are
+   * left. A deadline earlier than the running sweeper's next wake-up replaces it.
+   */
+  armSweeper(deadline: number): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      if (deadline >= this.sweepAt) return Effect.void
+      const previous = this.sweeper
+      this.sweepAt = deadline
+      // a replaced sweeper that wakes before its interruption reaches it does nothing
+      const gen = ++this.sweepGen
+      const loop: Effect.Effect<void> = Effect.suspend(() =>
+        Effect.zipRight(
+          this.sleepUntil(this.sweepAt),
+          Effect.suspend(() => {
+            if (gen !== this.sweepGen) return Effect.void
+            const next = this.sweep(this.now())
+            if (next === undefined) {
+              this.sweepAt = Infinity
+              this.sweeper = undefined
+              return Effect.void
+            }
+            this.sweepAt = next
+            return loop
+          })
+        )
+      )
+      return Effect.flatMap(this.timer(loop), (fiber) => {
+        this.sweeper = fiber
+        return previous === undefined ? Effect.void : Fiber.interruptFork(previous)
+      })
+    })
+  }
+
+  /**
+   * Ends every recorded wait whose deadline is at or before `now` with `AcquireTimeout`;
+   * answers the next deadline still recorded (`undefined`: none).
+   */
+  sweep(now: number): number | undefined {
+    const list = this.timed
+    while (this.timedHead < list.length) {
+      const t = list[this.timedHead]!
+      if (t.deadline > now) break
+      this.timedHead++
+      const resume = t.pool.waiters.detach(t.waiter)
+      if (resume !== undefined) resume(Effect.fail(new AcquireTimeout({ pool: t.home, timeoutMs: t.timeoutMs })))
+    }
+    // the entries of waiters already served are dropped as they come up; the array is
+    // compacted once most of it is behind the head
+    if (this.timedHead === list.length) {
+      list.length = 0
+      this.timedHead = 0
+      return undefined
+    }
+    if (this.timedHead > 1024 && this.timedHead * 2 > list.length) {
+      list.splice(0, this.timedHead)
+      this.timedHead = 0
+    }
+    return list[this.timedHead]!.deadline
   }
 
   /** The pools a holder already holds leases from. */
@@ -846,7 +959,15 @@ export class Core implements Client.ClientEnv {
         const now = this.grantNow(pool, algorithm, selector, holder, raw, started)
         if (now !== undefined) return Effect.succeed(now)
         const attempt: Attempt = { taken: [], waited: false, lease: undefined }
-        let phase: Effect.Effect<LeaseImpl, AcquireError> = algorithm.hints?.plainWait === true
+        const plain = algorithm.hints?.plainWait === true
+        // a plain wait on resources whose clients need no building: the only thing that waits
+        // is the parked waiter, which carries the acquire's deadline itself (no timeout fibers)
+        const timed = opts.timeout !== undefined && plain && this.noFactory(pool)
+        if (timed) {
+          attempt.timeoutMs = Duration.toMillis(Duration.decode(opts.timeout!))
+          attempt.deadline = started + attempt.timeoutMs
+        }
+        let phase: Effect.Effect<LeaseImpl, AcquireError> = plain
           ? Effect.flatMap(
             this.park(pool, selector, undefined, attempt, pool, holder),
             (slot) => this.buildLease(attempt, slot, holder, raw, started, pool)
@@ -855,7 +976,7 @@ export class Core implements Client.ClientEnv {
             algorithm.acquire(this.ops(attempt, pool.name, selector, holder, undefined, pool)),
             (slot) => this.buildLease(attempt, slot, holder, raw, started, pool)
           )
-        if (opts.timeout !== undefined) {
+        if (opts.timeout !== undefined && !timed) {
           const timeout = Duration.decode(opts.timeout)
           phase = Effect.timeoutFail(phase, {
             duration: timeout,

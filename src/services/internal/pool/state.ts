@@ -96,6 +96,13 @@ export interface Attempt {
   waited: boolean
   /** The lease built from the kept slot (given back if the acquire ends in failure anyway). */
   lease: LeaseImpl | undefined
+  /**
+   * When the acquire's own timeout ends (epoch ms, `Clock`), when its wait is bounded by a
+   * deadline of the parked waiter ({@link Core.park}) instead of a timeout around it.
+   */
+  deadline?: number | undefined
+  /** The acquire's timeout (ms), what its `AcquireTimeout` carries; with `deadline`. */
+  timeoutMs?: number | undefined
 }
 
 /**

@@ -13,7 +13,7 @@
  * @internal
  */
 import type { Effect } from "effect"
-import type { ResourceUnavailable, ServerDelayRefused } from "../../../domain/Errors.js"
+import type { AcquireTimeout, ResourceUnavailable, ServerDelayRefused } from "../../../domain/Errors.js"
 import type { Selector } from "../../../domain/Lease.js"
 import type * as AcquireAlgorithm from "../../AcquireAlgorithm.js"
 
@@ -22,7 +22,7 @@ import type * as AcquireAlgorithm from "../../AcquireAlgorithm.js"
  *
  * @internal
  */
-export type WaitResult = Effect.Effect<AcquireAlgorithm.Slot, ResourceUnavailable | ServerDelayRefused>
+export type WaitResult = Effect.Effect<AcquireAlgorithm.Slot, ResourceUnavailable | ServerDelayRefused | AcquireTimeout>
 
 /**
  * One parked acquire.

@@ -187,11 +187,6 @@ export class PgLease implements Lease<any> {
    * (the block is renewed as a whole), its deadline the block's.
    */
   block: Block | undefined
-  /**
-   * Where its end is parked until its task's checkpoint has committed ({@link holdUntilCommit}):
-   * the end (slot back to the block, local lease back) is pushed there instead of run.
-   */
-  parkIn: Array<Effect.Effect<void>> | undefined
   constructor(
     readonly inner: Lease<any>,
     readonly claimed: Q.Claimed,
@@ -991,14 +986,6 @@ export class Gate {
   finish(lease: PgLease, completed: boolean): Effect.Effect<void> {
     return Effect.suspend(() => {
       if (lease.done) return Effect.void
-      if (lease.block !== undefined && lease.parkIn !== undefined) {
-        // parked until the task's checkpoint has committed (`holdUntilCommit`)
-        const sink = lease.parkIn
-        lease.parkIn = undefined
-        if (lease.owner !== undefined) this.leases.get(lease.owner)?.delete(lease)
-        sink.push(this.finish(lease, completed))
-        return Effect.void
-      }
       lease.done = true
       lease.watchers.length = 0
       if (lease.owner !== undefined) {
@@ -1405,7 +1392,7 @@ export class Gate {
 
   /**
    * A block's demand now: the local leases of its resource in use (from the block, or by a
-   * slot claim of their own, parked ones included) plus the acquires of its pool under way
+   * slot claim of their own) plus the acquires of its pool under way
    * (the local waiters, and those claiming or backing off).
    */
   demandNow(block: Block): number {
@@ -1720,17 +1707,6 @@ const gates = new WeakMap<PoolsService, Gate>()
  * cluster engine enables block leases on and renews them through.
  */
 export const gateOf = (pools: PoolsService): Gate | undefined => gates.get(pools)
-
-/**
- * Parks the end of a global lease taken from a block until `sink` is run (block leases): when
- * the lease ends, its slot goes back to the block, and its local lease to the local pool,
- * only once the caller runs what `sink` holds (the cluster engine: after the task's
- * checkpoint has committed, so that a runner killed between a call and its commit never holds
- * more uncommitted calls than slots). A no-op for any other lease.
- */
-export const holdUntilCommit = (lease: Lease<any>, sink: Array<Effect.Effect<void>>): void => {
-  if (isPgLease(lease) && lease.block !== undefined && !lease.done) lease.parkIn = sink
-}
 
 /** Whether a lease was served from a block (block leases); `false` for any other. */
 export const fromBlock = (lease: Lease<any>): boolean => isPgLease(lease) && lease.block !== undefined

@@ -15,7 +15,7 @@
  * pipelines on fibers.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Context, DefaultServices, Effect, Layer } from "effect"
+import { Clock, Context, DefaultServices, Effect, Layer, Runtime } from "effect"
 import * as Handoff from "../../src/domain/Handoff.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
@@ -62,7 +62,9 @@ const runCounted = (
   Effect.gen(function*() {
     const runner = yield* Runner.Runner
     const counts: Counts = { executed: 0, queuedAt: undefined, stoppedAt: undefined }
-    const task = counting(counts, () => Effect.runFork(runner.stop("test_signal")))
+    // (the stop runs on this test's runtime, from the macrotask, as a signal listener would)
+    const runtime = yield* Effect.runtime<never>()
+    const task = counting(counts, () => Runtime.runFork(runtime)(runner.stop("test_signal")))
     const template = build(task)
     const report = yield* runner.run(
       template.map(Array.from({ length: N }, (_, i) => i)),

@@ -1083,3 +1083,87 @@ describe("Runner with control on SqliteStore", () => {
       fs.rmSync(dir, { recursive: true, force: true })
     }).pipe(Effect.provide(NodeContext.layer)))
 })
+
+describe("Runner with control: handoff payloads use every task's codecs (tester13h finding 1)", () => {
+  class Draft extends HistoryArtifact.Class<Draft>("test/HandoffDraft") {}
+  /** generate declares Draft as its output; validate rewinds to it with a new Draft once. */
+  const draftPipeline = (declare: boolean, hang?: { readonly on: boolean; readonly started: Deferred.Deferred<void> }) => {
+    const seen: Array<[number, unknown]> = []
+    const generate = Task.make("generate", declare ? { output: Draft } : {}, (input: unknown, ctx) =>
+      Effect.suspend(() => {
+        const d = input instanceof Draft ? input : new Draft({ state: { id: input as number, temp: 0 } })
+        seen.push([ctx.visit, d.stateObject()])
+        if (hang?.on === true && ctx.visit === 1) return Effect.zipRight(Deferred.succeed(hang.started, undefined), Effect.never)
+        return Effect.succeed(d.checkpoint(`v${ctx.visit}`))
+      }))
+    const validate = Task.sync("validate", (d: Draft) =>
+      d.stateObject().temp === 1
+        ? { final: d.stateObject() }
+        : Handoff.rewind("generate", d.withState({ ...d.stateObject(), temp: 1 }), { reason: "cold" }))
+    const template = Pipeline.fromTasks("handoff-draft", [generate, validate], {
+      control: { rewind: { validate: ["generate"] }, maxHandoffs: 2 }
+    })
+    return { seen, spec: template.bind(1) }
+  }
+
+  it.effect("the generator's output Schema is enough for the validator's rewind payload (no registry given)", () =>
+    Effect.gen(function*() {
+      const { seen, spec } = draftPipeline(true)
+      const outputs: Array<unknown> = []
+      const report = yield* Runner.run([spec], {
+        onPipelineFinished: (_r, out) => Effect.sync(() => outputs.push(Option.getOrNull(out)))
+      })
+      assert.strictEqual(report.stats.byState.succeeded, 1, (yield* pipelineRow(spec.pipelineId)).errorMessage ?? "")
+      assert.deepStrictEqual(outputs, [{ final: { id: 1, temp: 1 } }])
+      assert.deepStrictEqual(seen, [[0, { id: 1, temp: 0 }], [1, { id: 1, temp: 1 }]])
+    }).pipe(Effect.provide(env())))
+
+  it.effect("a resume decodes the pending rewind payload with the generator's output Schema", () =>
+    Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      const hang = { on: true, started }
+      const { seen, spec } = draftPipeline(true, hang)
+      const runner = yield* Runner.Runner
+      // first run: cut off while generate's revisit (entry: validate's payload) runs
+      yield* Effect.scoped(Effect.gen(function*() {
+        const handle = yield* runner.start([spec])
+        const first = yield* Effect.raceFirst(
+          Effect.as(Deferred.await(started), "started" as const),
+          Effect.as(handle.await, "ended" as const)
+        )
+        assert.strictEqual(first, "started")
+      }))
+      hang.on = false
+      const report = yield* runner.run([spec])
+      assert.strictEqual(report.stats.byState.succeeded, 1, (yield* pipelineRow(spec.pipelineId)).errorMessage ?? "")
+      assert.deepStrictEqual(yield* eventsOf(spec.pipelineId, "pipeline.checkpoint_undecodable"), [])
+      // the revisit ran again on the decoded payload, not on a replayed seed
+      assert.deepStrictEqual(seen.slice(-1), [[1, { id: 1, temp: 1 }]])
+    }).pipe(Effect.provide(env())))
+
+  it.effect("when no task declares the payload's class, the failure names the task and says handoff payload", () =>
+    Effect.gen(function*() {
+      const { spec } = draftPipeline(false)
+      const report = yield* Runner.run([spec])
+      assert.strictEqual(report.stats.byState.failed, 1)
+      const attempts = yield* attemptsOf(spec.pipelineId)
+      const message = attempts.find((a) => a.errorMessage !== null && a.errorMessage !== undefined)?.errorMessage ?? ""
+      assert.include(message, "the output of task generate: Draft has its own codec")
+    }).pipe(Effect.provide(env())))
+
+  it.effect("a payload class no task declares: the failure names the source task, the target and says handoff payload", () =>
+    Effect.gen(function*() {
+      const generate = Task.sync("generate", (n: unknown) => (typeof n === "number" ? { n } : n))
+      const validate = Task.sync("validate", (_: unknown, ctx) =>
+        ctx.visit === 0 ? Handoff.rewind("generate", new Draft({ state: { n: 1 } })) : "done")
+      const spec = Pipeline.fromTasks("handoff-undeclared", [generate, validate], {
+        control: { rewind: { validate: ["generate"] }, maxHandoffs: 1 }
+      }).bind(1)
+      const report = yield* Runner.run([spec])
+      assert.strictEqual(report.stats.byState.failed, 1)
+      const attempts = yield* attemptsOf(spec.pipelineId)
+      const message = attempts.find((a) => a.errorMessage !== null && a.errorMessage !== undefined)?.errorMessage ?? ""
+      assert.include(message, "the handoff payload task validate sent to generate: Draft has its own codec")
+      assert.include(message, "for a handoff payload: of any task of the pipeline")
+    }).pipe(Effect.provide(env())))
+})

@@ -26,6 +26,7 @@ import type { CodecRegistry, Encoded } from "../../../domain/Codec.js"
 import * as Control from "../../../domain/Control.js"
 import * as Evaluator from "../../../domain/Evaluator.js"
 import {
+  ArtifactCodecError,
   classifyCause,
   HandoffRefused,
   LeaseLeakError,
@@ -547,7 +548,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
       if (result.exit._tag === "Success" && encoded !== undefined) {
         const value = result.exit.value
         if (Either.isLeft(encoded)) {
-          result.exit = Exit.fail(encoded.left)
+          result.exit = Exit.fail(codecErrorOf(encoded.left, `the output of task ${task.name}`))
         } else {
           const enc = encoded.right
           countNote(state.cache, result.cache)
@@ -1625,3 +1626,17 @@ const runtimeNow = (): Runtime.Runtime<never> | undefined => {
   }
   return runtime
 }
+
+/**
+ * `e` with what failed to encode said first (`the output of task X`, `the handoff payload
+ * task X sent to Y`).
+ *
+ * @internal
+ */
+export const codecErrorOf = (e: ArtifactCodecError, what: string): ArtifactCodecError =>
+  new ArtifactCodecError({
+    codec: e.codec,
+    typeName: e.typeName,
+    message: `${what}: ${e.message}`,
+    ...(e.unregistered === undefined ? {} : { unregistered: e.unregistered })
+  })

@@ -524,6 +524,10 @@ describe("Runner with control: budgets", () => {
       const row = Option.getOrThrow(yield* Effect.flatMap(Store, (s) => s.getPipeline(spec.pipelineId)))
       assert.include(row.errorMessage ?? "", "after 2 of 2 transitions: the control budget is spent (maxHandoffs 2)")
       assert.include(row.errorMessage ?? "", "resume with --fresh-restart")
+      // raising the declared limit is no way out: it is part of the pipeline's identity
+      assert.include(row.errorMessage ?? "", "raising control.maxHandoffs does not give this pipeline more")
+      assert.include(row.errorMessage ?? "", "a raised limit defines new pipelines")
+      assert.notInclude(row.errorMessage ?? "", "raise run.maxHandoffs")
     }).pipe(Effect.provide(env())))
 
   it.effect("the run's maxHandoffs lowers the pipeline's budget, never raises it", () =>
@@ -534,6 +538,7 @@ describe("Runner with control: budgets", () => {
       // the refusal says where the effective budget comes from
       const row = Option.getOrThrow(yield* Effect.flatMap(Store, (s) => s.getPipeline(low.pipelineId)))
       assert.include(row.errorMessage ?? "", "(maxHandoffs: declared 5, capped to 1 by run.maxHandoffs)")
+      assert.include(row.errorMessage ?? "", "or raise run.maxHandoffs (up to the declared 5) and resume")
     }).pipe(Effect.provide(env())))
 
   it.effect("end at the limit still completes", () =>

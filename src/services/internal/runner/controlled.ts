@@ -657,7 +657,12 @@ const handOff = (
         message: `${task.name} (seq ${seq}) returned Handoff.${t.operation} after ${vs.handoffs} of ${limit} ` +
           `transitions: the control budget is spent (${Control.describeLimit(control, state.config.maxHandoffs)}); ` +
           `the spent budget survives resume: resume with --fresh-restart (RunOptions.freshRestart) to run it ` +
-          `again from its seed with a new budget`
+          `again from its seed with a new budget` +
+          (control.maxHandoffs !== null && control.maxHandoffs > state.config.maxHandoffs
+            ? `, or raise run.maxHandoffs (up to the declared ${control.maxHandoffs}) and resume`
+            : "") +
+          `; raising control.maxHandoffs does not give this pipeline more: the block is part of the ` +
+          `pipeline's identity, so a raised limit defines new pipelines, which all run from their seeds`
       })
     }
   }

@@ -439,7 +439,7 @@ const targetOf = (names: ReadonlyArray<string>, fromSeq: number, directive: Hand
  * Judges a directive a task returned against the pipeline's declaration.
  *
  * Refused (the message is what the fatal `HandoffRefused` carries): a pipeline without control;
- * a reason that is not a string; a target that does not resolve; `to` along an undeclared edge
+ * a reason that is not a string; options with a key other than `reason`; a target that does not resolve; `to` along an undeclared edge
  * (named: `validate → report`) or to a task that is not strictly later; `end` from the last task
  * or without a declared `"end"` edge; `rewind` without a value (`null` is a value), to a task
  * that is not strictly earlier, or along an undeclared rewind; `retryAll` with a value, or from
@@ -469,6 +469,16 @@ export const check = (
   const names = control.taskNames
   if (typeof directive.reason !== "string") {
     return Either.left(`${taskLabel(names, fromSeq)} returned ${opLabel(directive)} with a reason that is not a string (${shown(directive.reason)})`)
+  }
+  // options with keys other than `reason` (untyped code: `{ reasn: "x" }`), kept by Handoff
+  const unknownOptions = (directive as unknown as Record<symbol, ReadonlyArray<string> | undefined>)[
+    Symbol.for("assay/Handoff/unknownOptions")
+  ]
+  if (unknownOptions !== undefined) {
+    return Either.left(
+      `${taskLabel(names, fromSeq)} returned ${opLabel(directive)} with unknown option${unknownOptions.length === 1 ? "" : "s"} ` +
+        `${unknownOptions.map((k) => `"${k}"`).join(", ")}: the only option is "reason"`
+    )
   }
   // (the symbol of `Handoff.HandoffTypeId`, looked up by key: Handoff imports this module's types)
   if (Option.isSome(directive.value) && Predicate.hasProperty(directive.value.value, Symbol.for("assay/Handoff"))) {

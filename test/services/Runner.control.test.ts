@@ -1172,3 +1172,38 @@ describe("Runner with control: handoff payloads use every task's codecs (tester1
       assert.include(message, "for a handoff payload: of any task of the pipeline")
     }).pipe(Effect.provide(env())))
 })
+
+describe("Runner with control: Handoff mistakes from untyped code (tester13h finding 9)", () => {
+  it.effect("options with an unknown key (`{ reasn }`) are refused, fatal, naming the key", () =>
+    Effect.gen(function*() {
+      const a = Task.sync("a", (n: number) => Handoff.to("c", n, { reasn: "typo" } as unknown as Handoff.HandoffOptions))
+      const spec = Pipeline.fromTasks("bad-options", [a, plusOne("b", []), plusOne("c", [])], {
+        control: { edges: { a: ["c"] } }
+      }).bind(1)
+      const report = yield* Runner.run([spec])
+      assert.strictEqual(report.stats.byState.failed, 1)
+      assert.deepStrictEqual(yield* ledger(spec.pipelineId), [])
+      const attempts = yield* attemptsOf(spec.pipelineId)
+      assert.strictEqual(attempts.length, 1)
+      assert.strictEqual(attempts[0]!.errorType, "HandoffRefused")
+      assert.include(attempts[0]!.errorMessage!, `with unknown option "reasn": the only option is "reason"`)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("a directive inside a returned value: the message says it must be the whole return value", () =>
+    Effect.gen(function*() {
+      // with control, and in a plain pipeline (the two paths encode outputs apart)
+      const nested = Task.sync("a", (n: number) => ({ n, next: [Handoff.to("c")] }))
+      const controlled = Pipeline.fromTasks("nested-ctl", [nested, plusOne("b", []), plusOne("c", [])], {
+        control: { edges: { a: ["c"] } }
+      }).bind(1)
+      const plain = Pipeline.fromTasks("nested-plain", [nested, plusOne("b", [])]).bind(1)
+      const report = yield* Runner.run([controlled, plain])
+      assert.strictEqual(report.stats.byState.failed, 2)
+      for (const spec of [controlled, plain]) {
+        const attempts = yield* attemptsOf(spec.pipelineId)
+        const message = attempts[0]!.errorMessage ?? ""
+        assert.include(message, "the output of task a: a Handoff directive (Handoff.to \"c\") was found inside the value, at $.next[0]")
+        assert.include(message, "must be the task's whole return value")
+      }
+    }).pipe(Effect.provide(env())))
+})

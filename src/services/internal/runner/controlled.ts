@@ -422,7 +422,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
           result.exit = Exit.fail(handed.error)
         } else if (encoded !== undefined) {
           if (Either.isLeft(encoded)) {
-            result.exit = Exit.fail(codecErrorOf(encoded.left, `the output of task ${task.name}`))
+            result.exit = Exit.fail(codecErrorOf(encoded.left, `the output of task ${task.name}`, value))
           } else {
             const enc = encoded.right
             countNote(state.cache, result.cache)

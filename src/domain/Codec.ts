@@ -566,8 +566,9 @@ export class CodecRegistry {
             new ArtifactCodecError({
               codec: codec.name,
               typeName: name,
-              message: `${name} has its own codec, which this CodecRegistry lacks: declare ${name} as the task's` +
-                ` output Schema, or register it (for a HistoryArtifact: HistoryArtifact.register(registry, ${name}))`,
+              message: `${name} has its own codec, which this CodecRegistry lacks: declare ${name} as the output Schema` +
+                ` of the task that returns it (for a handoff payload: of any task of the pipeline), or register it` +
+                ` (for a HistoryArtifact: HistoryArtifact.register(registry, ${name}))`,
               unregistered: true
             })
           )

@@ -140,8 +140,17 @@ const isRecord = (u: unknown): u is Record<string, unknown> => Predicate.isObjec
 
 const NUMERIC = /^(0|[1-9][0-9]*)$/
 
-/** A string that reads as a number but is no seq (`"-1"`, `"1.5"`): judged as that number. */
-const NUMBER_LIKE = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?$/
+/** A negative integer written as a string (`"-1"`): judged as that number (out of range). */
+const NEGATIVE = /^-(0|[1-9][0-9]*)$/
+
+/** A decimal fraction (`"1.5"`): judged as that number (not an integer); `"1.0"` is refused. */
+const FRACTION = /^-?(0|[1-9][0-9]*)\.[0-9]+$/
+
+/**
+ * A string that reads as a number but is not written as a seq (`"1.0"`, `"01"`, `"+1"`, `"1e0"`,
+ * `"1.5"`): refused as a seq, saying how a seq is written (only {@link NUMERIC} is one).
+ */
+const LOOKS_NUMERIC = /^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)(e[+-]?[0-9]+)?$/i
 
 /** The seqs a reference may use, with their tasks: `0 ("generate"), 1 ("validate")`. */
 const validSeqs = (names: ReadonlyArray<string>): string =>
@@ -164,8 +173,9 @@ const edgeLabel = (names: ReadonlyArray<string>, from: number, to: number | "end
   `${names[from]} → ${to === END ? END : names[to]}`
 
 /**
- * Resolves one task reference: an exact name (unique), else a seq (an integer or a numeric
- * string) within range. Returns the seq or the reason it is refused.
+ * Resolves one task reference: an exact name (unique), else a seq (an integer, or a string
+ * written as a plain integer: `"1"`, never `"1.0"` or `"01"`) within range. Returns the seq or
+ * the reason it is refused.
  */
 const resolveRef = (
   names: ReadonlyArray<string>,
@@ -189,7 +199,16 @@ const resolveRef = (
         message: `task name "${ref}" is used by seqs ${seqs.join(", ")}: address the task by its seq`
       })
     }
-    if (NUMERIC.test(ref) || NUMBER_LIKE.test(ref)) return resolveRef(names, Number(ref))
+    // (`"1.5"`: judged as the number, "a seq is an integer")
+    if (NUMERIC.test(ref) || NEGATIVE.test(ref) || (FRACTION.test(ref) && !Number.isInteger(Number(ref)))) {
+      return resolveRef(names, Number(ref))
+    }
+    if (LOOKS_NUMERIC.test(ref)) {
+      return Either.left({
+        message: `"${ref}" is not a seq: a seq is written as a plain integer (0, 1, 2: no sign, leading zero, ` +
+          `decimal point or exponent), and no task has this name; ${validSeqs(names)}`
+      })
+    }
     const near = closest(ref, names)
     return Either.left({
       message: `unknown task "${ref}" (the tasks are ${names.map((n) => `"${n}"`).join(", ")})`,
@@ -354,8 +373,11 @@ export const resolve = (
   const declaresBackward = decl["rewind"] !== undefined || decl["retryAll"] !== undefined
   const declaresForward = decl["edges"] !== undefined
   const max = decl["maxHandoffs"]
+  // an unknown key that stands for maxHandoffs (`maxHandoff`, `max_handoffs`) was reported with
+  // its did-you-mean: its absence under the right name is not a second problem
+  const misspeltMax = issues.some((i) => i.path.length === 1 && i.suggestion === `did you mean "maxHandoffs"?`)
   if (max === undefined) {
-    if (declaresBackward) {
+    if (declaresBackward && !misspeltMax) {
       add(["maxHandoffs"], "maxHandoffs is required when rewind or retryAll is declared (the loop budget)")
     }
   } else if (typeof max !== "number" || !Number.isSafeInteger(max) || max < 1) {
@@ -439,7 +461,7 @@ const targetOf = (names: ReadonlyArray<string>, fromSeq: number, directive: Hand
  * Judges a directive a task returned against the pipeline's declaration.
  *
  * Refused (the message is what the fatal `HandoffRefused` carries): a pipeline without control;
- * a reason that is not a string; a target that does not resolve; `to` along an undeclared edge
+ * a reason that is not a string; options with a key other than `reason`; a target that does not resolve; `to` along an undeclared edge
  * (named: `validate → report`) or to a task that is not strictly later; `end` from the last task
  * or without a declared `"end"` edge; `rewind` without a value (`null` is a value), to a task
  * that is not strictly earlier, or along an undeclared rewind; `retryAll` with a value, or from
@@ -469,6 +491,16 @@ export const check = (
   const names = control.taskNames
   if (typeof directive.reason !== "string") {
     return Either.left(`${taskLabel(names, fromSeq)} returned ${opLabel(directive)} with a reason that is not a string (${shown(directive.reason)})`)
+  }
+  // options with keys other than `reason` (untyped code: `{ reasn: "x" }`), kept by Handoff
+  const unknownOptions = (directive as unknown as Record<symbol, ReadonlyArray<string> | undefined>)[
+    Symbol.for("assay/Handoff/unknownOptions")
+  ]
+  if (unknownOptions !== undefined) {
+    return Either.left(
+      `${taskLabel(names, fromSeq)} returned ${opLabel(directive)} with unknown option${unknownOptions.length === 1 ? "" : "s"} ` +
+        `${unknownOptions.map((k) => `"${k}"`).join(", ")}: the only option is "reason"`
+    )
   }
   // (the symbol of `Handoff.HandoffTypeId`, looked up by key: Handoff imports this module's types)
   if (Option.isSome(directive.value) && Predicate.hasProperty(directive.value.value, Symbol.for("assay/Handoff"))) {

@@ -113,13 +113,23 @@ const HandoffProto = {
   }
 }
 
+// The keys of an options object other than `reason` (a typo from untyped code: `{ reasn }`),
+// kept on the directive under this key (not enumerable) so that `Control.check` refuses it.
+const unknownOptionsKey = Symbol.for("assay/Handoff/unknownOptions")
+
+const unknownKeys = (options: unknown): ReadonlyArray<string> =>
+  Predicate.isObject(options) && !Array.isArray(options) ? Object.keys(options).filter((k) => k !== "reason") : []
+
 const makeDirective = (
   operation: Operation,
   target: Target | null,
   value: Option.Option<unknown>,
-  reason: unknown
+  reason: unknown,
+  options?: unknown
 ): Handoff => {
   const self = Object.create(HandoffProto) as { -readonly [K in keyof Handoff]: Handoff[K] }
+  const unknown = options === undefined ? [] : unknownKeys(options)
+  if (unknown.length > 0) Object.defineProperty(self, unknownOptionsKey, { value: unknown, enumerable: false })
   self.operation = operation
   self.target = target
   self.value = value
@@ -150,8 +160,8 @@ const valueOf = (value: unknown): Option.Option<unknown> => value === undefined 
  */
 export const to = (target: Target, value?: unknown, options?: HandoffOptions): Handoff =>
   target === END_WORD ?
-    makeDirective("end", null, valueOf(value), options?.reason) :
-    makeDirective("to", target, valueOf(value), options?.reason)
+    makeDirective("end", null, valueOf(value), options?.reason, options) :
+    makeDirective("to", target, valueOf(value), options?.reason, options)
 
 /** The word for the end of the pipeline as a target (`Control.END`). */
 const END_WORD = "end"
@@ -169,7 +179,7 @@ const END_WORD = "end"
  * @category constructors
  */
 export const end = (value?: unknown, options?: HandoffOptions): Handoff =>
-  makeDirective("end", null, valueOf(value), options?.reason)
+  makeDirective("end", null, valueOf(value), options?.reason, options)
 
 /**
  * Run a strictly earlier task again (a new visit) with an explicit entry state, declared in
@@ -185,7 +195,7 @@ export const end = (value?: unknown, options?: HandoffOptions): Handoff =>
  * @category constructors
  */
 export const rewind = (target: Target, value: unknown, options?: HandoffOptions): Handoff =>
-  makeDirective("rewind", target, valueOf(value), options?.reason)
+  makeDirective("rewind", target, valueOf(value), options?.reason, options)
 
 /**
  * Restart the pipeline at seq 0 from the seed captured at binding, declared in

@@ -260,3 +260,66 @@ describe("pipeline.control in experiment files", () => {
       assert.strictEqual((yield* Experiment.load(path.join(dir, "ok.toml"))).template.control?.maxHandoffs, 3)
     }).pipe(Effect.provide(NodeContext.layer)))
 })
+
+describe("pipeline.control messages (tester13h finding 8)", () => {
+  const loadIssues = (dir: string, name: string, value: Record<string, unknown>) =>
+    Effect.gen(function*() {
+      const file = path.join(dir, `${name}.yaml`)
+      fs.writeFileSync(file, YAML.stringify(value))
+      return issuesOf(yield* Effect.flip(Experiment.load(file)))
+    })
+
+  it.effect("a seq key is a plain integer: \"1.0\", \"01\", \"+1\", \"1e0\" are refused, saying how a seq is written", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-control-"))
+      for (const key of ["1.0", "01", "+1", "1e0"]) {
+        const lines = yield* loadIssues(dir, "seq", experiment({ edges: { [key]: [2] } }))
+        assert.strictEqual(lines.length, 1, lines.join("\n"))
+        assert.include(lines[0]!, `"${key}" is not a seq: a seq is written as a plain integer`, key)
+        assert.include(lines[0]!, `the valid seqs are 0 ("generate"), 1 ("validate"), 2 ("report")`, key)
+      }
+      // "1" still is seq 1
+      const ok = path.join(dir, "ok.yaml")
+      fs.writeFileSync(ok, YAML.stringify(experiment({ edges: { "1": [2] } })))
+      assert.strictEqual((yield* Experiment.load(ok)).template.specDigest, inCode({ edges: { validate: ["report"] } }).specDigest)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("no cascaded second message: edges not a list, a misspelt rewind, a misspelt maxHandoffs", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-control-"))
+      assert.deepStrictEqual(yield* loadIssues(dir, "notlist", experiment({ edges: { validate: "report" } })), [
+        `pipeline.control.edges.validate: expected a list, got "report"`
+      ])
+      const rewinds = yield* loadIssues(dir, "rewinds", experiment({ rewinds: { validate: ["generate"] }, maxHandoffs: 2 }))
+      assert.deepStrictEqual(rewinds, [`pipeline.control.rewinds: unknown key "rewinds" | did you mean rewind?`])
+      const max = yield* loadIssues(dir, "max", experiment({ rewind: { validate: ["generate"] }, maxHandoff: 2 }))
+      assert.deepStrictEqual(max, [`pipeline.control.maxHandoff: unknown key "maxHandoff" | did you mean maxHandoffs?`])
+      // in code too: the misspelt maxHandoffs is the only problem
+      const error = yield* Effect.flip(Effect.try({
+        try: () => inCode({ rewind: { validate: ["generate"] }, maxHandoff: 2 } as never),
+        catch: (e) => e as Error
+      }))
+      assert.notInclude(error.message, "maxHandoffs is required")
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("a fanout branch named in control says it is a branch of the fanout and cannot hand off", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-control-"))
+      const lines = yield* loadIssues(dir, "fan", {
+        pipeline: {
+          name: "fan",
+          tasks: [
+            { use: "echo", name: "first" },
+            { use: "fanout", name: "group", tasks: [{ use: "echo", name: "b1" }, { use: "echo", name: "b2" }] },
+            { use: "echo", name: "last" }
+          ],
+          control: { edges: { b1: ["last"] } }
+        },
+        source: { range: { n: 1 } }
+      })
+      assert.deepStrictEqual(lines, [
+        `pipeline.control.edges.b1: "b1" is a branch of the fanout "group", not a task of the chain: branches cannot ` +
+        `hand off or be handed to (control addresses the fanout "group" as a whole)`
+      ])
+    }).pipe(Effect.provide(NodeContext.layer)))
+})

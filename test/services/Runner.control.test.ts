@@ -524,6 +524,10 @@ describe("Runner with control: budgets", () => {
       const row = Option.getOrThrow(yield* Effect.flatMap(Store, (s) => s.getPipeline(spec.pipelineId)))
       assert.include(row.errorMessage ?? "", "after 2 of 2 transitions: the control budget is spent (maxHandoffs 2)")
       assert.include(row.errorMessage ?? "", "resume with --fresh-restart")
+      // raising the declared limit is no way out: it is part of the pipeline's identity
+      assert.include(row.errorMessage ?? "", "raising control.maxHandoffs does not give this pipeline more")
+      assert.include(row.errorMessage ?? "", "a raised limit defines new pipelines")
+      assert.notInclude(row.errorMessage ?? "", "raise run.maxHandoffs")
     }).pipe(Effect.provide(env())))
 
   it.effect("the run's maxHandoffs lowers the pipeline's budget, never raises it", () =>
@@ -534,6 +538,7 @@ describe("Runner with control: budgets", () => {
       // the refusal says where the effective budget comes from
       const row = Option.getOrThrow(yield* Effect.flatMap(Store, (s) => s.getPipeline(low.pipelineId)))
       assert.include(row.errorMessage ?? "", "(maxHandoffs: declared 5, capped to 1 by run.maxHandoffs)")
+      assert.include(row.errorMessage ?? "", "or raise run.maxHandoffs (up to the declared 5) and resume")
     }).pipe(Effect.provide(env())))
 
   it.effect("end at the limit still completes", () =>
@@ -1082,4 +1087,123 @@ describe("Runner with control on SqliteStore", () => {
       )
       fs.rmSync(dir, { recursive: true, force: true })
     }).pipe(Effect.provide(NodeContext.layer)))
+})
+
+describe("Runner with control: handoff payloads use every task's codecs (tester13h finding 1)", () => {
+  class Draft extends HistoryArtifact.Class<Draft>("test/HandoffDraft") {}
+  /** generate declares Draft as its output; validate rewinds to it with a new Draft once. */
+  const draftPipeline = (declare: boolean, hang?: { readonly on: boolean; readonly started: Deferred.Deferred<void> }) => {
+    const seen: Array<[number, unknown]> = []
+    const generate = Task.make("generate", declare ? { output: Draft } : {}, (input: unknown, ctx) =>
+      Effect.suspend(() => {
+        const d = input instanceof Draft ? input : new Draft({ state: { id: input as number, temp: 0 } })
+        seen.push([ctx.visit, d.stateObject()])
+        if (hang?.on === true && ctx.visit === 1) return Effect.zipRight(Deferred.succeed(hang.started, undefined), Effect.never)
+        return Effect.succeed(d.checkpoint(`v${ctx.visit}`))
+      }))
+    const validate = Task.sync("validate", (d: Draft) =>
+      d.stateObject().temp === 1
+        ? { final: d.stateObject() }
+        : Handoff.rewind("generate", d.withState({ ...d.stateObject(), temp: 1 }), { reason: "cold" }))
+    const template = Pipeline.fromTasks("handoff-draft", [generate, validate], {
+      control: { rewind: { validate: ["generate"] }, maxHandoffs: 2 }
+    })
+    return { seen, spec: template.bind(1) }
+  }
+
+  it.effect("the generator's output Schema is enough for the validator's rewind payload (no registry given)", () =>
+    Effect.gen(function*() {
+      const { seen, spec } = draftPipeline(true)
+      const outputs: Array<unknown> = []
+      const report = yield* Runner.run([spec], {
+        onPipelineFinished: (_r, out) => Effect.sync(() => outputs.push(Option.getOrNull(out)))
+      })
+      assert.strictEqual(report.stats.byState.succeeded, 1, (yield* pipelineRow(spec.pipelineId)).errorMessage ?? "")
+      assert.deepStrictEqual(outputs, [{ final: { id: 1, temp: 1 } }])
+      assert.deepStrictEqual(seen, [[0, { id: 1, temp: 0 }], [1, { id: 1, temp: 1 }]])
+    }).pipe(Effect.provide(env())))
+
+  it.effect("a resume decodes the pending rewind payload with the generator's output Schema", () =>
+    Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      const hang = { on: true, started }
+      const { seen, spec } = draftPipeline(true, hang)
+      const runner = yield* Runner.Runner
+      // first run: cut off while generate's revisit (entry: validate's payload) runs
+      yield* Effect.scoped(Effect.gen(function*() {
+        const handle = yield* runner.start([spec])
+        const first = yield* Effect.raceFirst(
+          Effect.as(Deferred.await(started), "started" as const),
+          Effect.as(handle.await, "ended" as const)
+        )
+        assert.strictEqual(first, "started")
+      }))
+      hang.on = false
+      const report = yield* runner.run([spec])
+      assert.strictEqual(report.stats.byState.succeeded, 1, (yield* pipelineRow(spec.pipelineId)).errorMessage ?? "")
+      assert.deepStrictEqual(yield* eventsOf(spec.pipelineId, "pipeline.checkpoint_undecodable"), [])
+      // the revisit ran again on the decoded payload, not on a replayed seed
+      assert.deepStrictEqual(seen.slice(-1), [[1, { id: 1, temp: 1 }]])
+    }).pipe(Effect.provide(env())))
+
+  it.effect("when no task declares the payload's class, the failure names the task and says handoff payload", () =>
+    Effect.gen(function*() {
+      const { spec } = draftPipeline(false)
+      const report = yield* Runner.run([spec])
+      assert.strictEqual(report.stats.byState.failed, 1)
+      const attempts = yield* attemptsOf(spec.pipelineId)
+      const message = attempts.find((a) => a.errorMessage !== null && a.errorMessage !== undefined)?.errorMessage ?? ""
+      assert.include(message, "the output of task generate: Draft has its own codec")
+    }).pipe(Effect.provide(env())))
+
+  it.effect("a payload class no task declares: the failure names the source task, the target and says handoff payload", () =>
+    Effect.gen(function*() {
+      const generate = Task.sync("generate", (n: unknown) => (typeof n === "number" ? { n } : n))
+      const validate = Task.sync("validate", (_: unknown, ctx) =>
+        ctx.visit === 0 ? Handoff.rewind("generate", new Draft({ state: { n: 1 } })) : "done")
+      const spec = Pipeline.fromTasks("handoff-undeclared", [generate, validate], {
+        control: { rewind: { validate: ["generate"] }, maxHandoffs: 1 }
+      }).bind(1)
+      const report = yield* Runner.run([spec])
+      assert.strictEqual(report.stats.byState.failed, 1)
+      const attempts = yield* attemptsOf(spec.pipelineId)
+      const message = attempts.find((a) => a.errorMessage !== null && a.errorMessage !== undefined)?.errorMessage ?? ""
+      assert.include(message, "the handoff payload task validate sent to generate: Draft has its own codec")
+      assert.include(message, "for a handoff payload: of any task of the pipeline")
+    }).pipe(Effect.provide(env())))
+})
+
+describe("Runner with control: Handoff mistakes from untyped code (tester13h finding 9)", () => {
+  it.effect("options with an unknown key (`{ reasn }`) are refused, fatal, naming the key", () =>
+    Effect.gen(function*() {
+      const a = Task.sync("a", (n: number) => Handoff.to("c", n, { reasn: "typo" } as unknown as Handoff.HandoffOptions))
+      const spec = Pipeline.fromTasks("bad-options", [a, plusOne("b", []), plusOne("c", [])], {
+        control: { edges: { a: ["c"] } }
+      }).bind(1)
+      const report = yield* Runner.run([spec])
+      assert.strictEqual(report.stats.byState.failed, 1)
+      assert.deepStrictEqual(yield* ledger(spec.pipelineId), [])
+      const attempts = yield* attemptsOf(spec.pipelineId)
+      assert.strictEqual(attempts.length, 1)
+      assert.strictEqual(attempts[0]!.errorType, "HandoffRefused")
+      assert.include(attempts[0]!.errorMessage!, `with unknown option "reasn": the only option is "reason"`)
+    }).pipe(Effect.provide(env())))
+
+  it.effect("a directive inside a returned value: the message says it must be the whole return value", () =>
+    Effect.gen(function*() {
+      // with control, and in a plain pipeline (the two paths encode outputs apart)
+      const nested = Task.sync("a", (n: number) => ({ n, next: [Handoff.to("c")] }))
+      const controlled = Pipeline.fromTasks("nested-ctl", [nested, plusOne("b", []), plusOne("c", [])], {
+        control: { edges: { a: ["c"] } }
+      }).bind(1)
+      const plain = Pipeline.fromTasks("nested-plain", [nested, plusOne("b", [])]).bind(1)
+      const report = yield* Runner.run([controlled, plain])
+      assert.strictEqual(report.stats.byState.failed, 2)
+      for (const spec of [controlled, plain]) {
+        const attempts = yield* attemptsOf(spec.pipelineId)
+        const message = attempts[0]!.errorMessage ?? ""
+        assert.include(message, "the output of task a: a Handoff directive (Handoff.to \"c\") was found inside the value, at $.next[0]")
+        assert.include(message, "must be the task's whole return value")
+      }
+    }).pipe(Effect.provide(env())))
 })

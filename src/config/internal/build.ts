@@ -566,7 +566,32 @@ export const build = (
       // names and seqs resolve against the built chain; each problem at its own field path
       const resolved = Control.resolve(tasks.map((t) => t.name), def.pipeline.control)
       if (Either.isLeft(resolved)) {
+        // a misspelt key of the block (`rewinds`, `maxHandoff`) was reported with its did-you-mean
+        // and left out of the decoded block: what its absence makes Control say is no second problem
+        const stray = issues.filter((i) => /^pipeline\.control\.[^.[]+$/.test(i.path) && i.message.startsWith("unknown key"))
+        const knockOn = (i: Control.ControlIssue): boolean =>
+          stray.length > 0 && (
+            (i.path.length === 0 && i.message.startsWith("control declares no operation")) ||
+            (i.path.length === 1 && i.path[0] === "maxHandoffs" && (
+              i.message.startsWith("maxHandoffs requires backward operations") ||
+              (i.message.startsWith("maxHandoffs is required") && stray.some((s) => s.suggestion?.includes("maxHandoffs") === true))
+            ))
+          )
+        // a fanout's branch named as a source or target: say what it is (a branch never hands off)
+        const fanoutOf = new Map<string, string>()
+        for (const t of tasks) for (const c of t.children) if (!fanoutOf.has(c.name)) fanoutOf.set(c.name, t.name)
         for (const i of resolved.left) {
+          if (knockOn(i)) continue
+          const ref = /^unknown task "(.*)" \(the tasks are/.exec(i.message)?.[1]
+          const group = ref === undefined ? undefined : fanoutOf.get(ref)
+          if (group !== undefined) {
+            issues.push(issue(
+              formatPath(["pipeline", "control", ...i.path]),
+              `"${ref}" is a branch of the fanout "${group}", not a task of the chain: branches cannot hand off or be ` +
+                `handed to (control addresses the fanout "${group}" as a whole)`
+            ))
+            continue
+          }
           issues.push(issue(formatPath(["pipeline", "control", ...i.path]), i.message, i.suggestion))
         }
         return undefined

@@ -120,6 +120,9 @@ export const repairedDecode = (
       } else if (isRecord(parent) && typeof last === "string") {
         delete parent[last]
         repaired.push(formatPath(i.path))
+        // a record emptied by the repair (`edges: { validate: report }`): "is empty" there
+        // would be a knock-on of the problem just reported
+        if (Object.keys(parent).length === 0 && parentPath.length > 0) repaired.push(formatPath(parentPath))
       } else if (Array.isArray(parent) && typeof last === "number" && (parentPath.at(-1) === "tasks" || parentPath.at(-1) === "resources")) {
         parent[last] = parentPath.at(-1) === "tasks" ? { use: "echo", name: `${PLACEHOLDER}-${last}` } : {}
         repaired.push(formatPath(i.path))

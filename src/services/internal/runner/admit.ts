@@ -558,7 +558,7 @@ export const make = (env: AdmitEnv) => {
           errorType: "ArtifactCodecError",
           message: loaded.left.reason,
           fix: "register the payload's codec or type in the run's CodecRegistry (e.g. `HistoryArtifact.register`, or " +
-            "declare it as the task's output Schema) and resume"
+            "declare it as the output Schema of a task of the pipeline) and resume"
         })
       }
       if (Either.isLeft(loaded)) {
@@ -610,9 +610,11 @@ export const make = (env: AdmitEnv) => {
       const { artifact, payload } = loaded.value
       if (!artifact.available || payload === undefined) return missing(`artifact ${address} payload unavailable`)
       const tasks = spec.template.tasks as ReadonlyArray<Task.Any>
-      // a task output decodes with its task's registry; a handoff payload with its source's
-      const producer = artifact.seq < tasks.length ? tasks[artifact.seq] : tasks.find((t) => t.name === artifact.taskName)
-      const registry = producer === undefined ? registryFor(tasks[0]!) : registryFor(producer)
+      // a task output decodes with its task's registry; a handoff payload (written with its
+      // source's codecs or any task's output Schema: see `Controlled.dumpPayload`) with all of them
+      const registry = artifact.seq < tasks.length
+        ? registryFor(tasks[artifact.seq]!)
+        : Controlled.payloadRegistry(registryFor, tasks)
       const decoded = registry.load({ typeName: artifact.typeName, codec: artifact.codec, data: payload })
       return Either.mapLeft(decoded, (e) => ({
         reason: `artifact ${address} undecodable: ${e.message}`,

@@ -22,7 +22,8 @@
  */
 import { Duration, Effect, Either, Exit, Option } from "effect"
 import * as Control from "../../../domain/Control.js"
-import { BudgetExceeded, HandoffRefused, type StoreUnavailable } from "../../../domain/Errors.js"
+import { type CodecRegistry, type Encoded, JsonCodec, outputTypeName } from "../../../domain/Codec.js"
+import { type ArtifactCodecError, BudgetExceeded, HandoffRefused, type StoreUnavailable } from "../../../domain/Errors.js"
 import { type Handoff, isHandoff } from "../../../domain/Handoff.js"
 import { digest } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
@@ -34,6 +35,7 @@ import {
   type Admission,
   type AttemptResult,
   BIG_OUTPUT_BYTES,
+  codecErrorOf,
   controlOf,
   defer,
   endOfFiber,
@@ -424,7 +426,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
           result.exit = Exit.fail(handed.error)
         } else if (encoded !== undefined) {
           if (Either.isLeft(encoded)) {
-            result.exit = Exit.fail(encoded.left)
+            result.exit = Exit.fail(codecErrorOf(encoded.left, `the output of task ${task.name}`, value))
           } else {
             const enc = encoded.right
             countNote(state.cache, result.cache)
@@ -527,6 +529,55 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
 }
 
 // ---- a directive: check, budget, the unit of one atomic transition ----------------------------
+// A handoff payload becomes another task's input: its codec may be any task's output Schema (a
+// validator rewinding to its generator with a HistoryArtifact the generator declares).
+const templateRegistries = new WeakMap<
+  (task: Task.Any) => CodecRegistry,
+  WeakMap<ReadonlyArray<Task.Any>, CodecRegistry>
+>()
+
+/**
+ * The registry a template's handoff payloads are read with: the run's registry with the output
+ * Schema of every task of the template registered (as `registryFor` registers each one).
+ *
+ * @internal
+ */
+export const payloadRegistry = (
+  registryFor: (task: Task.Any) => CodecRegistry,
+  tasks: ReadonlyArray<Task.Any>
+): CodecRegistry => {
+  let byTemplate = templateRegistries.get(registryFor)
+  if (byTemplate === undefined) templateRegistries.set(registryFor, byTemplate = new WeakMap())
+  let r = byTemplate.get(tasks)
+  if (r === undefined) {
+    r = registryFor(tasks[0]!)
+    for (const t of tasks) {
+      if (t.outputSchema !== undefined) r = r.registerSchema(t.outputSchema, { typeName: outputTypeName(t.name, t.outputSchema) })
+    }
+    byTemplate.set(tasks, r)
+  }
+  return r
+}
+
+/**
+ * Encodes the handoff payload `value` of task `source` (bound for `target`): with the source's
+ * own registry when one of its codecs claims the value (as before), else with
+ * {@link payloadRegistry}. A failure names the task and says it is a handoff payload.
+ *
+ * @internal
+ */
+export const dumpPayload = (
+  registryFor: (task: Task.Any) => CodecRegistry,
+  tasks: ReadonlyArray<Task.Any>,
+  source: Task.Any,
+  target: string,
+  value: unknown
+): Either.Either<Encoded, ArtifactCodecError> => {
+  const own = registryFor(source)
+  const registry = own.codecFor(value) !== JsonCodec ? own : payloadRegistry(registryFor, tasks)
+  return Either.mapLeft(registry.dump(value), (e) => codecErrorOf(e, `the handoff payload task ${source.name} sent to ${target}`))
+}
+
 /**
  * The transition a directive asks for, as the checkpoint unit that commits it and the
  * outcome that follows; or why it is refused (an undeclared edge, an undecodable value, a
@@ -576,7 +627,7 @@ const handOff = (
     entrySeq = seqOfAddress(pipelineId, entryAddress)
     nextInput = input
   } else {
-    const encoded = env.registryFor(task).dump(t.value.value)
+    const encoded = dumpPayload(env.registryFor, tasks, task, t.toSeq === "end" ? "end" : tasks[t.toSeq]!.name, t.value.value)
     if (Either.isLeft(encoded)) return { _tag: "Refused", error: encoded.left }
     const enc = encoded.right
     entrySeq = nTasks + vs.payloads
@@ -612,7 +663,12 @@ const handOff = (
         message: `${task.name} (seq ${seq}) returned Handoff.${t.operation} after ${vs.handoffs} of ${limit} ` +
           `transitions: the control budget is spent (${Control.describeLimit(control, state.config.maxHandoffs)}); ` +
           `the spent budget survives resume: resume with --fresh-restart (RunOptions.freshRestart) to run it ` +
-          `again from its seed with a new budget`
+          `again from its seed with a new budget` +
+          (control.maxHandoffs !== null && control.maxHandoffs > state.config.maxHandoffs
+            ? `, or raise run.maxHandoffs (up to the declared ${control.maxHandoffs}) and resume`
+            : "") +
+          `; raising control.maxHandoffs does not give this pipeline more: the block is part of the ` +
+          `pipeline's identity, so a raised limit defines new pipelines, which all run from their seeds`
       })
     }
   }

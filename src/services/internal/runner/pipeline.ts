@@ -26,6 +26,7 @@ import type { CodecRegistry, Encoded } from "../../../domain/Codec.js"
 import * as Control from "../../../domain/Control.js"
 import * as Evaluator from "../../../domain/Evaluator.js"
 import {
+  ArtifactCodecError,
   classifyCause,
   HandoffRefused,
   LeaseLeakError,
@@ -558,7 +559,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: Start): Effect.Effec
       if (result.exit._tag === "Success" && encoded !== undefined) {
         const value = result.exit.value
         if (Either.isLeft(encoded)) {
-          result.exit = Exit.fail(encoded.left)
+          result.exit = Exit.fail(codecErrorOf(encoded.left, `the output of task ${task.name}`, value))
         } else {
           const enc = encoded.right
           countNote(state.cache, result.cache)
@@ -1639,4 +1640,49 @@ const runtimeNow = (): Runtime.Runtime<never> | undefined => {
     nowRuntimes.set(fiber, runtime)
   }
   return runtime
+}
+
+/**
+ * `e` with what failed to encode said first (`the output of task X`, `the handoff payload
+ * task X sent to Y`). When `value` holds a Handoff directive somewhere inside (a task that
+ * returned `{ next: Handoff.to(...) }`), the message says that instead: a directive must be the
+ * task's whole return value.
+ *
+ * @internal
+ */
+export const codecErrorOf = (e: ArtifactCodecError, what: string, value?: unknown): ArtifactCodecError => {
+  const nested = value === undefined ? undefined : directivePath(value, "$", 0)
+  return new ArtifactCodecError({
+    codec: e.codec,
+    typeName: e.typeName,
+    message: nested !== undefined
+      ? `${what}: a Handoff directive (${nested.directive}) was found inside the value, at ${nested.path}: a directive ` +
+        `must be the task's whole return value (return Handoff.to(...) itself, not an object or array holding it)`
+      : `${what}: ${e.message}`,
+    ...(e.unregistered === undefined ? {} : { unregistered: e.unregistered })
+  })
+}
+
+/** Where a Handoff directive sits inside `value` (plain objects and arrays, 32 levels deep at most). */
+const directivePath = (
+  value: unknown,
+  path: string,
+  depth: number
+): { readonly path: string; readonly directive: string } | undefined => {
+  if (typeof value !== "object" || value === null || depth > 32) return undefined
+  if (isHandoff(value)) return depth === 0 ? undefined : { path, directive: String(value) }
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = directivePath(value[i], `${path}[${i}]`, depth + 1)
+      if (found !== undefined) return found
+    }
+    return undefined
+  }
+  const proto = Object.getPrototypeOf(value)
+  if (proto !== Object.prototype && proto !== null) return undefined
+  for (const [k, v] of Object.entries(value)) {
+    const found = directivePath(v, /^[A-Za-z_$][\w$]*$/.test(k) ? `${path}.${k}` : `${path}[${JSON.stringify(k)}]`, depth + 1)
+    if (found !== undefined) return found
+  }
+  return undefined
 }

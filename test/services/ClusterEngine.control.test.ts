@@ -13,6 +13,10 @@ import * as TestRunner from "@effect/cluster/TestRunner"
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Layer, Option, Stream } from "effect"
 import type { RunId } from "../../src/domain/Ids.js"
+import * as Handoff from "../../src/domain/Handoff.js"
+import * as HistoryArtifact from "../../src/domain/HistoryArtifact.js"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Task from "../../src/domain/Task.js"
 import * as Traversal from "../../src/domain/Traversal.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
@@ -142,3 +146,41 @@ describe("ClusterEngine: control pipelines (in process)", () => {
       assert.strictEqual(cluster.vs.counters[0], 3)
     }))
 })
+
+describe("ClusterEngine: control pipelines' handoff payloads use every task's codecs (as the embedded engine, tester13h finding 1)", () => {
+  class Draft extends HistoryArtifact.Class<Draft>("test/ClusterHandoffDraft") {}
+  /** generate declares Draft as its output; validate rewinds to it once with a new Draft. */
+  const draftSpecs = (seen: Array<[number, unknown]>) => {
+    const generate = Task.make("generate", { output: Draft }, (input: unknown, ctx) =>
+      Effect.sync(() => {
+        const d = input instanceof Draft ? input : new Draft({ state: { id: input as number, temp: 0 } })
+        seen.push([ctx.visit, d.stateObject()])
+        return d.checkpoint(`v${ctx.visit}`)
+      }))
+    const validate = Task.sync("validate", (d: Draft) =>
+      d.stateObject().temp === 1
+        ? { final: d.stateObject() }
+        : Handoff.rewind("generate", d.withState({ ...d.stateObject(), temp: 1 }), { reason: "cold" }))
+    const template = Pipeline.fromTasks("cluster-handoff-draft", [generate, validate], {
+      control: { rewind: { validate: ["generate"] }, maxHandoffs: 2 }
+    })
+    return [1, 2].map((n) => template.bind(n))
+  }
+
+  it.live("a validator's rewind payload of the generator's HistoryArtifact class is encoded and decoded on the cluster path, no registry given", () =>
+    Effect.gen(function*() {
+      const clusterSeen: Array<[number, unknown]> = []
+      const embeddedSeen: Array<[number, unknown]> = []
+      const ours = draftSpecs(clusterSeen)
+      const ids = ours.map((s) => s.pipelineId)
+      const cluster = yield* viaCluster(ours, (store) => picture(store, ids))
+      const reference = yield* viaEmbedded(draftSpecs(embeddedSeen), (store) => picture(store, ids))
+      assert.strictEqual(cluster.report.succeeded, 2, JSON.stringify(cluster.report.causes))
+      assert.deepStrictEqual(cluster.after, reference.after)
+      // the revisit ran on the decoded payload (temp 1), as on the embedded engine
+      const sorted = (xs: ReadonlyArray<[number, unknown]>) => xs.map((x) => JSON.stringify(x)).sort()
+      assert.deepStrictEqual(sorted(clusterSeen), sorted(embeddedSeen))
+      assert.includeDeepMembers(clusterSeen, [[1, { id: 1, temp: 1 }], [1, { id: 2, temp: 1 }]])
+    }))
+})
+

@@ -536,6 +536,43 @@ const notOnCluster = (field: string, what: string) =>
   )
 
 /**
+ * Refuses (exit 2, at `experiments.ID`) a selected member whose source no longer yields some of
+ * its stored pipelines (rows edited or removed since they ran) or yields an explicit key whose
+ * row changed: one read of the member's stored keys and one pass over its source, for the
+ * members the store holds pipelines of. A source that fails here is left to the run (which
+ * records the failure for the member).
+ */
+const refuseChangedRows = (loaded: SuiteConfig.LoadedSuite, selected: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    for (const m of loaded.members) {
+      if (!selected.includes(m.id)) continue
+      const stored = yield* PgSuites.storedKeys(sql, loaded.id, m.id)
+      if (stored.size === 0) continue
+      const current = new Set<string>()
+      const edited: Array<string> = []
+      const read = yield* Effect.either(Stream.runForEach(m.experiment.pipelines(), (spec) =>
+        Effect.sync(() => {
+          const key = spec.member?.localKey ?? spec.key
+          current.add(key)
+          const seed = stored.get(key)
+          if (seed !== undefined && seed !== spec.seedDigest) edited.push(key)
+        })))
+      if (read._tag === "Left") continue
+      const stale = [...stored.keys()].filter((k) => !current.has(k))
+      if (stale.length === 0 && edited.length === 0) continue
+      const keys = [...edited, ...stale]
+      const field = memberPath(m.id)
+      const message = `${keys.length} of the member's stored pipeline(s) no longer match its source (local keys ${
+        keys.slice(0, 5).join(", ")
+      }${keys.length > 5 ? ", …" : ""}): input rows were edited or removed since they ran. ` +
+        "Accepting changed rows (--accept-changed-rows) is not supported on the cluster engine yet: " +
+        "restore the rows, or use a new member id or another store"
+      return yield* new ConfigError({ message: `${field}: ${message}`, issues: [{ path: field, message }] })
+    }
+  })
+
+/**
  * `assay run -c SUITE --engine cluster --database URL [--experiment ID ...]`: loads the suite
  * (exit 2 when invalid), refuses what the cluster engine does not carry out yet (a suite-wide
  * `run.stopAfterFailures` / `run.stopAfter`, a member's `stopAfterFailures`: exit 2 naming the
@@ -609,6 +646,10 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
         })),
         yield* Clock.currentTimeMillis
       )
+      // input rows edited or removed since their pipelines ran: the embedded suite refuses them
+      // (or keeps the old pipelines as superseded history with --accept-changed-rows); a
+      // Postgres store keeps no superseded history yet, so they are refused here (exit 2)
+      yield* refuseChangedRows(loaded, selected.map((m) => m.id))
       const runId = yield* InternalSubmit.makeRunId(yield* Clock.currentTimeMillis)
       const specs = Suite.pipelines(suite, {
         runId,

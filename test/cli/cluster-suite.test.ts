@@ -9,8 +9,8 @@
  * - the summary has one line per member; `assay report URL` shows the suite's members;
  * - submitting again is a no-op resume; `--experiment a` selects one member;
  * - a member whose definition changed since the store registered it is refused (exit 2), as
- *   is a setting the cluster engine does not carry out yet (a member's `stopAfterFailures`)
- *   and a flag that does not apply (`--output-root`).
+ *   are input rows edited since they ran, a setting the cluster engine does not carry out yet
+ *   (a member's `stopAfterFailures`) and a flag that does not apply (`--output-root`).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -38,10 +38,10 @@ const tasks = (log: string) =>
     `  })))`
   ].join("\n")
 
-const member = (ms: number) => ({
+const member = (ms: number, rows: string) => ({
   pools: { apis: { resources: [{ id: "k", capacity: 8 }] } },
   pipeline: { name: "m", tasks: [{ use: "../lib/tasks.ts#held", args: [ms], resource: "apis" }] },
-  source: { range: { n: 4 } }
+  source: { jsonl: { path: rows } }
 })
 
 /** Waits (real time, bounded) until `check` holds. */
@@ -77,8 +77,9 @@ describe("a suite on --engine cluster", () => {
       const log = path.join(dir, "calls.log")
       write(dir, "lib/package.json", { type: "module" })
       write(dir, "lib/tasks.ts", tasks(log))
-      write(dir, "members/a.json", member(150))
-      write(dir, "members/b.json", member(150))
+      const rows = { a: write(dir, "rows-a.jsonl", "0\n1\n2\n3\n"), b: write(dir, "rows-b.jsonl", "0\n1\n2\n3\n") }
+      write(dir, "members/a.json", member(150, rows.a))
+      write(dir, "members/b.json", member(150, rows.b))
       const suiteOf = (extra: Record<string, unknown> = {}) => ({
         suite: { id: "cmp" },
         output: { root: "out/cmp" },
@@ -145,7 +146,14 @@ describe("a suite on --engine cluster", () => {
       assert.strictEqual(budget.code, 2, budget.stderr)
       assert.include(budget.stderr, "experiments.a.stopAfterFailures")
       assert.include(budget.stderr, "not supported on the cluster engine yet")
-      write(dir, "members/b.json", member(10))
+      // a row edited since it ran (the definition holds): refused, nothing admitted
+      write(dir, "rows-a.jsonl", "0\n1\n2\n5\n")
+      const edited = yield* assay(["run", "-c", suite, "--engine", "cluster", "--database", url])
+      assert.strictEqual(edited.code, 2, edited.stderr)
+      assert.include(edited.stderr, "experiments.a")
+      assert.include(edited.stderr, "input rows were edited or removed since they ran")
+      write(dir, "rows-a.jsonl", "0\n1\n2\n3\n")
+      write(dir, "members/b.json", member(10, rows.b))
       const changed = yield* assay(["run", "-c", suite, "--engine", "cluster", "--database", url])
       assert.strictEqual(changed.code, 2, changed.stderr)
       assert.include(changed.stderr, `the definition of member "b" changed`)

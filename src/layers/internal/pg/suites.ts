@@ -187,6 +187,27 @@ export const make = (
 }
 
 /**
+ * The local keys of member `experimentId` of suite `suiteId` that the Postgres store reached by
+ * `sql` holds pipelines of, each with the seed digest its pipeline ran from (what a suite
+ * submission compares with the member's source: rows edited or removed since they ran).
+ *
+ * @internal
+ */
+export const storedKeys = (
+  sql: SqlClient.SqlClient,
+  suiteId: string,
+  experimentId: string
+): Effect.Effect<ReadonlyMap<string, string>, StoreUnavailable> =>
+  Effect.map(
+    sql.unsafe<{ readonly k: string; readonly d: string }>(
+      `SELECT local_key AS k, seed_digest AS d FROM assay_pipelines
+       WHERE suite_id = $1 AND experiment_id = $2 AND local_key IS NOT NULL`,
+      [suiteId, experimentId]
+    ),
+    (rows) => new Map(rows.map((r) => [r.k, r.d]))
+  ).pipe(Effect.mapError(unavailable(`read member "${experimentId}"'s stored pipelines`)))
+
+/**
  * One member of a suite in a Postgres store as `assay report` shows it: its registration, its
  * pipelines in the store by state (every run: the cumulative view), and its facts in the
  * suite's latest run (`null`: none recorded).

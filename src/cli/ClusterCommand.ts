@@ -169,7 +169,7 @@ export const leaseTiming = (ttl: Option.Option<string>, renew: Option.Option<str
 const runnerOptions = {
   config: Options.file("config", { exists: "yes" }).pipe(
     Options.withAlias("c"),
-    Options.withDescription("The experiment file whose pipelines this runner runs (the submitter's file).")
+    Options.withDescription("The experiment file, or the suite file (every member), whose pipelines this runner runs (the submitter's file).")
   ),
   database: Options.text("database").pipe(
     Options.withPseudoName("URL"),

@@ -15,7 +15,16 @@ import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as path from "node:path"
-import { Cause, Clock, Console, Context, Deferred, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Cause, Chunk, Clock, Console, Context, Deferred, Duration, Effect, Layer, Option, Redacted, Stream } from "effect"
+import * as SuiteConfig from "../config/Suite.js"
+import type * as Pipeline from "../domain/Pipeline.js"
+import { memberDigest, memberDigestOf, memberPath, tagSpec } from "../domain/Suite.js"
+import * as Words from "../domain/internal/words.js"
+import * as PgSuites from "../layers/internal/pg/suites.js"
+import * as InternalSubmit from "../services/internal/cluster/submit.js"
+import { oneLine } from "../services/internal/suiteViews.js"
+import * as Suite from "../services/Suite.js"
+import { SuiteCatalog } from "../services/SuiteCatalog.js"
 import * as Experiment from "../config/internal/experiment.js"
 import { ConfigError, type ConfigIssue, StoreUnavailable } from "../domain/Errors.js"
 import * as PgCallCache from "../layers/PgCallCache.js"
@@ -32,12 +41,41 @@ import * as PgPools from "../layers/PgPools.js"
 import { checkDatabase, DEFAULT_LEASE_TTL, defaultRenewEvery, type LeaseTiming, redactUrl } from "./ClusterCommand.js"
 import { ExitCode, ExitWith } from "./Exit.js"
 
+type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
+
 const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
 
+/**
+ * What a runner or a submitter loaded: an experiment file, or a suite file (its members'
+ * pipelines, re-keyed into the suite, and the suite's pools and `run` section).
+ */
+interface Hosted {
+  /** `run.store` as written (an experiment's; a suite has none). */
+  readonly written: unknown
+  readonly plugins: Experiment.Experiment["plugins"]
+  readonly baseDir: string
+  readonly run: Experiment.Experiment["run"]
+  /** Whether a task of the hosted pipelines turns the call cache on for itself. */
+  readonly taskCacheOn: boolean
+  readonly pools: Experiment.Experiment["pools"]
+}
+
+const hostedOf = (experiment: Experiment.Experiment): Hosted => ({
+  written: experiment.definition.run?.store,
+  plugins: experiment.plugins,
+  baseDir: experiment.baseDir,
+  run: experiment.run,
+  taskCacheOn: taskCacheOn([experiment]),
+  pools: experiment.pools
+})
+
+const taskCacheOn = (experiments: ReadonlyArray<Experiment.Experiment>) =>
+  experiments.some((e) => e.template.tasks.some((t) => t.options.cache?.mode !== undefined && t.options.cache.mode !== "off"))
+
 /** The shared store's layer: `--store`, else `run.store` when it is a URI, else the database URL. */
-const sharedStoreLayer = (experiment: Experiment.Experiment, store: Option.Option<string>, database: string) =>
+const sharedStoreLayer = (experiment: Hosted, store: Option.Option<string>, database: string) =>
   Effect.gen(function*() {
-    const written: unknown = experiment.definition.run?.store
+    const written: unknown = experiment.written
     const [spec, field] = Option.isSome(store)
       ? [store.value, "--store"]
       : typeof written === "string" && written.includes("://")
@@ -78,7 +116,7 @@ const sharedStoreLayer = (experiment: Experiment.Experiment, store: Option.Optio
  * the shared store's database (`assay_call_cache` of a Postgres store, the table every runner and
  * a later embedded run over the same store read); else memory (nothing is ever stored in it).
  */
-const runnerCache = (experiment: Experiment.Experiment, target: StoreResolver.StoreTarget) =>
+const runnerCache = (experiment: Hosted, target: StoreResolver.StoreTarget) =>
   Effect.gen(function*() {
     const issues: Array<ConfigIssue> = []
     const resolved = CallCache.resolveRunCache(experiment.run.cache, "run.cache", issues)
@@ -86,7 +124,7 @@ const runnerCache = (experiment: Experiment.Experiment, target: StoreResolver.St
     const db = resolved.db === undefined ? undefined : path.resolve(experiment.baseDir, resolved.db)
     const run: CallCache.RunCache = db === undefined ? resolved : { ...resolved, db }
     if (db !== undefined) yield* Flags.checkCacheDb(db, "run.cache.db", run.mode)
-    const taskOn = experiment.template.tasks.some((t) => t.options.cache?.mode !== undefined && t.options.cache.mode !== "off")
+    const taskOn = experiment.taskCacheOn
     const layer: Layer.Layer<CallCache.CallCache, ConfigError | StoreUnavailable> = db !== undefined
       ? Flags.sharedCacheLayer(db, "run.cache.db", run.mode)
       : run.mode === "off" && !taskOn
@@ -227,7 +265,53 @@ export interface RunnerArgs {
 }
 
 /**
- * Runs a runner process until it is told to stop: loads the experiment (exit 2 when invalid),
+ * What a runner hosts, from its `-c FILE`: an experiment file's pipelines, or, for a suite file
+ * (a document with a top-level `suite`), the pipelines of every member of the suite re-keyed
+ * into it (`Suite.tagSpec`: member-prefixed pipeline ids, the member's pool aliases and output
+ * directory), the suite's pools (shared and private, as on the embedded engine) and its `run`
+ * section. A member whose source fails is left out of the runner's catalog with a warning
+ * (its pipelines are refused as not runnable); the others are served.
+ */
+const hostedFile = (config: string) =>
+  Effect.gen(function*() {
+    if (!(yield* SuiteConfig.isSuiteFile(config))) {
+      const experiment = yield* Experiment.load(config)
+      return { hosted: hostedOf(experiment), specs: experiment.pipelines() as Stream.Stream<AnySpec, { readonly message: string }, FileSystem.FileSystem> }
+    }
+    const loaded = yield* SuiteConfig.load(config, { strictEnv: false })
+    for (const w of loaded.warnings) yield* Console.error(w)
+    const hosted: Hosted = {
+      written: undefined,
+      plugins: loaded.plugins,
+      baseDir: loaded.baseDir,
+      run: loaded.run,
+      taskCacheOn: taskCacheOn(loaded.members.map((m) => m.experiment)),
+      pools: loaded.pools
+    }
+    const specs = Stream.concatAll(Chunk.fromIterable(loaded.members.map((m) =>
+      m.experiment.pipelines().pipe(
+        Stream.map((spec) =>
+          tagSpec(spec as AnySpec, {
+            suiteId: loaded.id,
+            experimentId: m.id,
+            poolAliases: m.poolAliases,
+            outputDir: m.outputDir,
+            ...(m.variables === undefined ? {} : { variables: m.variables })
+          })
+        ),
+        Stream.catchAll((e) =>
+          Stream.fromEffect(Console.error(
+            `runner: suite member "${m.id}": its source failed (${e.message}); its pipelines are not served`
+          )).pipe(Stream.drain)
+        )
+      )
+    ))) as Stream.Stream<AnySpec, { readonly message: string }, FileSystem.FileSystem>
+    yield* Console.error(`runner: suite ${loaded.id}: serving members ${loaded.members.map((m) => m.id).join(", ")}`)
+    return { hosted, specs }
+  })
+
+/**
+ * Runs a runner process until it is told to stop: loads the experiment or the suite (exit 2 when invalid),
  * opens the shared store, the pools and the cluster on `database`,
  * and hosts the pipeline workflow. The first stop signal (SIGTERM, SIGINT, SIGHUP) closes the
  * process's call gate (`ClusterEngine.CallGate`: no call starts any more) and then ends the
@@ -238,7 +322,7 @@ export interface RunnerArgs {
  */
 export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSystem.FileSystem> =>
   Effect.gen(function*() {
-    const experiment = yield* Experiment.load(o.config)
+    const { hosted: experiment, specs } = yield* hostedFile(o.config)
     const watchdogs = yield* Watchdog.settingsFromEnv
     const { layer: store, target } = yield* sharedStoreLayer(experiment, o.store, o.database)
     // the experiment's `run.cache` and `pricing` apply to the runner's tasks (the submitter's
@@ -275,7 +359,7 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
         shardingConfig: address === undefined ? {} : { runnerAddress: Option.some(RunnerAddress.make(address.host, address.port)) }
       })),
       Layer.provide(pgLayer(o.database)),
-      Layer.provide(ClusterEngine.catalogStreamLayer(experiment.pipelines(), (e) => e.message)),
+      Layer.provide(ClusterEngine.catalogStreamLayer(specs, (e) => e.message)),
       Layer.provide(Layer.mergeAll(
         // the cache is opened after the store and closed before it (it may be the store's database)
         cache.layer.pipe(Layer.provideMerge(store)),
@@ -397,7 +481,7 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
   Effect.gen(function*() {
     const database = yield* checkDatabase(args.database)
     const experiment = yield* Experiment.load(args.config, { strictEnv: args.strictEnv })
-    const { layer: store } = yield* sharedStoreLayer(experiment, args.store, database)
+    const { layer: store } = yield* sharedStoreLayer(hostedOf(experiment), args.store, database)
     yield* checkMigrated(database)
     const maxAdmitted = Option.getOrElse(args.maxAdmitted, () => experiment.run.maxAdmitted ?? 256)
     const report = yield* ClusterEngine.submit(experiment.pipelines(Option.getOrUndefined(args.limit)), {
@@ -426,4 +510,226 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
     )
     for (const cause of report.causes) yield* Console.error(`  ${cause}`)
     if (report.failed > 0) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
+  })
+
+// ---------------------------------------------------------------------------------------------
+// assay run -c SUITE --engine cluster
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * What `run -c SUITE --engine cluster` passes on: {@link SubmitArgs} and the members selected
+ * (`--experiment`, repeatable; none: every member).
+ *
+ * @since 0.12.0
+ * @category models
+ */
+export interface SuiteSubmitArgs extends SubmitArgs {
+  readonly experiments: ReadonlyArray<string>
+}
+
+/** The suite settings the cluster engine does not carry out yet: refused, never ignored. */
+const notOnCluster = (field: string, what: string) =>
+  configError(
+    field,
+    `${what} is not supported on the cluster engine yet (the runners would not stop on it): ` +
+      "remove it to run on --engine cluster, or run the suite on the embedded engine"
+  )
+
+/**
+ * Refuses (exit 2, at `experiments.ID`) a selected member whose source no longer yields some of
+ * its stored pipelines (rows edited or removed since they ran) or yields an explicit key whose
+ * row changed: one read of the member's stored keys and one pass over its source, for the
+ * members the store holds pipelines of. A source that fails here is left to the run (which
+ * records the failure for the member).
+ */
+const refuseChangedRows = (loaded: SuiteConfig.LoadedSuite, selected: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    for (const m of loaded.members) {
+      if (!selected.includes(m.id)) continue
+      const stored = yield* PgSuites.storedKeys(sql, loaded.id, m.id)
+      if (stored.size === 0) continue
+      const current = new Set<string>()
+      const edited: Array<string> = []
+      const read = yield* Effect.either(Stream.runForEach(m.experiment.pipelines(), (spec) =>
+        Effect.sync(() => {
+          const key = spec.member?.localKey ?? spec.key
+          current.add(key)
+          const seed = stored.get(key)
+          if (seed !== undefined && seed !== spec.seedDigest) edited.push(key)
+        })))
+      if (read._tag === "Left") continue
+      const stale = [...stored.keys()].filter((k) => !current.has(k))
+      if (stale.length === 0 && edited.length === 0) continue
+      const keys = [...edited, ...stale]
+      const field = memberPath(m.id)
+      const message = `${keys.length} of the member's stored pipeline(s) no longer match its source (local keys ${
+        keys.slice(0, 5).join(", ")
+      }${keys.length > 5 ? ", …" : ""}): input rows were edited or removed since they ran. ` +
+        "Accepting changed rows (--accept-changed-rows) is not supported on the cluster engine yet: " +
+        "restore the rows, or use a new member id or another store"
+      return yield* new ConfigError({ message: `${field}: ${message}`, issues: [{ path: field, message }] })
+    }
+  })
+
+/**
+ * `assay run -c SUITE --engine cluster --database URL [--experiment ID ...]`: loads the suite
+ * (exit 2 when invalid), refuses what the cluster engine does not carry out yet (a suite-wide
+ * `run.stopAfterFailures` / `run.stopAfter`, a member's `stopAfterFailures`: exit 2 naming the
+ * field), opens the shared store (it must be a Postgres store: the suite's catalog lives in it,
+ * `layers/internal/pg/suites.ts`), registers the selected members (a member whose definition
+ * changed since the store registered it is refused, exit 2, before anything is admitted), then
+ * admits the members' pipelines round-robin (`Suite.pipelines`, recording each member's facts for
+ * the run) through the cluster submitter, and prints the run's counts and one line per member.
+ * The run record carries the suite id and the selected members (`meta.suite`). Exit 0 when every
+ * selected member's pipelines succeeded (or were already done), 1 when a pipeline failed or a
+ * member's source failed, 130 when interrupted (resumable by submitting again).
+ *
+ * @since 0.12.0
+ * @category commands
+ */
+export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const database = yield* checkDatabase(args.database)
+    const selection = args.experiments.length === 0 ? undefined : args.experiments
+    const loaded = yield* SuiteConfig.load(args.config, {
+      strictEnv: args.strictEnv,
+      ...(selection === undefined ? {} : { selected: selection })
+    })
+    const suite = yield* Suite.fromLoaded(loaded)
+    for (const u of loaded.unresolvedEnv) yield* Console.error(Words.unsetEnvWarning(u))
+    for (const w of loaded.warnings) yield* Console.error(w)
+    const selected = yield* Suite.select(suite, selection)
+    if (loaded.run.stopAfterFailures !== undefined) return yield* notOnCluster("run.stopAfterFailures", "a suite-wide stopAfterFailures")
+    if (loaded.run.stopAfter !== undefined) return yield* notOnCluster("run.stopAfter", "a suite-wide stopAfter")
+    for (const m of selected) {
+      if (m.stopAfterFailures !== null && m.stopAfterFailures !== undefined) {
+        return yield* notOnCluster(memberPath(m.id, ".stopAfterFailures"), `member "${m.id}"'s stopAfterFailures`)
+      }
+    }
+    const hosted: Hosted = {
+      written: undefined,
+      plugins: loaded.plugins,
+      baseDir: loaded.baseDir,
+      run: loaded.run,
+      taskCacheOn: taskCacheOn(loaded.members.map((m) => m.experiment)),
+      pools: loaded.pools
+    }
+    const { layer: store, target } = yield* sharedStoreLayer(hosted, args.store, database)
+    if (target._tag !== "Postgres") {
+      return yield* configError(
+        Option.isSome(args.store) ? "--store" : "--database",
+        "a suite on the cluster engine needs a Postgres store (its members and runs are kept in it); a plugin store is not supported yet"
+      )
+    }
+    yield* checkMigrated(database)
+    const maxAdmitted = Option.getOrElse(args.maxAdmitted, () => loaded.run.maxAdmitted ?? 256)
+    const limit = Option.getOrUndefined(args.limit)
+    const byDigest = new Map(suite.experiments.map((m) => [memberDigest(suite.id, m.id), m.id]))
+    const outcome = new Map(selected.map((m) => [m.id, { succeeded: 0, failed: 0, skipped: 0 }]))
+    const body = Effect.gen(function*() {
+      const catalog = PgSuites.make(yield* SqlClient.SqlClient, {
+        suiteId: loaded.id,
+        root: loaded.output.root,
+        layout: loaded.output.layout,
+        outputDirOf: (id) => loaded.members.find((m) => m.id === id)?.outputDir ?? loaded.output.root
+      })
+      // a changed member definition is refused before anything is admitted (exit 2)
+      yield* catalog.registerMembers(
+        selected.map((m) => ({
+          experimentId: m.id,
+          definitionDigest: m.definitionDigest,
+          definitionParts: m.definitionParts,
+          previousDigests: m.previousDigests,
+          label: m.label,
+          limit: m.limit
+        })),
+        yield* Clock.currentTimeMillis
+      )
+      // input rows edited or removed since their pipelines ran: the embedded suite refuses them
+      // (or keeps the old pipelines as superseded history with --accept-changed-rows); a
+      // Postgres store keeps no superseded history yet, so they are refused here (exit 2)
+      yield* refuseChangedRows(loaded, selected.map((m) => m.id))
+      const runId = yield* InternalSubmit.makeRunId(yield* Clock.currentTimeMillis)
+      const specs = Suite.pipelines(suite, {
+        runId,
+        experiments: selected.map((m) => m.id),
+        ...(limit === undefined ? {} : { limit })
+      }).pipe(Stream.provideService(SuiteCatalog, catalog))
+      const report = yield* ClusterEngine.submit(specs, {
+        runId,
+        maxAdmitted,
+        label: Option.getOrUndefined(args.label),
+        meta: { suite: { id: loaded.id, members: selected.map((m) => m.id) } },
+        pollInterval: Duration.seconds(1),
+        onSettled: (pipelineId, o) => {
+          const id = byDigest.get(memberDigestOf(pipelineId) ?? "")
+          const c = id === undefined ? undefined : outcome.get(id)
+          if (c !== undefined) c[o]++
+        },
+        onProgress: (p) =>
+          args.quiet ? Effect.void : Console.error(
+            `cluster run ${p.runId}: ${p.admitted} admitted, ${p.running} running, ${p.succeeded} succeeded, ${p.failed} failed, ${p.skipped} already done`
+          ),
+        onWarning: (w) =>
+          Console.error(
+            `${w.message}. Start one (or several) with: assay runner -c ${args.config} --database ${redactUrl(database)}`
+          )
+      }).pipe(
+        Effect.onInterrupt(() =>
+          Console.error(
+            "stopped: no more pipelines are admitted; the admitted ones go on on the runners. Run the same command again to follow them and admit the rest."
+          )
+        )
+      )
+      const now = yield* Clock.currentTimeMillis
+      for (const [id, c] of outcome) yield* catalog.recordOutcome(report.runId, id, c, now)
+      return { report, members: yield* catalog.runMembership(report.runId) }
+    })
+    const { members, report } = yield* body.pipe(
+      Effect.provide(Layer.mergeAll(
+        ClusterEngine.clientLayer().pipe(Layer.provide(pgLayer(database))),
+        store,
+        pgLayer(target.url)
+      ))
+    )
+    yield* Console.log(
+      `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${report.skipped} already done (${report.durationMs} ms)`
+    )
+    const facts = new Map(members.map((m) => [m.experimentId, m]))
+    const line = (c: { readonly succeeded: number; readonly failed: number; readonly skipped: number }) =>
+      `succeeded ${c.succeeded} · failed ${c.failed} · already done ${c.skipped}`
+    const total = { submitted: 0, succeeded: 0, failed: 0, skipped: 0 }
+    for (const [id, c] of outcome) {
+      total.submitted += facts.get(id)?.admitted ?? 0
+      total.succeeded += c.succeeded
+      total.failed += c.failed
+      total.skipped += c.skipped
+    }
+    yield* Console.log(`suite ${oneLine(loaded.id)}: submitted ${total.submitted} · ${line(total)}`)
+    for (const m of suite.experiments) {
+      const name = oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)
+      const f = facts.get(m.id)
+      const c = outcome.get(m.id)
+      if (f === undefined || !f.selected || c === undefined) {
+        yield* Console.log(`  ${name}: not selected`)
+        continue
+      }
+      const source = f.sourceError !== null
+        ? `source failed: ${oneLine(f.sourceError)}`
+        : f.sourceExhausted
+        ? "source exhausted"
+        : f.limitReached
+        ? "limit reached (source not exhausted)"
+        : "source not exhausted"
+      yield* Console.log(`  ${name}: submitted ${f.admitted} · ${line(c)} · ${source}`)
+    }
+    for (const m of loaded.leftOut ?? []) {
+      yield* Console.log(`  ${oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)}: not selected, left out: ${oneLine(m.problems.join("; "))}`)
+    }
+    for (const cause of report.causes) yield* Console.error(`  ${cause}`)
+    for (const m of members) {
+      if (m.sourceError !== null) yield* Console.error(`error: member ${m.experimentId}: its source failed: ${m.sourceError}`)
+    }
+    if (report.failed > 0 || members.some((m) => m.sourceError !== null)) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
   })

@@ -14,6 +14,10 @@
  * trials by status, and the command that reports the study itself (`assay study report FILE`;
  * src/services/internal/studyHeader.ts); in JSON, the `study` key.
  *
+ * On one Postgres store (`postgres://...`) that holds suites run on the cluster engine, the
+ * report ends with a section per suite: a line per member with its pipelines in the store by
+ * state and its facts in the suite's latest run (in JSON, the `suites` key).
+ *
  * @since 0.1.0
  */
 import * as Args from "@effect/cli/Args"
@@ -22,6 +26,8 @@ import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
 import * as nodePath from "node:path"
 import * as StudyTables from "../layers/internal/study/tables.js"
+import * as PgLoad from "../layers/internal/pg/load.js"
+import * as PgSuites from "../layers/internal/pg/suites.js"
 import * as Manifest from "../layers/internal/suite/manifest.js"
 import * as Report from "../services/Report.js"
 import * as StudyHeader from "../services/internal/studyHeader.js"
@@ -106,5 +112,11 @@ export const report = Command.make("report", {
       topPipelines: Option.getOrUndefined(o.topPipelines),
       pipelinesBy: Option.getOrUndefined(o.pipelinesBy)
     })
-    yield* Console.log(o.json ? JSON.stringify(data, null, 2) : Report.renderText(data))
+    // a Postgres store that holds suites run on the cluster engine: their members, each with its
+    // pipelines by state and its facts in the suite's latest run (`layers/internal/pg/suites.ts`)
+    const url = o.stores.length === 1 && /^postgres(ql)?:\/\//.test(o.stores[0]!) ? o.stores[0]! : undefined
+    const suites = url === undefined ? [] : yield* Effect.flatMap(PgLoad.loadPgSuiteReport, (m) => m.readSuites(url))
+    if (o.json) return yield* Console.log(JSON.stringify(suites.length === 0 ? data : { ...data, suites }, null, 2))
+    const text = Report.renderText(data)
+    yield* Console.log(suites.length === 0 ? text : `${text}\n\n${PgSuites.renderSummaries(suites)}`)
   }))).pipe(Command.withDescription("Report on one or more stores, or on one suite root (read-only): runs, counts, latency, resources, metrics, errors; a suite root adds its members."))

@@ -1053,7 +1053,33 @@ const experimentHandler = (resume: boolean) => (args: RunArgs): Effect.Effect<vo
  * `--engine cluster`: the flags it needs and refuses (exit 2 naming the flag), then the
  * cluster submitter, imported only here (the embedded engine never loads the cluster modules).
  */
-const clusterHandler = (args: RunArgs, resume: boolean): Effect.Effect<void, unknown, FileSystem.FileSystem> => {
+const clusterHandler = (args: RunArgs, resume: boolean): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
+  Effect.flatMap(
+    Effect.zip(SuiteConfig.isSuiteFile(args.config), StudyConfig.isStudyFile(args.config)),
+    ([suite, study]) =>
+      study
+        ? Effect.fail(configError(
+          "--engine",
+          `${args.config} is a study file: studies run on the embedded engine only (assay study run ${args.config}); --engine cluster runs an experiment or a suite`
+        ))
+        : clusterSubmit(args, resume, suite)
+  )
+
+/**
+ * The flags of a suite on `--engine cluster` that the cluster engine does not carry out yet:
+ * refused (exit 2, naming the flag), never ignored.
+ */
+const suiteClusterRefused = (args: RunArgs): string | undefined =>
+  (
+    [
+      ["--stop-after-failures", Option.isSome(args.stopAfterFailures)],
+      ["--stop-after", Option.isSome(args.stopAfter)],
+      ["--accept-changed-rows", args.acceptChangedRows],
+      ["--summary", args.summary !== "text"]
+    ] as const
+  ).find(([, given]) => given)?.[0]
+
+const clusterSubmit = (args: RunArgs, resume: boolean, suite: boolean): Effect.Effect<void, unknown, FileSystem.FileSystem> => {
   if (Option.isNone(args.database)) {
     return Effect.fail(configError("--database", "--engine cluster needs --database postgres://user@host:port/db (the cluster's database)"))
   }
@@ -1062,7 +1088,9 @@ const clusterHandler = (args: RunArgs, resume: boolean): Effect.Effect<void, unk
       ["--shard", Option.isSome(args.shard)],
       ["--shards", Option.isSome(args.shards)],
       ["--jobs", Option.isSome(args.jobs)],
-      ["--experiment", args.experiment.length > 0],
+      // a suite selects its members with it; an experiment file has none
+      ["--experiment", !suite && args.experiment.length > 0],
+      // a suite's storage on the cluster engine is the Postgres store, not an output root
       ["--output-root", Option.isSome(args.outputRoot)],
       ["--resume", resume || args.resume],
       ["--fresh-restart", args.freshRestart],
@@ -1093,6 +1121,24 @@ const clusterHandler = (args: RunArgs, resume: boolean): Effect.Effect<void, unk
     )
   }
   const database = args.database.value
+  if (suite) {
+    const flag = suiteClusterRefused(args)
+    if (flag !== undefined) {
+      return Effect.fail(configError(flag, `${flag} is not supported for a suite on the cluster engine yet (remove it, or run the suite on the embedded engine)`))
+    }
+    return Effect.flatMap(ClusterCommand.loadClusterRun, (m) =>
+      m.submitSuite({
+        config: args.config,
+        database,
+        store: args.store,
+        maxAdmitted: args.maxAdmitted,
+        limit: args.limit,
+        label: args.label,
+        quiet: args.quiet,
+        strictEnv: args.strictEnv,
+        experiments: args.experiment
+      }))
+  }
   return Effect.flatMap(ClusterCommand.loadClusterRun, (m) =>
     m.submitRun({
       config: args.config,

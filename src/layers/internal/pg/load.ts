@@ -40,3 +40,15 @@ const missing = (cause: unknown) =>
     issues: [{ path: "store", message: "@effect/sql-pg is not installed", suggestion: "npm i -E @effect/sql-pg@0.53.0" }]
   })
 
+
+/**
+ * The suites reader of a Postgres store (`assay report URL`), imported once on first use; fails
+ * as {@link loadPgStore}.
+ *
+ * @since 0.12.0
+ * @category loading
+ */
+export const loadPgSuiteReport: Effect.Effect<typeof import("./suiteReport.js"), ConfigError> = Effect.tryPromise({
+  try: () => import("./suiteReport.js"),
+  catch: (cause) => missing(cause)
+})

@@ -48,6 +48,7 @@ import { reportMetric } from "../runner/run.js"
 import * as PgPools from "../pool/pg/pools.js"
 import type { LeaseLost } from "../pool/pg/errors.js"
 import { executionToken, registryFor, stateOf, type TaskEnv } from "./task.js"
+import { memberSharedOf } from "./member.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
@@ -356,7 +357,7 @@ const once = (env: TaskEnv, spec: AnySpec, own: Ownership) =>
       store: retryingStore(env),
       pools: env.pools,
       shared,
-      memberShared: () => shared,
+      memberShared: memberSharedOf(shared),
       slots: env.slots,
       clock,
       registryFor: (t) => registryFor(env, t),

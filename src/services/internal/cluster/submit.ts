@@ -97,6 +97,12 @@ export interface SubmitOptions {
   readonly meta?: Readonly<Record<string, unknown>> | undefined
   readonly onProgress?: ((progress: SubmitProgress) => Effect.Effect<void>) | undefined
   readonly onWarning?: ((warning: SubmitWarning) => Effect.Effect<void>) | undefined
+  /**
+   * Told synchronously of each pipeline of the submission once it is settled: `succeeded` or
+   * `failed` (as counted in {@link SubmitProgress}) or `skipped` (already succeeded in the
+   * store). A suite's submitter counts them per member with it.
+   */
+  readonly onSettled?: ((pipelineId: PipelineId, outcome: "succeeded" | "failed" | "skipped") => void) | undefined
 }
 
 /**
@@ -129,7 +135,12 @@ export interface SubmitReport extends SubmitProgress {
   readonly causes: ReadonlyArray<string>
 }
 
-const makeRunId = (now: number) =>
+/**
+ * A fresh run id for a run started at `now` (epoch ms): its UTC time and 8 hex characters.
+ *
+ * @internal
+ */
+export const makeRunId = (now: number): Effect.Effect<RunId> =>
   Effect.map(Random.nextIntBetween(0, 0x7fffffff), (r): RunId => {
     const stamp = new Date(now).toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z")
     return `${stamp}-${digest(`${now}:${r}`).slice(0, 8)}` as RunId
@@ -289,6 +300,7 @@ export const submit = <SE, SR>(
     const causes: Array<string> = []
     const refusals: Array<string> = []
     const progress = (): SubmitProgress => ({ runId, ...counts, running: running.size })
+    const settled = (id: PipelineId, outcome: "succeeded" | "failed" | "skipped") => options.onSettled?.(id, outcome)
     let polls = 0
     let runnerSeenAt = startedAt
     let warnedAt = startedAt
@@ -329,10 +341,12 @@ export const submit = <SE, SR>(
           const state = rows.get(id)?.state
           if (state === "succeeded") {
             counts.succeeded++
+            settled(id, "succeeded")
             continue
           }
           if (state === "failed") {
             counts.failed++
+            settled(id, "failed")
             continue
           }
           if (ended._tag === "Refused") {
@@ -342,9 +356,11 @@ export const submit = <SE, SR>(
           const verdict = ended._tag === "Verdict" ? ended.verdicts[w.ids.indexOf(id)] : undefined
           if (verdict === "succeeded") {
             counts.succeeded++
+            settled(id, "succeeded")
             continue
           }
           counts.failed++
+          settled(id, "failed")
           if (causes.length < 20) {
             causes.push(`${id}: ${ended._tag === "Verdict" ? `its workflow ended "${verdict}" without settling the row` : ended.message}`)
           }
@@ -383,6 +399,7 @@ export const submit = <SE, SR>(
           running.delete(id)
           if (state === "succeeded") counts.succeeded++
           else counts.failed++
+          settled(id, state)
         }
       }
       for (const w of Array.from(windows)) {
@@ -459,6 +476,7 @@ export const submit = <SE, SR>(
         let pending = specs.filter((spec) => {
           if (stored.get(spec.pipelineId)?.state !== "succeeded") return true
           counts.skipped++
+          settled(spec.pipelineId, "skipped")
           return false
         })
         while (pending.length > 0) {

@@ -62,6 +62,7 @@ import { reportMetric } from "../runner/run.js"
 import * as SlotGate from "../runner/slotGate.js"
 import { emptyHold } from "../runner/slotGate.js"
 import * as State from "../runner/state.js"
+import { memberSharedOf } from "./member.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
@@ -987,7 +988,7 @@ const runTaskOnce = (
       store,
       pools: env.pools,
       shared,
-      memberShared: () => shared,
+      memberShared: memberSharedOf(shared),
       slots,
       clock,
       registryFor: (t) => registryFor(env, t),

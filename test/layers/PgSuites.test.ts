@@ -1,0 +1,113 @@
+/**
+ * Suites on the cluster engine, below the command line (issue 17 §3):
+ *
+ * - the suite catalog in a Postgres store (`layers/internal/pg/suites.ts`, rows of
+ *   `assay_meta`): a member registered with one definition and given again with another is
+ *   refused with the suite store's own message (the changed parts named, `experiments.ID`),
+ *   nothing written; a run's member facts merge field by field, with the outcome counts the
+ *   submitter adds; `summaries` (what `assay report URL` shows) lists the suite's members with
+ *   their latest run;
+ * - a runner's task of a member pipeline sees the pools under the member's own names
+ *   (`cluster/member.ts`): the member's `apis` is the suite's pool it is bound to, and a name
+ *   outside its aliases is not reachable.
+ */
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Redacted } from "effect"
+import type { RunId } from "../../src/domain/Ids.js"
+import * as Resource from "../../src/domain/Resource.js"
+import * as PgSuites from "../../src/layers/internal/pg/suites.js"
+import * as PgStore from "../../src/layers/PgStore.js"
+import { memberSharedOf } from "../../src/services/internal/cluster/member.js"
+import type { AttemptShared } from "../../src/services/internal/runner/attemptContext.js"
+import * as Pool from "../../src/services/Pool.js"
+import { usePostgres } from "../support/postgres.js"
+
+const pg = usePostgres()
+
+const catalogOn = (sql: SqlClient.SqlClient) =>
+  PgSuites.make(sql, { suiteId: "cmp", root: "/out/cmp", layout: "byExperiment", outputDirOf: (id) => `/out/cmp/experiments/${id}` })
+
+const registration = (id: string, digest: string, tasks: string) => ({
+  experimentId: id,
+  definitionDigest: digest,
+  definitionParts: { tasks, source: "s1" },
+  label: null,
+  limit: null
+})
+
+describe("the suite catalog of a Postgres store", () => {
+  it.live("a changed member definition is refused, nothing written; a run's facts merge; summaries list the members", () =>
+    Effect.gen(function*() {
+      yield* Effect.promise(() => pg.createDatabase("suites"))
+      const url = pg.url("suites")
+      yield* PgStore.migrate(url)
+      yield* Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const catalog = catalogOn(sql)
+        yield* catalog.registerMembers([registration("a", "d-a", "t1"), registration("b", "d-b", "t1")], 1_000)
+        // the same definitions again: accepted
+        yield* catalog.registerMembers([registration("a", "d-a", "t1"), registration("b", "d-b", "t1")], 2_000)
+        const refused = yield* Effect.flip(catalog.registerMembers([registration("b", "d-b2", "t2")], 3_000))
+        assert.strictEqual(refused._tag, "ConfigError")
+        assert.include(refused.message, `the definition of member "b" changed: its pipeline definition`)
+        assert.deepStrictEqual(refused._tag === "ConfigError" ? refused.issues.map((i) => i.path) : [], ["experiments.b"])
+        // a member id differing only in case is refused as on a suite root
+        const cased = yield* Effect.exit(catalog.registerMembers([registration("A", "d-a", "t1")], 3_000))
+        assert.isTrue(Exit.isFailure(cased))
+        const members = yield* catalog.members
+        assert.deepStrictEqual(members.map((m) => [m.experimentId, m.definitionDigest, m.createdAt]), [["a", "d-a", 1_000], ["b", "d-b", 1_000]])
+
+        const run = "r1" as RunId
+        yield* catalog.recordMembership(run, "a", { selected: true, admitted: 0 }, 10)
+        yield* catalog.recordMembership(run, "b", { selected: false }, 10)
+        yield* catalog.recordMembership(run, "a", { admitted: 4, sourceExhausted: true }, 20)
+        yield* catalog.recordOutcome(run, "a", { succeeded: 3, failed: 1, skipped: 0 }, 30)
+        const facts = yield* catalog.runMembership(run)
+        assert.deepStrictEqual(
+          facts.map((f) => [f.experimentId, f.selected, f.admitted, f.sourceExhausted, f.succeeded, f.failed, f.updatedAt]),
+          [["a", true, 4, true, 3, 1, 30], ["b", false, 0, false, null, null, 10]]
+        )
+        // another suite's rows in the same store are not this one's
+        yield* PgSuites.make(sql, { suiteId: "other", root: "/o", layout: "combined", outputDirOf: () => "/o" })
+          .registerMembers([registration("a", "zzz", "t9")], 5)
+        assert.strictEqual((yield* catalog.members).length, 2)
+
+        const suites = yield* PgSuites.summaries(sql)
+        const cmp = suites.find((s) => s.suiteId === "cmp")!
+        assert.strictEqual(cmp.latestRunId, "r1")
+        assert.deepStrictEqual(cmp.members.map((m) => [m.experimentId, m.latest?.admitted ?? null]), [["a", 4], ["b", 0]])
+        const text = PgSuites.renderSummaries(suites)
+        assert.include(text, "suite cmp (every run's pipelines by member; latest run r1):")
+        assert.include(text, "  a: no pipelines · latest run: submitted 4 · succeeded 3 · failed 1 · already done 0")
+        assert.include(text, "  b: no pipelines · latest run: not selected")
+      }).pipe(Effect.scoped, Effect.provide(PgClient.layer({ url: Redacted.make(url) })))
+    }), 120_000)
+})
+
+describe("a member's pools on a runner", () => {
+  it.effect("the member's local pool names reach the suite's pools it is bound to, and nothing else", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const pools = yield* Pool.makePools([
+        Pool.make("shared", [Resource.make("worker", { id: "s", capacity: 1 })]),
+        Pool.make("experiment:b:apis", [Resource.make("worker", { id: "p", capacity: 1 })])
+      ])
+      const shared = { pools } as unknown as AttemptShared
+      const of = memberSharedOf(shared)
+      const membership = (experimentId: string, poolAliases: Record<string, string>) => ({
+        suiteId: "cmp",
+        experimentId,
+        localKey: "k",
+        poolAliases,
+        outputDir: "/out"
+      })
+      const a = of(membership("a", { apis: "shared" }))
+      const b = of(membership("b", { apis: "experiment:b:apis" }))
+      assert.strictEqual(of(membership("a", { apis: "shared" })), a, "made once per member")
+      assert.strictEqual((yield* a.pools.acquire("apis")).pool, "shared")
+      assert.strictEqual((yield* b.pools.acquire("apis")).pool, "experiment:b:apis")
+      // another member's private pool is not reachable under its actual name
+      assert.isTrue(Exit.isFailure(yield* Effect.exit(a.pools.acquire("experiment:b:apis"))))
+    })))
+})

@@ -72,6 +72,7 @@ import * as Flags from "./Flags.js"
 import * as StoreArgs from "./StoreArgs.js"
 import * as SuiteRun from "./SuiteRun.js"
 import { integerAtLeast } from "./Flags.js"
+import { transitionsText } from "../domain/internal/transitions.js"
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -947,6 +948,8 @@ const runShards = (args: RunArgs, resume: boolean, count: number) =>
           byState: merged.byState,
           tasks: merged.tasks,
           attemptsTotal: merged.attemptsTotal,
+          handoffsTotal: merged.handoffsTotal,
+          handoffsBudgeted: merged.handoffsBudgeted,
           duplicates: merged.duplicates,
           latencyMs: merged.latencyMs,
           sources: merged.sources
@@ -969,7 +972,9 @@ const runShards = (args: RunArgs, resume: boolean, count: number) =>
       } else {
         const by = Object.entries(merged.byState).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(", ")
         yield* Console.log(
-          `merged: pipelines ${merged.pipelines}${by === "" ? "" : ` (${by})`}, tasks ${merged.tasks}, attempts ${merged.attemptsTotal}`
+          `merged: pipelines ${merged.pipelines}${by === "" ? "" : ` (${by})`}, tasks ${merged.tasks}, attempts ${merged.attemptsTotal}${
+            // as `assay merge` says it (tester13h finding 7)
+            merged.handoffsTotal > 0 ? `, transitions ${transitionsText(merged.handoffsTotal, merged.handoffsBudgeted ?? undefined)}` : ""}`
         )
       }
     }

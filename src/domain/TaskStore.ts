@@ -78,6 +78,12 @@ export interface StoreStats {
    * committed. 0 on a store without the traversal capability.
    */
   readonly handoffsTotal: number
+  /**
+   * Of `handoffsTotal`, the transitions that spent a unit of a `maxHandoffs` budget: all but
+   * `end` (an `end` consumes none). Absent on a store that does not compute it (a plugin
+   * written before it): readers then say only that ends are included.
+   */
+  readonly handoffsBudgeted?: number | undefined
   /** From `endedAt - startedAt` of terminal pipelines; `null` when there are none. */
   readonly latencyMs: Latency | null
   readonly resources: ReadonlyArray<ResourceRecord>

@@ -590,6 +590,7 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
               retries,
               events: nEvents,
               handoffsTotal: runId === undefined ? ledger.length : ledger.filter((h) => h.runId === runId).length,
+              handoffsBudgeted: ledger.filter((h) => h.toSeq !== null && (runId === undefined || h.runId === runId)).length,
               latencyMs: latencyOf(durations),
               resources: Array.from(resources.values()),
               accounting: fold.total(),

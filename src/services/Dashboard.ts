@@ -31,6 +31,7 @@ import { formatDuration, formatRate, holdOf } from "./internal/monitor.js"
 import { callsText, formatCost, formatUsd } from "./internal/money.js"
 import { SKIP_REASON_WORDS } from "../domain/internal/words.js"
 import { formatMetric } from "./internal/report.js"
+import { transitionsText } from "../domain/internal/transitions.js"
 
 /**
  * Escapes text for HTML element content and quoted attribute values: `& < > " '` become
@@ -304,7 +305,7 @@ export const renderDashboard = (s: Snapshot, options: DashboardOptions = {}): st
     <span>elapsed <b id="elapsed">${s.elapsed_ms === null ? "–" : escapeHtml(formatDuration(s.elapsed_ms))}</b></span>
     <span>attempts <b id="attempts">${s.attempts_total}</b></span>
     <span>retries <b id="retries">${s.retries}</b></span>
-    <span>handoffs <b id="handoffs">${s.handoffs_total}</b></span>
+    <span>transitions <b id="handoffs">${escapeHtml(transitionsText(s.handoffs_total, s.handoffs_budgeted ?? undefined))}</b></span>
     <span>cache hits/misses <b id="cache">${escapeHtml(cacheText(s.cache))}</b></span>
     <span>model calls / tokens / cost <b id="cost">${escapeHtml(accountingText(s.accounting))}</b> <span id="cost-scope" class="muted">${escapeHtml(costScope(s))}</span></span>
     <span title="each ended pipeline's time from admission to end: includes waiting for a worker slot (run.concurrency), so it is not the pipelines' own execution time">time in run p50/p95/p99 (incl. queueing) <b id="latency">${
@@ -512,7 +513,8 @@ const SCRIPT = `
     text("elapsed", dur(s.elapsed_ms));
     text("attempts", s.attempts_total);
     text("retries", s.retries);
-    text("handoffs", s.handoffs_total);
+    // (the same wording as domain/internal/transitions.ts: ends included, split)
+    text("handoffs", s.handoffs_total + (s.handoffs_budgeted === null || s.handoffs_budgeted === undefined ? " (end included)" : " (" + s.handoffs_budgeted + " against maxHandoffs, " + (s.handoffs_total - s.handoffs_budgeted) + " end" + (s.handoffs_total - s.handoffs_budgeted === 1 ? "" : "s") + ")"));
     text("cache", s.cache ? s.cache.hits + " / " + s.cache.misses + (s.cache.refreshed > 0 ? " \u00b7 refreshed " + s.cache.refreshed : "") + (s.cache.bypassed > 0 ? " \u00b7 read-only misses " + s.cache.bypassed : "") + " (" + s.cache.tokens_saved.total_tokens + " tokens" + (s.cache.cost_saved_usd === null ? "" : ", " + usd(s.cache.cost_saved_usd)) + " saved)" + (s.cache.lookup_failures > 0 ? " \u00b7 " + s.cache.lookup_failures + " cache lookup" + (s.cache.lookup_failures === 1 ? "" : "s") + " failed" : "") + (s.cache.write_failures > 0 ? " \u00b7 " + s.cache.write_failures + " cache write" + (s.cache.write_failures === 1 ? "" : "s") + " failed" : "") : "\u2013");
     var a = s.accounting;
     text("cost", a ? callsOf(a) + " \u00b7 " + a.tokens_in + " in / " + a.tokens_out + " out" + (a.estimated > 0 ? " (" + a.estimated + " estimated)" : "") + " \u00b7 " + cost(a.cost_usd, a.unpriced) : "\u2013");

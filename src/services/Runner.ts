@@ -258,7 +258,9 @@ export interface RunCacheTrouble {
  * - `skipped`: pipelines not run because they had already succeeded or belong to another
  *   live run; `repairFailures`: pipelines whose torn terminal state could not be repaired;
  *   `leasesLeaked`: leases that had to be reclaimed; `handoffsTotal`: control transitions
- *   (`Handoff` directives: to, end, rewind, retryAll) this run committed;
+ *   (`Handoff` directives: to, end, rewind, retryAll) this run committed; `handoffsBudgeted`:
+ *   of those, the ones that spent a unit of their pipeline's `maxHandoffs` budget (all but
+ *   `end`), the figure to compare with the budget (summed over the run's pipelines);
  * - `heldByOtherRuns`: of `skipped`, the pipelines left to another run that still looks alive
  *   (marked running, heartbeat younger than `staleAfter`), per run id. On a shared store
  *   (Postgres) that run may be working elsewhere, or be a process killed less than
@@ -285,6 +287,7 @@ export interface RunReport {
   readonly leasesLeaked: number
   readonly retries: number
   readonly handoffsTotal: number
+  readonly handoffsBudgeted: number
   readonly stopReason: string | null
   readonly heldByOtherRuns: ReadonlyArray<{ readonly runId: RunId; readonly pipelines: number }>
   readonly callCache?: RunCacheTrouble | undefined

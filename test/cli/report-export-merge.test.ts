@@ -3,7 +3,7 @@ import { Effect, Layer } from "effect"
 import { execFile, execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
-import { writeControlStore } from "../services/ControlFixture.js"
+import { writeBudgetEndStore, writeControlStore } from "../services/ControlFixture.js"
 import { buildPayloadStore, buildStore, tmpDir } from "../services/ExportFixture.js"
 
 const bin = nodePath.resolve(__dirname, "../../bin/assay")
@@ -262,7 +262,7 @@ describe("assay report / export / merge on a store with control flow", { timeout
       yield* Effect.orDie(writeControlStore(file))
       const text = yield* run(["report", file])
       assert.strictEqual(text.code, 0, text.err)
-      assert.match(text.out, /Handoffs: 2/)
+      assert.match(text.out, /Transitions: 2 \(2 against maxHandoffs, 0 ends\)/)
       const json = yield* run(["report", "--json", file])
       assert.strictEqual(JSON.parse(json.out).handoffsTotal, 2)
       const out = nodePath.join(dir, "handoffs.jsonl")
@@ -272,6 +272,30 @@ describe("assay report / export / merge on a store with control flow", { timeout
       assert.deepStrictEqual(rows.map((r) => r.operation), ["rewind", "rewind"])
       const merged = yield* run(["merge", file, file, "-o", nodePath.join(dir, "merged.jsonl")])
       assert.strictEqual(merged.code, 0, merged.err)
-      assert.match(merged.out, /handoffs 2, duplicates folded 5/)
+      assert.match(merged.out, /transitions 2 \(2 against maxHandoffs, 0 ends\), duplicates folded 5/)
+    }), 120_000)
+
+  it.live("run --shards: the merged line counts the shards' transitions as merge does (tester13h finding 7)", () =>
+    Effect.gen(function*() {
+      // each shard store already holds control pipelines (2 rewinds; 4 rewinds and 2 ends); the
+      // shards then run a plain config (builtin tasks: no user code to load) beside them
+      const base = nodePath.join(dir, "sh.db")
+      yield* Effect.orDie(writeControlStore(nodePath.join(dir, "sh.shard0of2.db")))
+      yield* Effect.orDie(writeBudgetEndStore(nodePath.join(dir, "sh.shard1of2.db")))
+      const config = nodePath.join(dir, "sh.json")
+      fs.writeFileSync(config, JSON.stringify({
+        pipeline: { name: "plain", tasks: [{ use: "delay", args: ["1 millis"] }] },
+        source: { range: { n: 2 } }
+      }))
+      const text = yield* run(["run", "-c", config, "--store", base, "--shards", "2"])
+      assert.strictEqual(text.code, 0, text.err)
+      assert.match(text.out, /^merged: pipelines 9 \(succeeded 9\), tasks 27, attempts 27, transitions 8 \(6 against maxHandoffs, 2 ends\)$/m)
+      const merged = yield* run(["merge", base.replace(".db", ".shard0of2.db"), base.replace(".db", ".shard1of2.db"), "-o", nodePath.join(dir, "sh.jsonl")])
+      assert.strictEqual(merged.code, 0, merged.err)
+      assert.include(merged.out, "tasks 27, attempts 27, transitions 8 (6 against maxHandoffs, 2 ends),")
+      const json = yield* run(["run", "-c", config, "--store", base, "--shards", "2", "--summary", "json"])
+      assert.strictEqual(json.code, 0, json.err)
+      const again = JSON.parse(json.out).merged
+      assert.deepStrictEqual([again.handoffsTotal, again.handoffsBudgeted], [8, 6])
     }), 120_000)
 })

@@ -2,24 +2,35 @@
  * `assay study report|evidence` through `bin/assay` (needs `npm run build`), on the example
  * study (examples/studies: 2 strategies x 3 noise levels x 2 repeats over 40 numbers) run into
  * a temporary output root: the three formats, the evidence of a number, and the refusals.
+ * The study runs once, before the tests (one output root they only read: `study report`,
+ * `evidence`, `export` and `report` write nothing there); the changed study files each test
+ * writes go in its own directory.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as nodeFs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
+import { afterAll, beforeAll } from "vitest"
 import type * as StudyCompare from "../../src/services/StudyCompare.js"
 import { assay, root, tempDir } from "../support/cli.js"
 
 const study = path.join(root, "examples/studies/study.yaml")
 
+/** The output root the study ran into (once, in `beforeAll`). */
+const out = nodeFs.mkdtempSync(path.join(os.tmpdir(), "assay-study-report-"))
+beforeAll(async () => {
+  const ran = await Effect.runPromise(assay(["study", "run", study, "--output-root", out, "-q"], { killAfterMs: 120_000 }))
+  assert.strictEqual(ran.code, 0, ran.stderr)
+}, 240_000)
+afterAll(() => nodeFs.rmSync(out, { recursive: true, force: true }))
+
 describe("assay study report and evidence", () => {
   it.live("issue 16 trial: a version's report uses the objectives frozen with it, not the file's current ones, and says so", () =>
     Effect.scoped(Effect.gen(function*() {
-      const out = yield* tempDir("study-report-frozen")
-      const ran = yield* assay(["study", "run", study, "--output-root", out, "-q"], { killAfterMs: 120_000 })
-      assert.strictEqual(ran.code, 0, ran.stderr)
+      const own = yield* tempDir("study-report-frozen")
       // the same study with other objectives (the experiment stays where its task code resolves)
-      const changed = path.join(out, "changed.yaml")
+      const changed = path.join(own, "changed.yaml")
       nodeFs.writeFileSync(
         changed,
         nodeFs.readFileSync(study, "utf8")
@@ -37,12 +48,10 @@ describe("assay study report and evidence", () => {
 
   it.live("report in text, markdown and JSON; evidence lists the trials, pipelines and worst cases", () =>
     Effect.scoped(Effect.gen(function*() {
-      const out = yield* tempDir("study-report")
-      const never = yield* assay(["study", "report", study, "--output-root", out])
+      const own = yield* tempDir("study-report")
+      const never = yield* assay(["study", "report", study, "--output-root", own])
       assert.strictEqual(never.code, 2, never.stderr)
       assert.include(never.stderr, "has never run")
-      const ran = yield* assay(["study", "run", study, "--output-root", out, "-q"], { killAfterMs: 120_000 })
-      assert.strictEqual(ran.code, 0, ran.stderr)
 
       const text = yield* assay(["study", "report", study, "--output-root", out, "--seed", "3"])
       assert.strictEqual(text.code, 0, text.stderr)
@@ -102,7 +111,7 @@ describe("assay study report and evidence", () => {
       // the study file changed since (one more noise value: its expansion would number 8
       // variants, v04 = arithmetic/0.3): version 1's views still label each trial with the
       // variant it ran, read from the frozen protocol (v04 ran coin at noise 0)
-      const grown = path.join(out, "grown.yaml")
+      const grown = path.join(own, "grown.yaml")
       yield* Effect.sync(() =>
         nodeFs.writeFileSync(
           grown,

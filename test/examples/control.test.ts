@@ -23,7 +23,7 @@ describe("examples/control", () => {
     expect(first.stdout).toMatch(/result \{"id":1,"answer":\{"id":1,"prime":false\},"generations":2\}/)
     expect(first.stdout).toMatch(/result \{"id":2,"answer":\{"id":2,"prime":true\},"generations":1\}/)
     expect(first.stdout).toMatch(/pipelines: 6 \(succeeded 6\), skipped 0/)
-    expect(first.stdout).toMatch(/^handoffs: 3$/m)
+    expect(first.stdout).toMatch(/^transitions: 3 \(3 against maxHandoffs, 0 ends\)$/m)
     // the rewound pipelines ran generate twice (visit 0 is history now), the others once
     const generated = query<{ visit: number; active: number; n: number }>(
       db,
@@ -48,7 +48,7 @@ describe("examples/control", () => {
     expect(lines.filter((l) => /counters \[1,1,1\], handoffs 0, ledger -$/.test(l)).length).toBe(4)
     expect(run.stdout).toMatch(/result \{"id":3,"answer":"9 \(from fresh context\)","visit":1\}/)
     expect(run.stdout).toMatch(/result \{"id":4,"answer":"16 \(from fresh context\)","visit":0\}/)
-    expect(run.stdout).toMatch(/^handoffs: 2$/m)
+    expect(run.stdout).toMatch(/^transitions: 2 \(2 against maxHandoffs, 0 ends\)$/m)
     expect(query<{ operation: string; to_seq: number }>(db, "SELECT operation, to_seq FROM handoffs")).toEqual([
       { operation: "retryAll", to_seq: 0 },
       { operation: "retryAll", to_seq: 0 }

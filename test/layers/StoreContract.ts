@@ -1340,6 +1340,7 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           assert.strictEqual((yield* store.stats()).handoffsTotal, 1)
           assert.strictEqual((yield* store.stats(rid("run-1"))).handoffsTotal, 1)
           assert.strictEqual((yield* store.stats(rid("run-other"))).handoffsTotal, 0)
+          assert.strictEqual((yield* store.stats()).handoffsBudgeted, 1)
           // the revisit: a new occurrence, the station's output again; the old one unchanged
           const s3 = Traversal.succeed(vs, 0, addr("c1", "0#1"), 3)
           yield* store.checkpoint({
@@ -1367,6 +1368,11 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           const finals = (yield* store.listArtifacts(P("c1"))).filter((a) => a.isFinal)
           assert.deepStrictEqual(finals.map((a) => [a.seq, a.visit]), [[0, 1]])
           assert.isNull(Option.getOrThrow(yield* tv.visitState(P("c1"))).pending)
+          // the end is a ledger row (a transition) that spent no maxHandoffs budget
+          const stats = yield* store.stats()
+          assert.deepStrictEqual([stats.handoffsTotal, stats.handoffsBudgeted], [2, 1])
+          const scoped = yield* store.stats(rid("run-1"))
+          assert.deepStrictEqual([scoped.handoffsTotal, scoped.handoffsBudgeted], [2, 1])
         })))
 
     it.effect("traversal: a transition's handoffEvent records its pipeline.handoff event from the ledger row, after the unit's events; none when refused", () =>

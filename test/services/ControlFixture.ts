@@ -2,6 +2,8 @@
  * Test fixture: a real SQLite store written by the runner with control flow. Two pipelines of
  * `gen → validate → report` whose validator rewinds the generator once (with new state), and one
  * three plain pipelines of one task; what report, merge, export and serve read in their control tests.
+ * And a second store (`writeBudgetEndStore`) whose two pipelines spend their whole budget
+ * (`maxHandoffs: 2`) on two rewinds and then end: 6 transitions, 4 against the budgets, 2 ends.
  */
 import { Effect, Layer } from "effect"
 import * as Handoff from "../../src/domain/Handoff.js"
@@ -55,6 +57,34 @@ export const writeControlStore = (file: string): Effect.Effect<ControlStore, unk
     yield* Runner.run([...specs, ...plains])
     return { control: specs.map((s) => s.pipelineId), plain: plains[0]!.pipelineId, plains: plains.map((s) => s.pipelineId) }
   }).pipe(
+    Effect.provide(
+      Layer.provideMerge(
+        Runner.layer({ handleSignals: false }),
+        Layer.mergeAll(SqliteStore.layer({ filename: file }), Pool.layer([]))
+      )
+    )
+  )
+
+const draft = Task.sync("draft", (row: { readonly n: number }, ctx) => ({ n: row.n, visit: ctx.visit }))
+/** Sends the draft back twice (the whole budget), then ends the pipeline. */
+const judge = Task.sync("judge", (d: { readonly n: number; readonly visit: number }, ctx) =>
+  ctx.visit < 2 ? Handoff.rewind("draft", { n: d.n }, { reason: "again" }) : Handoff.end(d, { reason: "good enough" }))
+const publish = Task.sync("publish", (d: { readonly n: number }) => d)
+
+/** The budget-end template: draft → judge → publish, judge rewinds twice then ends (budget 2). */
+export const budgetEndTemplate = Pipeline.fromTasks("budget-end", [draft, judge, publish], {
+  control: { edges: { judge: ["end"] }, rewind: { judge: ["draft"] }, maxHandoffs: 2 }
+})
+
+/** The budget-end store's two pipelines (6 transitions: 4 against maxHandoffs, 2 ends). */
+export const budgetEndSpecs = [budgetEndTemplate.bind({ n: 1 }), budgetEndTemplate.bind({ n: 2 })]
+
+/**
+ * Runs {@link budgetEndSpecs} into the SQLite file `file` (one run) and returns the run's report;
+ * the store is closed afterwards.
+ */
+export const writeBudgetEndStore = (file: string): Effect.Effect<Runner.RunReport, unknown> =>
+  Runner.run(budgetEndSpecs).pipe(
     Effect.provide(
       Layer.provideMerge(
         Runner.layer({ handleSignals: false }),

@@ -43,7 +43,7 @@ describe("control flow on the read surfaces", () => {
       assert.strictEqual(r.pipelines, 5)
       // 2 × (generate, validate (handed off), generate#1, validate#1, report) + 3 plain tasks
       assert.strictEqual(r.tasks, 13)
-      assert.match(Report.renderText(r), /Tasks: 13 {2}Attempts: 13 {2}Retries: 0 {2}Handoffs: 2$/m)
+      assert.match(Report.renderText(r), /Tasks: 13 {2}Attempts: 13 {2}Retries: 0 {2}Transitions: 2 \(2 against maxHandoffs, 0 ends\)$/m)
       assert.strictEqual(JSON.parse(JSON.stringify(r)).handoffsTotal, 2)
       // the same store twice: each store's run-scoped ledger count is summed, like tasks
       const twice = yield* Report.reportPaths([file, file]).pipe(Effect.provide(StoreResolver.layerOpener()))
@@ -66,7 +66,7 @@ describe("control flow on the read surfaces", () => {
         one.rows.map((r) => [r.pipeline.pipelineId, r.handoffs]).sort(),
         [...control.map((id) => [id, 1]), ...ids!.plains.map((id) => [id, 0])].sort()
       )
-      assert.match(one.summary(), /tasks 13, attempts 13, handoffs 2, duplicates folded 0/)
+      assert.match(one.summary(), /tasks 13, attempts 13, transitions 2 \(2 against maxHandoffs, 0 ends\), duplicates folded 0/)
       assert.match(one.summary(), /^time in run ms \(admission to end, incl\. queueing\): p50 \d+, p95 \d+, p99 \d+$/m)
       assert.notMatch(one.summary(), /^latency/m)
       const twice = yield* Merge.mergeReports([file, file]).pipe(Effect.provide(StoreResolver.layerOpener()))
@@ -75,7 +75,7 @@ describe("control flow on the read surfaces", () => {
       // sources read without the traversal capability (older MergeSource values) count none
       const bare = yield* Merge.mergeSources([{ source: "x", pipelines: [], taskCounts: new Map(), eventsTotal: 0 }])
       assert.strictEqual(bare.handoffsTotal, 0)
-      assert.notMatch(bare.summary(), /handoffs/)
+      assert.notMatch(bare.summary(), /transitions/)
     }))
 
   it.live("export: the handoffs row kind (ledger rows in write order; limit and run filter)", () =>
@@ -210,7 +210,7 @@ describe("control flow on the read surfaces", () => {
         const stats = yield* get("/stats")
         assert.strictEqual(stats.handoffs_total, 2)
         const page0 = yield* Effect.promise(() => fetch(`${info.url}/`).then((r) => r.text()))
-        assert.include(page0, `handoffs <b id="handoffs">2</b>`)
+        assert.include(page0, `transitions <b id="handoffs">2 (2 against maxHandoffs, 0 ends)</b>`)
         const page = yield* get("/pipelines?limit=10")
         assert.strictEqual(page.rows.length, 5)
         const plainRow = page.rows.find((r: any) => r.pipeline_id === plain)
@@ -229,7 +229,7 @@ describe("control flow on the read surfaces", () => {
         assert.strictEqual(lines.length, 2)
         // the terminal view says so too
         const snapshot = yield* Monitor.readSnapshot(store, { runId: "all" })
-        assert.match(Monitor.renderSnapshot(snapshot), /handoffs 2/)
+        assert.match(Monitor.renderSnapshot(snapshot), /^transitions 2 \(2 against maxHandoffs, 0 ends\)$/m)
       })).pipe(Effect.provide(SqliteStore.layerReadOnly(file)))
     }))
 

@@ -87,6 +87,7 @@ export const referenceReport = (
     let attempts = 0
     let retries = 0
     let handoffsTotal = 0
+    let handoffsBudgeted = 0
     type Figures = { attempts: number; retries: number; rateLimited: number } & { -readonly [K in keyof Accounting]: number }
     const zero = (): Figures => ({ attempts: 0, retries: 0, rateLimited: 0, tokensIn: 0, tokensOut: 0, costUsd: 0, estimated: 0, unpriced: 0 })
     /** One attempt's accounting on each target it leased. */
@@ -164,6 +165,12 @@ export const referenceReport = (
         attempts += st.attemptsTotal
         retries += st.retries
         handoffsTotal += st.handoffsTotal
+        // counted from the ledger rows themselves: an `end` row has no target seq
+        if (s.store.traversal !== undefined) {
+          for (const h of yield* s.store.traversal.handoffs(runId === undefined ? {} : { runId })) {
+            if (h.toSeq !== null) handoffsBudgeted++
+          }
+        }
         const isRetry = retryTracker()
         yield* Stream.runForEach(s.store.streamAttempts({ runId }), (a) =>
           Effect.sync(() => {
@@ -263,6 +270,7 @@ export const referenceReport = (
       attempts,
       retries,
       handoffsTotal,
+      handoffsBudgeted,
       latencyMs: latencyOf(survivors.map((w) => w.p)),
       resources,
       metrics,

@@ -20,6 +20,7 @@ import type { PipelineRecord, PipelineState } from "../../domain/Records.js"
 import * as Export from "./export.js"
 import type { ErrorRow, Latency, ReadError, StoreService } from "../Store.js"
 import { StoreOpener } from "../Store.js"
+import { transitionsText } from "../../domain/internal/transitions.js"
 
 /**
  * A surviving pipeline row: the record, the source it came from, and the numbers of task rows
@@ -34,13 +35,20 @@ export interface MergedRow {
   readonly tasks: number
   /** Handoff ledger rows of the pipeline in that source (0 for a plain pipeline). */
   readonly handoffs: number
+  /**
+   * Of `handoffs`, the rows that spent a unit of the pipeline's `maxHandoffs` budget (all but
+   * `end`); `undefined` when the source does not say (no `handoffBudgetedCounts`).
+   */
+  readonly handoffsBudgeted: number | undefined
 }
 
 /**
  * One source of a merge, already read: its name (a path), its pipeline rows (as read; each
  * must carry a numeric `attemptsTotal`), the task-row count of each pipeline, the handoff
  * ledger-row count of each pipeline (absent: none, as for a store without the traversal
- * capability), and its raw event count.
+ * capability), of those the rows that spent `maxHandoffs` budget (all but `end`; absent: not
+ * known, and the merged `handoffsBudgeted` is `null` if that pipeline has ledger rows), and its
+ * raw event count.
  *
  * @since 0.1.0
  * @category models
@@ -50,6 +58,7 @@ export interface MergeSource {
   readonly pipelines: ReadonlyArray<PipelineRecord>
   readonly taskCounts: ReadonlyMap<string, number>
   readonly handoffCounts?: ReadonlyMap<string, number> | undefined
+  readonly handoffBudgetedCounts?: ReadonlyMap<string, number> | undefined
   readonly eventsTotal: number
 }
 
@@ -60,6 +69,9 @@ export interface MergeSource {
  * - `handoffsTotal`: the control transitions (ledger rows) of the surviving rows, each
  *   pipeline's counted in its winning source (so shards add up and a store given twice
  *   counts once);
+ * - `handoffsBudgeted`: of `handoffsTotal`, the transitions that spent a unit of a
+ *   `maxHandoffs` budget (all but `end`), counted the same way; `null` when a winning source
+ *   with ledger rows does not say;
  * - `sourceEventsTotal`: raw sum of the sources' events (duplicates included);
  * - `duplicates`: rows folded away; `sources`: the sources in the given order;
  * - `latencyMs`: percentiles of `endedAt - startedAt` of terminal surviving rows (ms,
@@ -76,6 +88,7 @@ export interface MergedStats {
   readonly tasks: number
   readonly attemptsTotal: number
   readonly handoffsTotal: number
+  readonly handoffsBudgeted: number | null
   readonly sourceEventsTotal: number
   readonly duplicates: number
   readonly sources: ReadonlyArray<string>
@@ -100,6 +113,8 @@ export interface MergedReport {
   readonly attemptsTotal: number
   /** See {@link MergedStats}. */
   readonly handoffsTotal: number
+  /** See {@link MergedStats}. */
+  readonly handoffsBudgeted: number | null
   readonly sourceEventsTotal: number
   readonly stats: () => MergedStats
   /** A few human-readable lines. */
@@ -194,7 +209,8 @@ export const mergeSources = (
           pipeline: p,
           source: s.source,
           tasks: s.taskCounts.get(p.pipelineId) ?? 0,
-          handoffs: s.handoffCounts?.get(p.pipelineId) ?? 0
+          handoffs: s.handoffCounts?.get(p.pipelineId) ?? 0,
+          handoffsBudgeted: s.handoffBudgetedCounts === undefined ? undefined : s.handoffBudgetedCounts.get(p.pipelineId) ?? 0
         }
         const prev = winners.get(p.pipelineId)
         if (prev === undefined) winners.set(p.pipelineId, row)
@@ -210,10 +226,14 @@ export const mergeSources = (
     let tasks = 0
     let attemptsTotal = 0
     let handoffsTotal = 0
+    let handoffsBudgeted: number | null = 0
     for (const r of rows) {
       byState[r.pipeline.state]++
       tasks += r.tasks
       handoffsTotal += r.handoffs
+      if (r.handoffs > 0) {
+        handoffsBudgeted = handoffsBudgeted === null || r.handoffsBudgeted === undefined ? null : handoffsBudgeted + r.handoffsBudgeted
+      }
       attemptsTotal += r.pipeline.attemptsTotal
     }
     const sourceEventsTotal = sources.reduce((n, s) => n + s.eventsTotal, 0)
@@ -223,6 +243,7 @@ export const mergeSources = (
       tasks,
       attemptsTotal,
       handoffsTotal,
+      handoffsBudgeted,
       sourceEventsTotal,
       duplicates,
       sources: names,
@@ -253,7 +274,9 @@ export const mergeSources = (
         .join(", ")
       return [
         `merged ${st.sources.length} store(s): ${st.pipelines} pipeline(s)${states === "" ? "" : ` (${states})`}`,
-        `tasks ${st.tasks}, attempts ${st.attemptsTotal}${st.handoffsTotal > 0 ? `, handoffs ${st.handoffsTotal}` : ""}, duplicates folded ${st.duplicates}, source events ${st.sourceEventsTotal}`,
+        `tasks ${st.tasks}, attempts ${st.attemptsTotal}${
+          // (ends included, split: maxHandoffs is spent by all but `end`, tester13h finding 6)
+          st.handoffsTotal > 0 ? `, transitions ${transitionsText(st.handoffsTotal, st.handoffsBudgeted ?? undefined)}` : ""}, duplicates folded ${st.duplicates}, source events ${st.sourceEventsTotal}`,
         st.latencyMs === null
           ? "time in run: n/a"
           // admission to end: includes waiting for a worker slot (not the pipelines' own latency)
@@ -295,6 +318,7 @@ export const mergeSources = (
       tasks,
       attemptsTotal,
       handoffsTotal,
+      handoffsBudgeted,
       sourceEventsTotal,
       stats,
       summary,
@@ -317,11 +341,16 @@ export const readSource = (source: string, store: StoreService): Effect.Effect<M
     const taskCounts = new Map<string, number>()
     yield* Stream.runForEach(store.streamTasks(), (t) => Effect.sync(() => void taskCounts.set(t.pipelineId, (taskCounts.get(t.pipelineId) ?? 0) + 1)))
     const handoffCounts = new Map<string, number>()
+    const handoffBudgetedCounts = new Map<string, number>()
     if (store.traversal !== undefined) {
-      for (const h of yield* store.traversal.handoffs()) handoffCounts.set(h.pipelineId, (handoffCounts.get(h.pipelineId) ?? 0) + 1)
+      for (const h of yield* store.traversal.handoffs()) {
+        handoffCounts.set(h.pipelineId, (handoffCounts.get(h.pipelineId) ?? 0) + 1)
+        // (an `end` row has no target seq: it spends no budget)
+        if (h.toSeq !== null) handoffBudgetedCounts.set(h.pipelineId, (handoffBudgetedCounts.get(h.pipelineId) ?? 0) + 1)
+      }
     }
     const eventsTotal = yield* store.countEvents()
-    return { source, pipelines, taskCounts, handoffCounts, eventsTotal }
+    return { source, pipelines, taskCounts, handoffCounts, handoffBudgetedCounts, eventsTotal }
   })
 
 /**

@@ -1174,7 +1174,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
         // the call cache's figures, from the attempt rows' cache notes
         const [cache] = yield* q(pgCacheFigures(cond), params)
         const [ev] = yield* q(`SELECT count(*) AS n FROM assay_events WHERE ${cond}`, params)
-        const [ho] = yield* q(`SELECT count(*) AS n FROM assay_handoffs WHERE ${cond}`, params)
+        const [ho] = yield* q(`SELECT count(*) AS n, count(to_seq) AS b FROM assay_handoffs WHERE ${cond}`, params)
         const resources = yield* resourcesRead
         return {
           pipelines: n,
@@ -1184,6 +1184,8 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
           retries: Number(att?.r ?? 0),
           events: Number(ev?.n ?? 0),
           handoffsTotal: Number(ho?.n ?? 0),
+          // (an `end` row has no to_seq)
+          handoffsBudgeted: Number(ho?.b ?? 0),
           latencyMs,
           resources,
           accounting: figuresOfRow(att),

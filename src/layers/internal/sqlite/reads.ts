@@ -665,7 +665,7 @@ export const makeReads = (
           runId === undefined ? sql.unsafe(sqliteCacheFigures("1=1")) : sql.unsafe(sqliteCacheFigures("run_id = ?"), [runId])
         )
         const [ev] = yield* rows(sql`SELECT count(*) AS n FROM events WHERE ${byRun()}`)
-        const [ho] = visits ? yield* rows(sql`SELECT count(*) AS n FROM handoffs WHERE ${byRun()}`) : [undefined]
+        const [ho] = visits ? yield* rows(sql`SELECT count(*) AS n, count(to_seq) AS b FROM handoffs WHERE ${byRun()}`) : [undefined]
         const resources = yield* Effect.map(rows(sql`SELECT * FROM resources ORDER BY pool, resource_id`), (r) => r.map(toResource))
         const walPendingFrames = yield* walPending
         return {
@@ -676,6 +676,8 @@ export const makeReads = (
           retries: Number(att?.r ?? 0),
           events: Number(ev?.n ?? 0),
           handoffsTotal: Number(ho?.n ?? 0),
+          // (an `end` row has no to_seq)
+          handoffsBudgeted: Number(ho?.b ?? 0),
           latencyMs,
           resources,
           accounting: figuresOfRow(att),

@@ -382,7 +382,7 @@ export const makeView = (parts: ViewParts): SuiteView => {
         [...rp, ...pp]
       )
       const [ho] = db.env.visits
-        ? yield* query(db, `SELECT count(*) AS n FROM handoffs WHERE 1 = 1${rc}${pc}`, [...rp, ...pp])
+        ? yield* query(db, `SELECT count(*) AS n, count(to_seq) AS b FROM handoffs WHERE 1 = 1${rc}${pc}`, [...rp, ...pp])
         : [undefined]
       // numbers only (no row objects): every terminal pipeline's duration
       const durations = yield* Effect.try({
@@ -395,6 +395,8 @@ export const makeView = (parts: ViewParts): SuiteView => {
         attempts: Number(att?.n ?? 0),
         retries: Number(att?.r ?? 0),
         handoffs: Number(ho?.n ?? 0),
+        // (an `end` row has no to_seq)
+        handoffsBudgeted: Number(ho?.b ?? 0),
         accounting: figuresOfRow(att),
         durations: durations.map((r) => Number(r[0]))
       }
@@ -454,7 +456,7 @@ export const makeView = (parts: ViewParts): SuiteView => {
     Effect.gen(function*() {
       const per = yield* forEachSource((db) => countsOf(db, runId))
       const byState: Record<PipelineState, number> = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
-      let pipelines = 0, tasks = 0, attemptsTotal = 0, retries = 0, handoffsTotal = 0
+      let pipelines = 0, tasks = 0, attemptsTotal = 0, retries = 0, handoffsTotal = 0, handoffsBudgeted = 0
       let accounting = zeroFigures()
       const durations: Array<number> = []
       for (const c of per) {
@@ -468,6 +470,7 @@ export const makeView = (parts: ViewParts): SuiteView => {
         attemptsTotal += c.attempts
         retries += c.retries
         handoffsTotal += c.handoffs
+        handoffsBudgeted += c.handoffsBudgeted
         for (const d of c.durations) durations.push(d)
       }
       durations.sort((a, b) => a - b)
@@ -481,6 +484,7 @@ export const makeView = (parts: ViewParts): SuiteView => {
         retries,
         events,
         handoffsTotal,
+        handoffsBudgeted,
         latencyMs: latencyOf(durations),
         resources,
         accounting

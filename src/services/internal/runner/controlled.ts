@@ -420,6 +420,7 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
             const committing = commit(handed.unit, true, task)
             if (committing !== undefined) yield* committing
             state.counters.handoffs++
+            if (handed.outcome._tag === "Ended") state.counters.handoffEnds++
             currentTask = undefined
             return handed.outcome
           }
@@ -900,6 +901,7 @@ export const runNow = (env: PipelineEnv, spec: AnySpec, start: ControlledStart):
       state.counters.handoffs++
       const unit = handed.unit
       const outcome = handed.outcome
+      if (outcome._tag === "Ended") state.counters.handoffEnds++
       if (unit.traversal.state.pending === null || outcome._tag === "Ended") {
         return commitWhole(unit, (outcome as { value: unknown }).value)
       }

@@ -13,6 +13,7 @@ import { Store, type StoreStats } from "../../Store.js"
 import type { RunId } from "../../../domain/Ids.js"
 import * as CallCache from "../../CallCache.js"
 import { cacheHitsText, cacheLineText, callsText, formatCost } from "../money.js"
+import { transitionsText } from "../../../domain/internal/transitions.js"
 
 /**
  * The facts a report is made of.
@@ -30,6 +31,7 @@ export interface ReportFacts {
   readonly leasesLeaked: number
   readonly retries: number
   readonly handoffsTotal: number
+  readonly handoffsBudgeted: number
   readonly stopReason: string | null
   readonly heldByOtherRuns: ReadonlyArray<{ readonly runId: RunId; readonly pipelines: number }>
   /** The run's `staleAfter` in ms (0 on a store with one writer). */
@@ -51,6 +53,7 @@ class Report implements RunReport {
   readonly leasesLeaked: number
   readonly retries: number
   readonly handoffsTotal: number
+  readonly handoffsBudgeted: number
   readonly stopReason: string | null
   readonly heldByOtherRuns: ReadonlyArray<{ readonly runId: RunId; readonly pipelines: number }>
   readonly callCache: RunCacheTrouble | undefined
@@ -67,6 +70,7 @@ class Report implements RunReport {
     this.leasesLeaked = facts.leasesLeaked
     this.retries = facts.retries
     this.handoffsTotal = facts.handoffsTotal
+    this.handoffsBudgeted = facts.handoffsBudgeted
     this.stopReason = facts.stopReason
     this.heldByOtherRuns = facts.heldByOtherRuns
     this.#staleAfterMs = facts.staleAfterMs
@@ -83,6 +87,7 @@ class Report implements RunReport {
       leasesLeaked: this.leasesLeaked,
       retries: this.retries,
       handoffsTotal: this.handoffsTotal,
+      handoffsBudgeted: this.handoffsBudgeted,
       heldByOtherRuns: this.heldByOtherRuns,
       ...(this.callCache !== undefined ? { callCache: this.callCache } : {}),
       stats: {
@@ -143,7 +148,8 @@ class Report implements RunReport {
       lines.push(`call cache ${cc.location}: unusable (${what} failed: damaged or unreadable, see the warning above); ${done}`)
     }
     if (this.repairFailures > 0) lines.push(`terminal repair failures: ${this.repairFailures}`)
-    if (this.handoffsTotal > 0) lines.push(`handoffs: ${this.handoffsTotal}`)
+    // (ends included, split: maxHandoffs is spent by all but `end`, tester13h finding 6)
+    if (this.handoffsTotal > 0) lines.push(`transitions: ${transitionsText(this.handoffsTotal, this.handoffsBudgeted)}`)
     for (const h of this.heldByOtherRuns) {
       // never silent: a resume right after a kill -9 on a shared store lands here, and "completed"
       // alone would read as "nothing left to do"

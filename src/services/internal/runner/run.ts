@@ -784,6 +784,7 @@ const runLoop = <S extends AnySpec, SE, SR>(
       leasesLeaked: state.counters.leasesLeaked,
       retries: state.counters.retries,
       handoffsTotal: state.counters.handoffs,
+      handoffsBudgeted: state.counters.handoffs - state.counters.handoffEnds,
       stopReason: state.stopReason,
       heldByOtherRuns: Array.from(state.heldByOtherRuns, ([runId, pipelines]) => ({ runId: runId as RunId, pipelines })),
       staleAfterMs,

@@ -26,8 +26,10 @@ export interface Counters {
   retries: number
   leasesLeaked: number
   repairFailures: number
-  /** Control transitions (handoffs) this run committed. */
+  /** Control transitions (handoffs) this run committed, `end` included. */
   handoffs: number
+  /** Of `handoffs`, the `end` transitions (the ones that spend no `maxHandoffs` budget). */
+  handoffEnds: number
 }
 
 /**
@@ -135,7 +137,8 @@ export const make = (
     retries: 0,
     leasesLeaked: 0,
     repairFailures: 0,
-    handoffs: 0
+    handoffs: 0,
+    handoffEnds: 0
   },
   skippedByMember: new Map(),
   heldByOtherRuns: new Map(),

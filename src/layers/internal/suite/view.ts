@@ -72,7 +72,7 @@ import {
   zeroFigures
 } from "../../../services/internal/store/shared.js"
 import type { StoreService } from "../../../services/Store.js"
-import { KNOWN_FEATURE_LEVELS, TIMED_TERMINAL, UNADMITTED_PNO } from "../sqlite/migrations.js"
+import { ALL_EVENTS_SOURCE, KNOWN_FEATURE_LEVELS, TIMED_TERMINAL, UNADMITTED_PNO } from "../sqlite/migrations.js"
 import type { SqliteEnv } from "../sqlite/open.js"
 import { describeSqlError } from "../sqlite/open.js"
 import { toAttempt, toEvent, toPipeline, toTask } from "../sqlite/rows.js"
@@ -285,6 +285,22 @@ const eventConds = (db: Db, f: EventFilter, withPrefix: boolean): [string, Array
 const STATES: ReadonlyArray<PipelineState> = ["pending", "running", "succeeded", "failed", "interrupted"]
 
 /**
+ * Where a database's events are read from: `events`, and from schema version 17 the ledger's
+ * events too (a transition's `pipeline.handoff` event is its `handoffs` row: see
+ * `ALL_EVENTS_SOURCE`).
+ */
+const eventsOf = (db: Db): string => db.env.handoffEvents ? ALL_EVENTS_SOURCE : "events"
+
+/**
+ * The largest event id of a database (0: none), `events` and the ledger's (see {@link eventsOf}:
+ * among ledger rows with an event, `handoff_id` order is `event_id` order).
+ */
+const maxEventIdOf = (db: Db): string =>
+  db.env.handoffEvents
+    ? "SELECT max(coalesce((SELECT max(event_id) FROM events), 0), coalesce((SELECT event_id FROM handoffs WHERE event_id IS NOT NULL ORDER BY handoff_id DESC LIMIT 1), 0)) AS m"
+    : "SELECT coalesce(max(event_id), 0) AS m FROM events"
+
+/**
  * An event candidate: its key (ts, id) in its database (`src`, an index of the view's event
  * sources) and its raw columns (ts, event_id, kind, pipeline_id, run_id, data).
  */
@@ -437,7 +453,7 @@ export const makeView = (parts: ViewParts): SuiteView => {
     Effect.gen(function*() {
       yield* flushed(db)
       const [w, p] = eventConds(db, f, prefixed)
-      const [r] = yield* query(db, `SELECT count(*) AS n FROM events WHERE ${w}`, p)
+      const [r] = yield* query(db, `SELECT count(*) AS n FROM ${eventsOf(db)} WHERE ${w}`, p)
       return Number(r?.n ?? 0)
     })
 
@@ -572,7 +588,7 @@ export const makeView = (parts: ViewParts): SuiteView => {
               const n = limit === undefined || page === undefined ? undefined : Math.min(page, limit - st.taken)
               const after = st.last === undefined ? "" : " AND (ts, event_id) < (?, ?)"
               const rows = db.values(
-                `SELECT ts, event_id, kind, pipeline_id, run_id, data FROM events WHERE ${w}${after} ORDER BY ts DESC, event_id DESC${
+                `SELECT ts, event_id, kind, pipeline_id, run_id, data FROM ${eventsOf(db)} WHERE ${w}${after} ORDER BY ts DESC, event_id DESC${
                   n === undefined ? "" : " LIMIT ?"
                 }`,
                 [...p, ...(st.last === undefined ? [] : [st.last.ts, st.last.id]), ...(n === undefined ? [] : [n])]
@@ -985,12 +1001,12 @@ export const makeView = (parts: ViewParts): SuiteView => {
     limited(o.limit, (n) =>
       merged<readonly [number, number], EventRecord, number>(
         eventSources.filter(({ prefixed, source }) => !(o.pipelineId !== undefined && prefixed && route(o.pipelineId) !== source)),
-        (db) => highWater(db, "SELECT coalesce(max(event_id), 0) AS m FROM events"),
+        (db) => highWater(db, maxEventIdOf(db)),
         (db, after, n, hwm, { prefixed }) => {
           const [w, p] = eventConds(db, o, prefixed)
           const [ac, ap] = after === undefined ? ["", []] : [" AND (ts, event_id) > (?, ?)", [after[0], after[1]]]
           return Effect.map(
-            query(db, `SELECT * FROM events WHERE ${w} AND event_id <= ?${ac} ORDER BY ts, event_id LIMIT ?`, [...p, hwm, ...ap, n]),
+            query(db, `SELECT * FROM ${eventsOf(db)} WHERE ${w} AND event_id <= ?${ac} ORDER BY ts, event_id LIMIT ?`, [...p, hwm, ...ap, n]),
             (rows) =>
               rows.map((r) => {
                 const e = toEvent(r)

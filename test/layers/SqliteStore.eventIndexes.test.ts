@@ -16,7 +16,7 @@ import * as nodePath from "node:path"
 import { NodeFileSystem } from "@effect/platform-node"
 import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as SuiteStore from "../../src/layers/SuiteStore.js"
-import { MIGRATIONS, SCHEMA_VERSION, SUITE_ONLY_INDEXES } from "../../src/layers/internal/sqlite/migrations.js"
+import { HANDOFF_EVENT_DATA_SQL, MIGRATIONS, SCHEMA_VERSION, SUITE_ONLY_INDEXES } from "../../src/layers/internal/sqlite/migrations.js"
 import { Store } from "../../src/services/Store.js"
 import { pid, rid } from "../support/ids.js"
 import { controlledToRewind, event } from "./StoreContract.js"
@@ -246,6 +246,23 @@ describe("SqliteStore: the indexes of events and handoffs", () => {
           const plan = planOf(db, sql)
           assert.isTrue(plan.some((l) => l.includes(`INDEX ${index}`)), `${sql}\n${plan.join("\n")}`)
           assert.isFalse(plan.some((l) => l.includes("TEMP B-TREE")), `${sql}\n${plan.join("\n")}`)
+        }
+        // schema version 17: the same reads over the events and the ledger's events, as the view
+        // sends them (one compound statement), each side through its time index, merged without a sort
+        for (const [sql] of cases.filter(([q]) => !q.includes("run_id = ?"))) {
+          const at = sql.indexOf(" ORDER BY")
+          const side = sql.slice(0, at)
+          const ledger = side
+            .replace("FROM events WHERE", "FROM handoffs WHERE event_id IS NOT NULL AND")
+            .replace(", kind,", ", 'pipeline.handoff' AS kind,")
+            .replace("SELECT *", "SELECT event_id, 'pipeline.handoff' AS kind, pno, pipeline_id, run_id, data, ts")
+            .replace(", data", `, ${HANDOFF_EVENT_DATA_SQL} AS data`)
+          const both = `${side.replace("SELECT *", "SELECT event_id, kind, pno, pipeline_id, run_id, data, ts")} UNION ALL ${ledger}${sql.slice(at)}`
+          const plan = planOf(db, both)
+          for (const index of ["events_time", "handoffs_time"]) {
+            assert.isTrue(plan.some((l) => l.includes(`INDEX ${index}`)), `${both}\n${plan.join("\n")}`)
+          }
+          assert.isFalse(plan.some((l) => l.includes("TEMP B-TREE")), `${both}\n${plan.join("\n")}`)
         }
       } finally {
         db.close()

@@ -747,28 +747,6 @@ export const HANDOFF_EVENT_DATA_SQL =
   `'handoffs', event_handoffs, 'limit', event_limit)`
 
 /**
- * The ledger rows that stand for events, as rows shaped like `events`' (`event_id, kind, pno,
- * pipeline_id, run_id, data, ts`), for a `FROM` clause (version 17 and later).
- *
- * @since 0.17.0
- * @category migrations
- */
-export const HANDOFF_EVENT_ROWS =
-  `SELECT event_id, 'pipeline.handoff' AS kind, pno, pipeline_id, run_id, ${HANDOFF_EVENT_DATA_SQL} AS data, ts ` +
-  `FROM handoffs WHERE event_id IS NOT NULL`
-
-/**
- * Every event of a store of version 17 or later as one row source (`events` and the ledger's
- * events, {@link HANDOFF_EVENT_ROWS}), for a `FROM` clause; conditions on its columns reach
- * both parts (SQLite pushes them down).
- *
- * @since 0.17.0
- * @category migrations
- */
-export const ALL_EVENTS_SOURCE =
-  `(SELECT event_id, kind, pno, pipeline_id, run_id, data, ts FROM events UNION ALL ${HANDOFF_EVENT_ROWS})`
-
-/**
  * The migrations in order: what a writer applies to bring a store to {@link SCHEMA_VERSION},
  * and what benchmarks apply to build the same schema with plain better-sqlite3 (the statements;
  * the data steps have nothing to do on a fresh file).

@@ -16,10 +16,11 @@ import * as nodePath from "node:path"
 import { NodeFileSystem } from "@effect/platform-node"
 import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as SuiteStore from "../../src/layers/SuiteStore.js"
-import { MIGRATIONS, SCHEMA_VERSION, SUITE_ONLY_INDEXES } from "../../src/layers/internal/sqlite/migrations.js"
+import { HANDOFF_EVENT_DATA_SQL, MIGRATIONS, SCHEMA_VERSION, SUITE_ONLY_INDEXES } from "../../src/layers/internal/sqlite/migrations.js"
 import { Store } from "../../src/services/Store.js"
 import { pid, rid } from "../support/ids.js"
 import { controlledToRewind, event } from "./StoreContract.js"
+import { toVersion16 } from "../support/handoffEvents.js"
 
 const tempStorePath = () => nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-evidx-")), "runs.db")
 
@@ -58,6 +59,8 @@ const rowsOf = (file: string) => {
 const PLAIN_EVENTS = ["events_kind", "events_pipeline", "events_run", "events_unadmitted"]
 const SUITE_EVENTS = [...PLAIN_EVENTS, "events_run_time", "events_time"].sort()
 const HANDOFFS = ["handoffs_pipeline", "handoffs_run"]
+/** A suite's database also keeps the time index of the ledger's events (schema version 17). */
+const SUITE_HANDOFFS = [...HANDOFFS, "handoffs_time"]
 
 /** Events of two runs and two kinds, and a rewind (a ledger row and its `pipeline.handoff` event) in each run. */
 const fill = (store: Store["Type"]) =>
@@ -124,7 +127,7 @@ describe("SqliteStore: the indexes of events and handoffs", () => {
       assert.deepStrictEqual(indexesOf(plain), { version: String(SCHEMA_VERSION), events: PLAIN_EVENTS, handoffs: HANDOFFS })
       const suite = tempStorePath()
       yield* Effect.scoped(open({ filename: suite, suiteRoot: nodePath.dirname(suite) }))
-      assert.deepStrictEqual(indexesOf(suite), { version: String(SCHEMA_VERSION), events: SUITE_EVENTS, handoffs: HANDOFFS })
+      assert.deepStrictEqual(indexesOf(suite), { version: String(SCHEMA_VERSION), events: SUITE_EVENTS, handoffs: SUITE_HANDOFFS })
       assert.deepStrictEqual([...SUITE_ONLY_INDEXES].sort(), ["events_run_time", "events_time"])
     }))
 
@@ -133,7 +136,7 @@ describe("SqliteStore: the indexes of events and handoffs", () => {
       const root = nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-evidx-suite-")), "root")
       yield* Effect.scoped(SuiteStore.make({ root, suiteId: "demo", layout: "combined", members: [], flushIntervalMs: 0 }))
       const file = fs.readdirSync(root).map((f) => nodePath.join(root, f)).find((f) => f.endsWith("state.db"))!
-      assert.deepStrictEqual(indexesOf(file), { version: String(SCHEMA_VERSION), events: SUITE_EVENTS, handoffs: HANDOFFS })
+      assert.deepStrictEqual(indexesOf(file), { version: String(SCHEMA_VERSION), events: SUITE_EVENTS, handoffs: SUITE_HANDOFFS })
     }).pipe(Effect.provide(NodeFileSystem.layer)))
 
   it.effect("a version-15 store with events and a ledger: a plain writer drops the time indexes, a suite's keeps them; no row changes", () =>
@@ -143,6 +146,8 @@ describe("SqliteStore: the indexes of events and handoffs", () => {
         // rows written by this build, then the store set back to version 15 (the indexes it had)
         yield* Effect.scoped(Effect.flatMap(open({ filename: file, suiteRoot: nodePath.dirname(file) }), fill))
         const db = new Database(file)
+        // (version 17's ledger events back as event rows: see `toVersion16`)
+        toVersion16(db)
         db.exec(`UPDATE store_meta SET value = '15' WHERE key = 'schema_version'`)
         db.exec(`DELETE FROM effect_sql_migrations WHERE migration_id = 16`)
         db.close()
@@ -157,9 +162,19 @@ describe("SqliteStore: the indexes of events and handoffs", () => {
         assert.deepStrictEqual(indexesOf(file), {
           version: String(SCHEMA_VERSION),
           events: suite ? SUITE_EVENTS : PLAIN_EVENTS,
-          handoffs: HANDOFFS
+          handoffs: suite ? SUITE_HANDOFFS : HANDOFFS
         })
-        assert.deepStrictEqual(rowsOf(file), before)
+        // (version 17 adds the ledger's event columns, empty on the rows from before)
+        const after = rowsOf(file)
+        assert.deepStrictEqual(after.events, before.events)
+        assert.deepStrictEqual(
+          after.handoffs.map((r) => {
+            const { event_handoffs, event_id, event_limit, event_visit, ...rest } = r as Record<string, unknown>
+            assert.deepStrictEqual([event_id, event_visit, event_handoffs, event_limit], [null, null, null, null])
+            return rest
+          }),
+          before.handoffs
+        )
       }
     }))
 
@@ -231,6 +246,23 @@ describe("SqliteStore: the indexes of events and handoffs", () => {
           const plan = planOf(db, sql)
           assert.isTrue(plan.some((l) => l.includes(`INDEX ${index}`)), `${sql}\n${plan.join("\n")}`)
           assert.isFalse(plan.some((l) => l.includes("TEMP B-TREE")), `${sql}\n${plan.join("\n")}`)
+        }
+        // schema version 17: the same reads over the events and the ledger's events, as the view
+        // sends them (one compound statement), each side through its time index, merged without a sort
+        for (const [sql] of cases.filter(([q]) => !q.includes("run_id = ?"))) {
+          const at = sql.indexOf(" ORDER BY")
+          const side = sql.slice(0, at)
+          const ledger = side
+            .replace("FROM events WHERE", "FROM handoffs WHERE event_id IS NOT NULL AND")
+            .replace(", kind,", ", 'pipeline.handoff' AS kind,")
+            .replace("SELECT *", "SELECT event_id, 'pipeline.handoff' AS kind, pno, pipeline_id, run_id, data, ts")
+            .replace(", data", `, ${HANDOFF_EVENT_DATA_SQL} AS data`)
+          const both = `${side.replace("SELECT *", "SELECT event_id, kind, pno, pipeline_id, run_id, data, ts")} UNION ALL ${ledger}${sql.slice(at)}`
+          const plan = planOf(db, both)
+          for (const index of ["events_time", "handoffs_time"]) {
+            assert.isTrue(plan.some((l) => l.includes(`INDEX ${index}`)), `${both}\n${plan.join("\n")}`)
+          }
+          assert.isFalse(plan.some((l) => l.includes("TEMP B-TREE")), `${both}\n${plan.join("\n")}`)
         }
       } finally {
         db.close()

@@ -1,7 +1,7 @@
 import { NodeFileSystem } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
-import { Chunk, Effect, Exit, Layer, Option, Stream } from "effect"
+import { Chunk, Effect, Either, Exit, Layer, Option, Stream } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
@@ -15,7 +15,8 @@ import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as SqliteStore from "../../src/layers/SqliteStore.js"
 import * as SuiteStore from "../../src/layers/SuiteStore.js"
 import { Store } from "../../src/services/Store.js"
-import { artifact, controlledToRewind, event, pipeline, setWriteFailure, type StoreHarness, storeContract, task } from "./StoreContract.js"
+import { artifact, controlledToRewind, event, ledgerRow, pipeline, setWriteFailure, type StoreHarness, storeContract, task } from "./StoreContract.js"
+import * as Traversal from "../../src/domain/Traversal.js"
 import { rid } from "../support/ids.js"
 
 const tempRoot = () => nodePath.join(fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-suite-")), "root")
@@ -459,6 +460,87 @@ describe("SuiteStore", () => {
       }
       assert.deepStrictEqual({ events, attempts, pipelines }, { events: 33, attempts: 33, pipelines: 33 })
     }))
+
+  for (const layout of ["combined", "byExperiment"] as const satisfies ReadonlyArray<SuiteLayout>) {
+    it.effect(`${layout}: a transition's pipeline.handoff event (read from its ledger row, schema 17) is in the merged view's events, counts, limits and stream, in (ts, id) order`, () =>
+      Effect.gen(function*() {
+        const root = tempRoot()
+        const members = ["a", "b"]
+        yield* withSuite({ root, layout, members }, ({ catalog, store }) =>
+          Effect.gen(function*() {
+            yield* store.openRun(newRun("r1"))
+            const encoder = new TextEncoder()
+            let ts = 1000
+            for (const m of members) {
+              for (let i = 0; i < 3; i++) {
+                const p = mpipe(m, `h${i}`, { runId: rid("r1") })
+                const id = p.pipelineId as string
+                const s0 = Traversal.initial(id, 3)
+                yield* store.admit([p], [{ ...artifact(id, -1, encoder.encode("seed")), runId: rid("r1") }], [{ pipelineId: p.pipelineId, state: s0 }])
+                const s1 = Traversal.succeed(s0, 0, `${id}:0`, 3)
+                yield* store.checkpoint({
+                  pipelineId: p.pipelineId,
+                  artifact: { ...artifact(id, 0, encoder.encode("a0")), runId: rid("r1") },
+                  task: { ...task(id, 0), runId: rid("r1") },
+                  traversal: { expectedVersion: s0.version, state: s1 },
+                  events: [event("before", id, ts++, "r1")]
+                })
+                const s2 = Either.getOrThrow(Traversal.transition(s1, {
+                  operation: "rewind", fromSeq: 1, toSeq: 0, entry: `${id}:3`, payload: true, nTasks: 3, limit: 5
+                }))
+                yield* store.checkpoint({
+                  pipelineId: p.pipelineId,
+                  task: { ...task(id, 1, "handed_off"), runId: rid("r1") },
+                  events: [event("with", id, ts++, "r1")],
+                  traversal: {
+                    expectedVersion: s1.version,
+                    state: s2,
+                    handoff: ledgerRow(id, "rewind", 1, 0, `${id}:3`, "r1", ts++),
+                    handoffEvent: { visit: 0, handoffs: 1, limit: 5 },
+                    entry: { ...artifact(id, 3, encoder.encode("feedback")), runId: rid("r1"), taskName: "t1" },
+                    invalidateFrom: 0
+                  }
+                })
+                yield* store.emitEvent(event("after", id, ts++, "r1"))
+              }
+            }
+            yield* store.flush
+            const view = yield* catalog.view()
+            const all = yield* view.events()
+            const handoffs = all.filter((e) => e.kind === "pipeline.handoff")
+            assert.strictEqual(handoffs.length, 6)
+            assert.deepStrictEqual(handoffs[0]!.data, {
+              operation: "rewind", fromSeq: 1, fromTask: "t1", visit: 0, toSeq: 0, toTask: "t0",
+              entry: `${handoffs[0]!.pipelineId}:3`, entryReused: false, reason: "test", handoffs: 1, limit: 5
+            })
+            assert.deepStrictEqual(Object.keys(handoffs[0]!.data as object), [
+              "operation", "fromSeq", "fromTask", "visit", "toSeq", "toTask", "entry", "entryReused", "reason", "handoffs", "limit"
+            ])
+            // every event once, in time order: before, with, the transition's, after, per pipeline
+            assert.deepStrictEqual(all.map((e) => e.ts), Array.from({ length: 24 }, (_, i) => 1000 + i))
+            assert.deepStrictEqual(all.slice(0, 4).map((e) => e.kind), ["before", "with", "pipeline.handoff", "after"])
+            const key = (e: EventRecord) => `${e.ts}|${e.kind}|${e.pipelineId}|${JSON.stringify(e.data)}`
+            for (const f of [{}, { runId: rid("r1") }, { kind: "pipeline.handoff" }, { kind: "with" }, { pipelineId: mpid("b", "h1") }]) {
+              const naive = all.filter((e) =>
+                (f.runId === undefined || e.runId === f.runId) && (f.kind === undefined || e.kind === f.kind) &&
+                (f.pipelineId === undefined || e.pipelineId === f.pipelineId)
+              )
+              assert.strictEqual(yield* view.countEvents(f), naive.length)
+              for (const limit of [1, 3, 100]) {
+                assert.deepStrictEqual((yield* view.events({ ...f, limit })).map(key), naive.slice(Math.max(0, naive.length - limit)).map(key))
+              }
+              assert.deepStrictEqual(Chunk.toArray(yield* Stream.runCollect(view.streamEvents(f))).map(key), naive.map(key))
+            }
+            // nothing of it is a row of `events`
+            const files = layout === "combined"
+              ? fs.readdirSync(root).filter((f) => f.endsWith("state.db")).map((f) => nodePath.join(root, f))
+              : members.map((m) => nodePath.join(root, "experiments", m, "state.db"))
+            let stored = 0
+            for (const f of files) stored += Number(rows(f, "SELECT count(*) AS n FROM events WHERE kind = 'pipeline.handoff'")[0]!.n)
+            assert.strictEqual(stored, 0)
+          }))
+      }))
+  }
 
   for (const layout of ["combined", "byExperiment"] as const satisfies ReadonlyArray<SuiteLayout>) {
     it.effect(`${layout}: limited queries merged across databases equal the naive merge (events by (ts, id), tasks, errors, pages, counts)`, () =>

@@ -20,6 +20,7 @@ import {
   layerMemory
 } from "../../src/services/StudyCatalog.js"
 import { makeStudy, studyEnv } from "./studyFixture.js"
+import { toVersion16 } from "../support/handoffEvents.js"
 
 /**
  * `study` with a two-task pipeline per trial: `report` reports the pipeline-scope metric
@@ -384,6 +385,8 @@ describe("StudyCatalog (SQLite): a root from before schema version 15", () => {
       const file = fs.readdirSync(root).map((f) => nodePath.join(root, f)).find((f) => f.endsWith("state.db"))!
       const db = new Database(file)
       db.exec("ALTER TABLE study_trials DROP COLUMN settled_json")
+      // (and without version 17's ledger event columns)
+      toVersion16(db)
       db.prepare("UPDATE store_meta SET value = '14' WHERE key = 'schema_version'").run()
       db.prepare("DELETE FROM effect_sql_migrations WHERE migration_id >= 15").run()
       db.close()

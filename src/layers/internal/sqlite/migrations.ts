@@ -15,7 +15,7 @@ import { defaultPipelineId } from "../../../domain/Pipeline.js"
  * @since 0.1.0
  * @category constants
  */
-export const SCHEMA_VERSION = 16
+export const SCHEMA_VERSION = 17
 
 /**
  * The SQL condition of a terminal pipeline with a duration: the rows `stats` takes latency
@@ -682,6 +682,71 @@ export const suiteIndexesStep = (client: SqlClient.SqlClient, context: Migration
   context.suiteDatabase ? Effect.void : Effect.forEach(PLAIN_STORE_STATEMENTS, (st) => client.unsafe(st), { discard: true })
 
 /**
+ * Schema version 17 (issue 13): a transition's `pipeline.handoff` event is no longer a row of
+ * `events`: its ledger row in `handoffs` carries what the event says beyond the ledger
+ * (`event_visit`, `event_handoffs`, `event_limit`) and the id the event has among the store's
+ * events (`event_id`), and readers build the event from it ({@link HANDOFF_EVENT_DATA_SQL}).
+ *
+ * - `event_id`: `NULL` for a ledger row whose transition records no event, and for every row
+ *   written before this version (their events are rows of `events`, so none is read twice);
+ * - a writer assigns event ids in the order of the transitions and writes ledger rows in that
+ *   order, so among rows with an `event_id`, `handoff_id` order is `event_id` order: the ledger's
+ *   own indexes (`handoffs_run`, `handoffs_pipeline`, the rowid) read its events in id order;
+ * - a suite's databases also get `handoffs_time (ts, event_id)` ({@link suiteHandoffIndexStep}),
+ *   for the suite view's time-ordered reads, as `events_time` serves the event rows.
+ *
+ * Builds before this version refuse a version-17 store (a newer schema), so none of them writes
+ * a transition without its event row.
+ *
+ * @since 0.17.0
+ * @category migrations
+ */
+export const MIGRATION_0017: ReadonlyArray<string> = [
+  `ALTER TABLE handoffs ADD COLUMN event_id INTEGER`,
+  `ALTER TABLE handoffs ADD COLUMN event_visit INTEGER`,
+  `ALTER TABLE handoffs ADD COLUMN event_handoffs INTEGER`,
+  `ALTER TABLE handoffs ADD COLUMN event_limit INTEGER`,
+  `UPDATE store_meta SET value = '17' WHERE key = 'schema_version'`
+]
+
+/**
+ * The index only a suite's databases keep on the ledger's events (schema version 17): their
+ * `(ts, event_id)` order, which the suite view reads (see {@link SUITE_ONLY_INDEXES}).
+ *
+ * @since 0.17.0
+ * @category migrations
+ */
+export const SUITE_HANDOFF_EVENT_INDEX =
+  `CREATE INDEX IF NOT EXISTS handoffs_time ON handoffs (ts, event_id) WHERE event_id IS NOT NULL`
+
+/**
+ * The data step of migration 0017: on a suite's database, creates
+ * {@link SUITE_HANDOFF_EVENT_INDEX}; on a plain store, nothing. No row is read or written.
+ *
+ * @since 0.17.0
+ * @category migrations
+ */
+export const suiteHandoffIndexStep = (
+  client: SqlClient.SqlClient,
+  context: MigrationContext
+): Effect.Effect<void, SqlError> => context.suiteDatabase ? client.unsafe(SUITE_HANDOFF_EVENT_INDEX) : Effect.void
+
+/**
+ * The `data` of the `pipeline.handoff` event a ledger row with an `event_id` stands for, as a
+ * SQL expression over the `handoffs` columns: the JSON object `handoffEventOf` builds, with its
+ * keys in the same order (`entryReused` a boolean, a missing target `null`), so a reader that
+ * parses it gets the object the event row held before version 17.
+ *
+ * @since 0.17.0
+ * @category migrations
+ */
+export const HANDOFF_EVENT_DATA_SQL =
+  `json_object('operation', operation, 'fromSeq', from_seq, 'fromTask', from_task, 'visit', event_visit, ` +
+  `'toSeq', to_seq, 'toTask', to_task, 'entry', entry_artifact_id, ` +
+  `'entryReused', json(CASE WHEN entry_reused THEN 'true' ELSE 'false' END), 'reason', reason, ` +
+  `'handoffs', event_handoffs, 'limit', event_limit)`
+
+/**
  * The migrations in order: what a writer applies to bring a store to {@link SCHEMA_VERSION},
  * and what benchmarks apply to build the same schema with plain better-sqlite3 (the statements;
  * the data steps have nothing to do on a fresh file).
@@ -705,5 +770,6 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
   ["0013_visits_guard_index", MIGRATION_0013, visitsGuardStep],
   ["0014_study_trials_unpriced", MIGRATION_0014],
   ["0015_study_trials_settled", MIGRATION_0015],
-  ["0016_suite_only_time_indexes", MIGRATION_0016, suiteIndexesStep]
+  ["0016_suite_only_time_indexes", MIGRATION_0016, suiteIndexesStep],
+  ["0017_handoff_events_from_ledger", MIGRATION_0017, suiteHandoffIndexStep]
 ]

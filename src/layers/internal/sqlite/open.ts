@@ -44,6 +44,11 @@ export interface SqliteEnv {
   readonly visits: boolean
   /** Version 12: token and cost accounting columns on attempts. */
   readonly accounting: boolean
+  /**
+   * Version 17: a transition's `pipeline.handoff` event is read from its ledger row (`handoffs`
+   * rows with an `event_id`), not stored in `events` (see `MIGRATION_0017`).
+   */
+  readonly handoffEvents: boolean
   /** The feature level in `store_meta` at open. */
   readonly featureLevel: string
   readonly roError: StoreUnavailable
@@ -574,6 +579,7 @@ export const openSqlite = (
     const numbered = schemaVersion >= 3
     const visits = schemaVersion >= 6
     const accounting = schemaVersion >= 12
+    const handoffEvents = schemaVersion >= 17
 
     const w = db
     const roError = unavailable(path, `store ${path} is open read-only`)
@@ -587,5 +593,5 @@ export const openSqlite = (
           try: () => runTx.immediate(f) as A,
           catch: (cause) => unavailable(path, `write to store ${path} failed: ${describeSqlError(cause)}`, cause)
         })
-    return { path, readOnly, db: w, sql, fromSql, indexed, numbered, visits, accounting, featureLevel, roError, tx }
+    return { path, readOnly, db: w, sql, fromSql, indexed, numbered, visits, accounting, handoffEvents, featureLevel, roError, tx }
   })

@@ -13,9 +13,10 @@ import * as Traversal from "../../../domain/Traversal.js"
 import * as TraversalText from "./traversalText.js"
 import * as fs from "node:fs"
 import type { StoreUnavailable } from "../../../domain/Errors.js"
-import type { PipelineId } from "../../../domain/Ids.js"
+import type { PipelineId, RunId } from "../../../domain/Ids.js"
 import {
   ArtifactRecord,
+  type EventRecord,
   type PipelineRecord,
   type PipelineState,
   type TaskRecord,
@@ -58,7 +59,7 @@ import { PAGE_SIZE, PROVIDER_ANSWERED_SQL } from "../../../services/internal/sto
 import { idSet, type IdSet } from "../../../services/internal/store/idSet.js"
 import { errorRowOf } from "../../../domain/TaskStore.js"
 import { describeSqlError, type SqliteEnv, unavailable, WAL_PENDING } from "./open.js"
-import { TIMED_TERMINAL, UNADMITTED_PNO } from "./migrations.js"
+import { HANDOFF_EVENT_DATA_SQL, TIMED_TERMINAL, UNADMITTED_PNO } from "./migrations.js"
 import {
   ARTIFACT_META,
   ARTIFACT_META_V5,
@@ -155,7 +156,7 @@ export const makeReads = (
   env: SqliteEnv,
   backend: ArtifactBackendService
 ): Pick<StoreDriver, "getRun" | "latestRun" | "listRuns" | "getPipelines" | "getPipeline" | "getArtifact" | "listArtifacts" | "metrics" | "resources" | "stats" | "resourceUsage" | "pipelineAccounting" | "succeededPipelines" | "errors" | "events" | "countEvents" | "pipelinesBySpec" | "pipelinesPage" | "completions" | "loadBundles" | "streamPipelines" | "streamTasks" | "streamAttempts" | "streamEvents" | "streamArtifacts"> & { readonly traversal: NonNullable<StoreDriver["traversal"]> } => {
-  const { accounting, fromSql, indexed, numbered, path, sql, visits } = env
+  const { accounting, fromSql, handoffEvents, indexed, numbered, path, sql, visits } = env
   /** Artifact columns: an older schema (read-only) has no visit columns. */
   const META = visits ? ARTIFACT_META : ARTIFACT_META_V5
   /** Only the active occurrence of a station (every row of an older schema is). */
@@ -270,6 +271,95 @@ export const makeReads = (
     if (f.runId !== undefined) c.push(sql`run_id = ${f.runId}`)
     if (f.kind !== undefined) c.push(sql`kind = ${f.kind}`)
     return c
+  }
+
+  // ---- the ledger's events (schema version 17, see `MIGRATION_0017`) -----------------------
+  // A transition's `pipeline.handoff` event is its ledger row (`handoffs` with an `event_id`),
+  // read with the rows of `events` and merged by event id. Among such ledger rows `handoff_id`
+  // order is `event_id` order, so the ledger's own indexes (by run, by pipeline, the rowid)
+  // read them in event order; `handoff_id` is the keyset cursor of the ledger's side.
+  /** Whether events matching `f` may be ledger rows. */
+  const fromLedger = (f: EventFilter) => handoffEvents && (f.kind === undefined || f.kind === "pipeline.handoff")
+  const ledgerConds = (f: EventFilter) => {
+    const c = [sql`event_id IS NOT NULL`]
+    if (f.pipelineId !== undefined) c.push(byPipeline(f.pipelineId))
+    if (f.runId !== undefined) c.push(sql`run_id = ${f.runId}`)
+    return c
+  }
+  /** A ledger row as the row of `events` its event was (and its `handoff_id`). */
+  const LEDGER_EVENT = sql.literal(
+    `event_id, 'pipeline.handoff' AS kind, pipeline_id, run_id, ${HANDOFF_EVENT_DATA_SQL} AS data, ts, handoff_id`
+  )
+  /** Two lists of events, each in event id order, as one. */
+  const byEventId = (a: ReadonlyArray<EventRecord>, b: ReadonlyArray<EventRecord>): Array<EventRecord> => {
+    const out: Array<EventRecord> = []
+    let i = 0
+    let k = 0
+    while (i < a.length && k < b.length) out.push(a[i]!.eventId < b[k]!.eventId ? a[i++]! : b[k++]!)
+    while (i < a.length) out.push(a[i++]!)
+    while (k < b.length) out.push(b[k++]!)
+    return out
+  }
+  /** The number of events matching `f`, in `events` and in the ledger. */
+  const countOf = (f: EventFilter, conds: ReadonlyArray<Fragment>) =>
+    Effect.map(
+      Effect.zip(
+        rows(sql`SELECT count(*) AS n FROM events WHERE ${sql.and(conds)}`),
+        fromLedger(f) ? rows(sql`SELECT count(*) AS n FROM handoffs WHERE ${sql.and(ledgerConds(f))}`) : Effect.succeed([])
+      ),
+      ([a, b]) => Number(a[0]?.n ?? 0) + Number(b[0]?.n ?? 0)
+    )
+  /**
+   * The events matching `o` in event id order, from two keyset-paged sides (`events` by
+   * `event_id`, the ledger by `handoff_id`), up to `hwm`.
+   */
+  const mergedEventStream = (o: EventFilter, hwm: number): Stream.Stream<EventRecord, StoreUnavailable> => {
+    interface Side {
+      readonly rows: ReadonlyArray<EventRecord>
+      readonly at: number
+      readonly cursor: number
+      readonly done: boolean
+    }
+    const start: Side = { rows: [], at: 0, cursor: 0, done: false }
+    const fill = (side: Side, ledger: boolean): Effect.Effect<Side, StoreUnavailable> =>
+      side.at < side.rows.length || side.done
+        ? Effect.succeed(side)
+        : Effect.map(
+          ledger
+            ? rows(
+              sql`SELECT ${LEDGER_EVENT} FROM handoffs WHERE ${
+                sql.and([sql`handoff_id > ${side.cursor}`, sql`event_id <= ${hwm}`, ...ledgerConds(o)])
+              } ORDER BY handoff_id LIMIT ${PAGE_SIZE}`
+            )
+            : rows(
+              sql`SELECT * FROM events WHERE ${
+                sql.and([sql`event_id > ${side.cursor}`, sql`event_id <= ${hwm}`, ...eventConds(o)])
+              } ORDER BY event_id LIMIT ${PAGE_SIZE}`
+            ),
+          (page) => ({
+            rows: page.map(toEvent),
+            at: 0,
+            cursor: page.length === 0 ? side.cursor : Number(page[page.length - 1]![ledger ? "handoff_id" : "event_id"]),
+            done: page.length < PAGE_SIZE
+          })
+        )
+    return Stream.paginateChunkEffect({ stored: start, ledger: start }, (state) =>
+      Effect.map(Effect.zip(fill(state.stored, false), fill(state.ledger, true)), ([a, b]) => {
+        const out: Array<EventRecord> = []
+        let i = a.at
+        let k = b.at
+        for (;;) {
+          const hasA = i < a.rows.length
+          const hasB = k < b.rows.length
+          if (hasA && hasB) out.push(a.rows[i]!.eventId < b.rows[k]!.eventId ? a.rows[i++]! : b.rows[k++]!)
+          else if (hasA && b.done) out.push(a.rows[i++]!)
+          else if (hasB && a.done) out.push(b.rows[k++]!)
+          else break
+        }
+        const next = { stored: { ...a, at: i }, ledger: { ...b, at: k } }
+        const finished = a.done && b.done && i >= a.rows.length && k >= b.rows.length
+        return [Chunk.unsafeFromArray(out), finished ? Option.none() : Option.some(next)] as const
+      }))
   }
 
   const getRun = (runId: string) =>
@@ -664,7 +754,7 @@ export const makeReads = (
         const [cache] = yield* rows(
           runId === undefined ? sql.unsafe(sqliteCacheFigures("1=1")) : sql.unsafe(sqliteCacheFigures("run_id = ?"), [runId])
         )
-        const [ev] = yield* rows(sql`SELECT count(*) AS n FROM events WHERE ${byRun()}`)
+        const events = yield* countOf(runId === undefined ? {} : { runId: runId as RunId }, [byRun()])
         const [ho] = visits ? yield* rows(sql`SELECT count(*) AS n, count(to_seq) AS b FROM handoffs WHERE ${byRun()}`) : [undefined]
         const resources = yield* Effect.map(rows(sql`SELECT * FROM resources ORDER BY pool, resource_id`), (r) => r.map(toResource))
         const walPendingFrames = yield* walPending
@@ -674,7 +764,7 @@ export const makeReads = (
           tasks: Number(tasks?.n ?? 0),
           attemptsTotal: Number(att?.n ?? 0),
           retries: Number(att?.r ?? 0),
-          events: Number(ev?.n ?? 0),
+          events,
           handoffsTotal: Number(ho?.n ?? 0),
           // (an `end` row has no to_seq)
           handoffsBudgeted: Number(ho?.b ?? 0),
@@ -764,15 +854,29 @@ export const makeReads = (
         rows(sql`SELECT * FROM pipelines WHERE state = 'failed' ${o.runId === undefined ? sql`` : sql`AND run_id = ${o.runId}`} ORDER BY updated_at DESC, pipeline_id ${o.limit === undefined ? sql`` : sql`LIMIT ${o.limit}`}`),
         (r) => r.map((row): ErrorRow => errorRowOf(toPipeline(row)))
       ),
-    events: (o, limit) =>
-      limit === undefined
+    events: (o, limit) => {
+      const stored = limit === undefined
         ? Effect.map(rows(sql`SELECT * FROM events WHERE ${sql.and(eventConds(o))} ORDER BY event_id`), (r) => r.map(toEvent))
         : Effect.map(
           rows(sql`SELECT * FROM events WHERE ${sql.and(eventConds(o))} ORDER BY event_id DESC LIMIT ${limit}`),
           (r) => r.map(toEvent).reverse()
-        ),
-    countEvents: (f = {}) =>
-      Effect.map(rows(sql`SELECT count(*) AS n FROM events WHERE ${sql.and(eventConds(f))}`), (r) => Number(r[0]?.n ?? 0)),
+        )
+      if (!fromLedger(o)) return stored
+      const ledger = limit === undefined
+        ? Effect.map(
+          rows(sql`SELECT ${LEDGER_EVENT} FROM handoffs WHERE ${sql.and(ledgerConds(o))} ORDER BY handoff_id`),
+          (r) => r.map(toEvent)
+        )
+        : Effect.map(
+          rows(sql`SELECT ${LEDGER_EVENT} FROM handoffs WHERE ${sql.and(ledgerConds(o))} ORDER BY handoff_id DESC LIMIT ${limit}`),
+          (r) => r.map(toEvent).reverse()
+        )
+      return Effect.map(Effect.zip(stored, ledger), ([a, b]) => {
+        const all = byEventId(a, b)
+        return limit === undefined || all.length <= limit ? all : all.slice(all.length - limit)
+      })
+    },
+    countEvents: (f = {}) => countOf(f, eventConds(f)),
     pipelinesBySpec: Effect.map(
       rows(sql`SELECT spec_digest, count(*) AS n FROM pipelines GROUP BY spec_digest ORDER BY n DESC, spec_digest`),
       (r) => r.map((row): SpecCount => ({ specDigest: String(row["spec_digest"]), pipelines: Number(row["n"]) }))
@@ -946,9 +1050,15 @@ export const makeReads = (
     streamEvents: (o) =>
         Stream.unwrap(
           Effect.map(
-            rows(sql`SELECT coalesce(max(event_id), 0) AS m FROM events`),
+            rows(
+              fromLedger(o)
+                // (the ledger's latest event is its latest row with one: `handoff_id` order)
+                ? sql`SELECT max(coalesce((SELECT max(event_id) FROM events), 0), coalesce((SELECT event_id FROM handoffs WHERE event_id IS NOT NULL ORDER BY handoff_id DESC LIMIT 1), 0)) AS m`
+                : sql`SELECT coalesce(max(event_id), 0) AS m FROM events`
+            ),
             (m) => {
               const hwm = Number(m[0]?.m ?? 0)
+              if (fromLedger(o)) return mergedEventStream(o, hwm)
               return pager<number, ReturnType<typeof toEvent>>(
                 (c) =>
                   rows(

@@ -29,7 +29,7 @@ import { describeSqlError, type SqliteEnv, unavailable } from "./open.js"
 import { UNADMITTED_PNO, VISITS_GUARD } from "./migrations.js"
 import * as Traversal from "../../../domain/Traversal.js"
 import * as TraversalText from "./traversalText.js"
-import { BASE_LEVEL, conflict, handoffEventOf, needsVisits, VISITS_LEVEL } from "../../../services/internal/store/traversal.js"
+import { BASE_LEVEL, conflict, needsVisits, VISITS_LEVEL } from "../../../services/internal/store/traversal.js"
 import { ATTEMPT_COLUMNS, leaseIdsJson, PIPELINE_COLUMNS, pipelineParams, TASK_COLUMNS, taskParams, toPipeline } from "./rows.js"
 
 /** A BLOB column as bytes (no copy), or `null`. */
@@ -162,10 +162,17 @@ export const ROWID_CHUNK = 5000
 
 const EVENT_COLUMNS = ["event_id", "kind", "pno", "pipeline_id", "run_id", "data", "ts"]
 
+/**
+ * A ledger row's columns: the transition, then (schema version 17) the event it stands for
+ * (`event_id` and the event's facts beyond the ledger, `NULL` when it records none): see
+ * `MIGRATION_0017`.
+ */
 const HANDOFF_COLUMNS = [
   "pno", "pipeline_id", "run_id", "from_seq", "from_task", "to_seq", "to_task", "operation", "entry_seq",
-  "entry_artifact_id", "entry_reused", "reason", "ts"
+  "entry_artifact_id", "entry_reused", "reason", "ts", "event_id", "event_visit", "event_handoffs", "event_limit"
 ]
+/** Where a ledger row's `event_id` sits in {@link HANDOFF_COLUMNS}. */
+const HANDOFF_EVENT_ID = 13
 
 /** How many pipeline numbers the writer keeps in memory (admitted, not yet terminal). */
 const PNO_CACHE = 65_536
@@ -318,7 +325,8 @@ export const makeWriter = (
         try: () => {
           const max = (t: string, c: string) => Number((w.prepare(`SELECT coalesce(max(${c}), 0) AS m FROM ${t}`).get() as { m: number }).m)
           nextAttemptId = max("attempts", "attempt_id") + 1
-          nextEventId = max("events", "event_id") + 1
+          // (the ledger's rows carry the ids of their events: schema version 17)
+          nextEventId = Math.max(max("events", "event_id"), max("handoffs", "event_id")) + 1
           nextArtifactId = max("artifacts", "artifact_id") + 1
           topPno = max("pipelines", "pno")
           const CHILDREN = ["tasks", "attempts", "artifacts", "events"]
@@ -769,10 +777,15 @@ export const makeWriter = (
           readonly artifacts: Array<Array<unknown>>
           readonly attempts: Array<Array<unknown>>
           readonly events: Array<Array<unknown>>
-          readonly handoffs: Array<Array<unknown>>
           readonly ordered: Array<() => void>
         }
-        const generation = (): Generation => ({ tasks: [], artifacts: [], attempts: [], events: [], handoffs: [], ordered: [] })
+        const generation = (): Generation => ({ tasks: [], artifacts: [], attempts: [], events: [], ordered: [] })
+        /**
+         * The ledger rows of the whole commit, in the order of its transitions (no generation:
+         * no statement of the commit updates a ledger row), so that `handoff_id` follows the
+         * order in which their events get their ids (see `MIGRATION_0017`).
+         */
+        const handoffs: Array<Array<unknown>> = []
         const generations: Array<Generation> = [generation()]
         /** The generation of each pipeline that invalidated in this batch (others: 0). */
         let genOf: Map<string, number> | undefined
@@ -815,8 +828,9 @@ export const makeWriter = (
             case "Checkpoint": {
               const u = op.unit
               const t = u.traversal
-              const { artifacts, attempts, events, handoffs, ordered, tasks } = genFor(u.pipelineId)
+              const { artifacts, attempts, events, ordered, tasks } = genFor(u.pipelineId)
               const queued = fresh?.get(u.pipelineId)
+              let ledger: Array<unknown> | undefined
               const artifactsBefore = artifacts.length
               const tasksBefore = tasks.length
               if (t !== undefined) {
@@ -832,9 +846,10 @@ export const makeWriter = (
                 lastAccepted?.set(pid, i)
                 const h = t.handoff
                 if (h !== undefined) {
-                  handoffs.push([
+                  // (the event's id and facts are set below, after the unit's own events)
+                  handoffs.push(ledger = [
                     pnoOf(pid), h.pipelineId, h.runId, h.fromSeq, h.fromTask, h.toSeq, h.toTask, h.operation, h.entrySeq,
-                    h.entryArtifactId, h.entryReused ? 1 : 0, h.reason, h.ts
+                    h.entryArtifactId, h.entryReused ? 1 : 0, h.reason, h.ts, null, null, null, null
                   ])
                 }
                 if (t.entry !== undefined && op.entryPlaced !== undefined) {
@@ -845,10 +860,16 @@ export const makeWriter = (
               if (u.task !== undefined) tasks.push(taskParams(u.task, pnoOf(u.task.pipelineId)))
               for (const a of u.attempts ?? []) attempts.push(attemptRow(a))
               for (const e of u.events ?? []) events.push(eventRow(e))
-              // (a refused unit left the switch above: `t` is accepted here)
-              if (t?.handoffEvent !== undefined) {
-                const e = handoffEventOf(t)
-                if (e !== undefined) events.push(eventRow(e))
+              // (a refused unit left the switch above: `t` is accepted here.) The transition's
+              // `pipeline.handoff` event is its ledger row's: the id it has among the events (the
+              // next one, after the unit's own) and its facts (schema version 17)
+              const f = t?.handoffEvent
+              if (f !== undefined && ledger !== undefined) {
+                ledger[HANDOFF_EVENT_ID] = nextEventId++
+                ledger[HANDOFF_EVENT_ID + 1] = f.visit
+                ledger[HANDOFF_EVENT_ID + 2] = f.handoffs
+                // (as the event's JSON wrote it: a limit that is not a finite number is `null`)
+                ledger[HANDOFF_EVENT_ID + 3] = Number.isFinite(f.limit) ? f.limit : null
               }
               if (queued !== undefined) {
                 if (queued.artifacts < 0 && artifacts.length > artifactsBefore) queued.artifacts = artifactsBefore
@@ -939,9 +960,9 @@ export const makeWriter = (
           if (g.artifacts.length > 0) insertArtifacts(g.artifacts)
           if (g.attempts.length > 0) s.attempts(g.attempts)
           if (g.events.length > 0) s.events(g.events)
-          if (g.handoffs.length > 0) s.handoffs(g.handoffs)
           for (const f of g.ordered) f()
         }
+        if (handoffs.length > 0) s.handoffs(handoffs)
         return refused
       })
 

@@ -72,7 +72,7 @@ import {
   zeroFigures
 } from "../../../services/internal/store/shared.js"
 import type { StoreService } from "../../../services/Store.js"
-import { KNOWN_FEATURE_LEVELS, TIMED_TERMINAL, UNADMITTED_PNO } from "../sqlite/migrations.js"
+import { HANDOFF_EVENT_DATA_SQL, KNOWN_FEATURE_LEVELS, TIMED_TERMINAL, UNADMITTED_PNO } from "../sqlite/migrations.js"
 import type { SqliteEnv } from "../sqlite/open.js"
 import { describeSqlError } from "../sqlite/open.js"
 import { toAttempt, toEvent, toPipeline, toTask } from "../sqlite/rows.js"
@@ -284,6 +284,48 @@ const eventConds = (db: Db, f: EventFilter, withPrefix: boolean): [string, Array
 
 const STATES: ReadonlyArray<PipelineState> = ["pending", "running", "succeeded", "failed", "interrupted"]
 
+/** The columns of an event row, in `events`' shape. */
+const EVENT_ROW = "event_id, kind, pno, pipeline_id, run_id, data, ts"
+
+/**
+ * `SELECT ${cols} FROM events WHERE ${w}${extra}${tail}` over a database's events: `events`,
+ * and from schema version 17 the ledger's events too (a transition's `pipeline.handoff` event is
+ * its `handoffs` row: see `MIGRATION_0017`), as one compound statement (`UNION ALL`) whose
+ * `tail` (`ORDER BY`, `LIMIT`) orders both sides together, each read in its own index's order
+ * and merged (a subquery in `FROM` would be sorted whole). `cols` are names of `events`
+ * columns; `extra` (with `extraParams`) is a condition on them added to both sides.
+ */
+const eventsSelect = (
+  db: Db,
+  cols: ReadonlyArray<string>,
+  f: EventFilter,
+  prefixed: boolean,
+  extra: string,
+  extraParams: ReadonlyArray<unknown>,
+  tail: string,
+  tailParams: ReadonlyArray<unknown>
+): [string, Array<unknown>] => {
+  const [w, p] = eventConds(db, f, prefixed)
+  const stored = `SELECT ${cols.join(", ")} FROM events WHERE ${w}${extra}`
+  if (!db.env.handoffEvents || (f.kind !== undefined && f.kind !== "pipeline.handoff")) {
+    return [`${stored}${tail}`, [...p, ...extraParams, ...tailParams]]
+  }
+  const [lw, lp] = eventConds(db, { ...f, kind: undefined }, prefixed)
+  const ledgerCol = (c: string) =>
+    c === "kind" ? "'pipeline.handoff' AS kind" : c === "data" ? `${HANDOFF_EVENT_DATA_SQL} AS data` : c
+  const ledger = `SELECT ${cols.map(ledgerCol).join(", ")} FROM handoffs WHERE event_id IS NOT NULL AND ${lw}${extra}`
+  return [`${stored} UNION ALL ${ledger}${tail}`, [...p, ...extraParams, ...lp, ...extraParams, ...tailParams]]
+}
+
+/**
+ * The largest event id of a database (0: none), `events` and the ledger's (see {@link eventsSelect}:
+ * among ledger rows with an event, `handoff_id` order is `event_id` order).
+ */
+const maxEventIdOf = (db: Db): string =>
+  db.env.handoffEvents
+    ? "SELECT max(coalesce((SELECT max(event_id) FROM events), 0), coalesce((SELECT event_id FROM handoffs WHERE event_id IS NOT NULL ORDER BY handoff_id DESC LIMIT 1), 0)) AS m"
+    : "SELECT coalesce(max(event_id), 0) AS m FROM events"
+
 /**
  * An event candidate: its key (ts, id) in its database (`src`, an index of the view's event
  * sources) and its raw columns (ts, event_id, kind, pipeline_id, run_id, data).
@@ -438,9 +480,9 @@ export const makeView = (parts: ViewParts): SuiteView => {
   const countEventsIn = (db: Db, f: EventFilter, prefixed: boolean) =>
     Effect.gen(function*() {
       yield* flushed(db)
-      const [w, p] = eventConds(db, f, prefixed)
-      const [r] = yield* query(db, `SELECT count(*) AS n FROM events WHERE ${w}`, p)
-      return Number(r?.n ?? 0)
+      const [text, params] = eventsSelect(db, ["count(*) AS n"], f, prefixed, "", [], "", [])
+      const counts = yield* query(db, text, params)
+      return counts.reduce((a, r) => a + Number(r.n ?? 0), 0)
     })
 
   const countEvents: TaskStore["countEvents"] = (f = {}) =>
@@ -572,15 +614,17 @@ export const makeView = (parts: ViewParts): SuiteView => {
             try: () => {
               const st = state.get(src) ?? { last: undefined, taken: 0, done: false }
               state.set(src, st)
-              const [w, p] = eventConds(db, o, eventSources[src]!.prefixed)
               const n = limit === undefined || page === undefined ? undefined : Math.min(page, limit - st.taken)
-              const after = st.last === undefined ? "" : " AND (ts, event_id) < (?, ?)"
-              const rows = db.values(
-                `SELECT ts, event_id, kind, pipeline_id, run_id, data FROM events WHERE ${w}${after} ORDER BY ts DESC, event_id DESC${
-                  n === undefined ? "" : " LIMIT ?"
-                }`,
-                [...p, ...(st.last === undefined ? [] : [st.last.ts, st.last.id]), ...(n === undefined ? [] : [n])]
-              )
+              const rows = db.values(...eventsSelect(
+                db,
+                ["ts", "event_id", "kind", "pipeline_id", "run_id", "data"],
+                o,
+                eventSources[src]!.prefixed,
+                st.last === undefined ? "" : " AND (ts, event_id) < (?, ?)",
+                st.last === undefined ? [] : [st.last.ts, st.last.id],
+                ` ORDER BY ts DESC, event_id DESC${n === undefined ? "" : " LIMIT ?"}`,
+                n === undefined ? [] : [n]
+              ))
               for (const r of rows) {
                 const c: Candidate = { ts: Number(r[0]), id: Number(r[1]), src, row: r }
                 candidates.push(c)
@@ -989,12 +1033,11 @@ export const makeView = (parts: ViewParts): SuiteView => {
     limited(o.limit, (n) =>
       merged<readonly [number, number], EventRecord, number>(
         eventSources.filter(({ prefixed, source }) => !(o.pipelineId !== undefined && prefixed && route(o.pipelineId) !== source)),
-        (db) => highWater(db, "SELECT coalesce(max(event_id), 0) AS m FROM events"),
+        (db) => highWater(db, maxEventIdOf(db)),
         (db, after, n, hwm, { prefixed }) => {
-          const [w, p] = eventConds(db, o, prefixed)
           const [ac, ap] = after === undefined ? ["", []] : [" AND (ts, event_id) > (?, ?)", [after[0], after[1]]]
           return Effect.map(
-            query(db, `SELECT * FROM events WHERE ${w} AND event_id <= ?${ac} ORDER BY ts, event_id LIMIT ?`, [...p, hwm, ...ap, n]),
+            query(db, ...eventsSelect(db, EVENT_ROW.split(", "), o, prefixed, ` AND event_id <= ?${ac}`, [hwm, ...ap], " ORDER BY ts, event_id LIMIT ?", [n])),
             (rows) =>
               rows.map((r) => {
                 const e = toEvent(r)

@@ -68,7 +68,7 @@ describe("loss guard (one forked fiber per attempt)", () => {
       const drawn = yield* guard.guard(Effect.withRandom(Random.nextInt, Random.make(3)))
       assert.strictEqual(drawn, yield* Effect.withRandom(Random.nextInt, Random.make(3)))
       const scope = yield* Scope.make()
-      const seen = yield* Scope.extend(guard.guard(Effect.map(Effect.scope, (s) => s === scope)), scope)
+      const seen = yield* Scope.extend(guard.guard(Effect.map(Effect.serviceOption(Scope.Scope), (s) => Option.isSome(s) && s.value === scope)), scope)
       assert.isTrue(seen)
     }))
 })

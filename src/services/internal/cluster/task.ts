@@ -47,15 +47,15 @@ import { readOnlyView } from "../../../domain/TaskStore.js"
 import type { AcquireOptions, Lease } from "../../../domain/Lease.js"
 import type { Holder, PoolsService } from "../../Pools.js"
 import * as PgPools from "../pool/pg/pools.js"
-import type { LeaseLost } from "../pool/pg/errors.js"
 import * as PgSql from "../pool/pg/sql.js"
 import type { StoreService } from "../../Store.js"
 import type { BusService } from "../../Bus.js"
 import type { AttemptShared } from "../runner/attemptContext.js"
 import { type CacheEnv, succeededAs } from "../runner/cache.js"
 import type * as Pricing from "../../../domain/Pricing.js"
-import { withAttemptServices } from "../runner/attemptScope.js"
+import { installAttemptServices } from "../runner/attemptScope.js"
 import type { Claims, FenceRequest, FenceResult, Marker } from "./inflight.js"
+import { makeLossGuard } from "./lossGuard.js"
 import { judgeFailure, type PipelineEnv, runAttempt } from "../runner/pipeline.js"
 import * as Rows from "../runner/rows.js"
 import { reportMetric } from "../runner/run.js"
@@ -180,6 +180,32 @@ export const defaultInfraRetry = (budget: Duration.Duration = Duration.minutes(2
     Schedule.modifyDelay((d) => Duration.min(d, Duration.seconds(5))),
     Schedule.upTo(budget)
   )
+
+/**
+ * `self` retried with `schedule` on failure (L5), as `Effect.retry(self, schedule)`, at the
+ * cost of one failure handler while `self` succeeds: the schedule's driver (a `Ref`, its
+ * iteration service provided around every try) is built only once `self` has failed, and
+ * its first decision is taken on that failure (the same delays and the same budget, counted
+ * from the first failure as `Effect.retry` counts them). Defects and interruptions are not
+ * retried, as with `Effect.retry`. (pg17z: three retries wrapped every task of a runner.)
+ *
+ * @internal
+ */
+export const retryOnFailure = <A, E, R>(
+  self: Effect.Effect<A, E, R>,
+  schedule: Schedule.Schedule<unknown, E>
+): Effect.Effect<A, E, R> =>
+  Effect.catchAll(self, (first) => {
+    let replay = true
+    return Effect.retry(
+      Effect.suspend(() => {
+        if (!replay) return self
+        replay = false
+        return Effect.fail(first)
+      }),
+      schedule
+    )
+  })
 
 /**
  * Builds the shared part of a runner process's task executions; they run in the scope of the
@@ -619,13 +645,17 @@ const runTaskWith = (
       if (running !== undefined) return restore(Deferred.await(running))
       const done = Deferred.unsafeMake<TaskVerdict | "lost", StoreUnavailable>(FiberId.none)
       env.running.set(key, done)
-      const execution = Effect.interruptible(Effect.flatMap(carried === undefined ? newClaim : Effect.succeed(carried), (claim) => {
+      // a task of a claimed window holds no task claim: its claim state carries the fence's
+      // flags and the committed output only, and draws no token (pg17z)
+      const start = carried !== undefined ? Effect.succeed(carried) : windowed !== undefined ? Effect.sync(unclaimed) : newClaim
+      const execution = Effect.interruptible(Effect.flatMap(start, (claim) => {
         // one claim per execution (or per pipeline, carried from task to task): an L5 retry
         // of the body claims again with the same token
         const token = claim.token
         const claims = env.claims
-        return Effect.retry(runTaskOnce(env, spec, seq, claim, windowed), env.infraRetry).pipe(
-          withAttemptServices,
+        // the execution's own fiber (forked below, per task): the attempt services are
+        // installed in it once, not provided around the execution
+        return Effect.zipRight(installAttemptServices, retryOnFailure(runTaskOnce(env, spec, seq, claim, windowed), env.infraRetry)).pipe(
           // an execution stopped before its commit (its runner stopping) gives its claim up, so
           // that the next owner of the task need not wait for it to go stale
           Effect.onInterrupt(() =>
@@ -705,6 +735,20 @@ export const newClaim: Effect.Effect<ClaimState> = Effect.map(
   Effect.suspend(() => executionToken),
   (token): ClaimState => ({ token, held: false, attempt: 1, fence: { lost: false, stale: false }, runId: undefined, current: undefined, last: undefined })
 )
+
+/**
+ * The claim state of a task of a claimed window: never held (the window's claim stands for
+ * it), so its token is never sent.
+ */
+const unclaimed = (): ClaimState => ({
+  token: "",
+  held: false,
+  attempt: 1,
+  fence: { lost: false, stale: false },
+  runId: undefined,
+  current: undefined,
+  last: undefined
+})
 
 /** What an abandoned attempt of the cluster engine says. */
 const abandonedMessage = "attempt abandoned: the runner running it stopped (killed, lost, frozen, or its shard moved) while it was in flight; " +
@@ -951,18 +995,13 @@ const runTaskOnce = (
     // never sees more calls at once than the capacity. The slot is not given back early (it
     // may be another's by then); a result that arrived first is kept (first-writer-wins at
     // the checkpoint).
-    const attemptLost: { current: Deferred.Deferred<never, LeaseLost> | undefined } = { current: undefined }
+    const lossGuard = makeLossGuard()
     const watch = (lease: Lease<any>) =>
       Effect.suspend(() => {
-        const signal = attemptLost.current
-        return signal === undefined ? Effect.void : PgPools.onLost(lease, (lost) => Deferred.unsafeDone(signal, Exit.fail(lost)))
+        const lose = lossGuard.current()
+        return lose === undefined ? Effect.void : PgPools.onLost(lease, lose)
       })
-    const guardBody = <A, E>(body: Effect.Effect<A, E>): Effect.Effect<A, E | LeaseLost> =>
-      Effect.suspend(() => {
-        const signal = Deferred.unsafeMake<never, LeaseLost>(FiberId.none)
-        attemptLost.current = signal
-        return Effect.raceFirst(body, Deferred.await(signal))
-      })
+    const guardBody = lossGuard.guard
     const shared: AttemptShared = {
       runId,
       bus: env.bus,
@@ -1068,7 +1107,7 @@ const runTaskOnce = (
               // (first-writer-wins) makes a racing executor's commit a no-op, and the next task
               // reads its input back from the store: the winner's value
               // L5 at the commit: a store error retries the write, not the call
-              yield* Effect.zipRight(store.flush, store.checkpoint(unit)).pipe(Effect.retry(env.infraRetry), Effect.uninterruptible)
+              yield* Effect.uninterruptible(retryOnFailure(Effect.zipRight(store.flush, store.checkpoint(unit)), env.infraRetry))
               // kept for the pipeline's next task, which takes it as its input once a fence
               // confirms the store kept this digest (an earlier writer may have won)
               claim.last = { seq, encoded: { typeName: enc.typeName, codec: enc.codec, data: enc.data }, digest: outputDigest }

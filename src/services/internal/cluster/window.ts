@@ -35,7 +35,7 @@ import { StoreUnavailable } from "../../../domain/Errors.js"
 import type { RunId } from "../../../domain/Ids.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import type * as Task from "../../../domain/Task.js"
-import { executionToken, inputOf, registryFor, runWindowedTask, type TaskEnv, type WindowedTask, type WindowRun } from "./task.js"
+import { executionToken, inputOf, registryFor, retryOnFailure, runWindowedTask, type TaskEnv, type WindowedTask, type WindowRun } from "./task.js"
 import type { WindowClaims } from "./windowClaims.js"
 import { runControlled } from "./controlled.js"
 
@@ -287,7 +287,7 @@ const windowExecution = (
       const rows = yield* read(pending)
       const results = yield* Effect.forEach(
         pending,
-        (i) => Effect.retry(runPipeline(env, specs[i]!, rows.get(specs[i]!.pipelineId), live, tookOver), env.infraRetry),
+        (i) => retryOnFailure(runPipeline(env, specs[i]!, rows.get(specs[i]!.pipelineId), live, tookOver), env.infraRetry),
         { concurrency: "unbounded" }
       )
       // 4. a window past its deadline: claimed again, and only what did not end runs again

@@ -36,6 +36,7 @@
  */
 import { Cause, Context, Effect, Exit, Fiber, FiberRef, Random, Scope } from "effect"
 import type * as Chunk from "effect/Chunk"
+import * as DefaultServices from "effect/DefaultServices"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import { globalValue } from "effect/GlobalValue"
 import { pipeArguments } from "effect/Pipeable"
@@ -291,6 +292,38 @@ export const withAttemptServices = <A, E, R>(self: Effect.Effect<A, E, R>): Effe
     const random = Context.get(fiber.currentDefaultServices, Random.Random)
     return random instanceof AttemptRandom ? out : Effect.withRandom(out, new AttemptRandom(random))
   })
+
+/**
+ * The attempt services of {@link withAttemptServices} installed in the calling fiber for the
+ * rest of its life, each unless already there: the fiber's context gets an
+ * {@link AttemptScope} as its `Scope`, a cell of its own ({@link currentAttempt}) and an
+ * {@link AttemptRandom} as the default `Random`. Nothing is restored afterwards, so this is for
+ * a fiber that runs nothing else after the work it was forked for (a cluster runner's task
+ * execution, forked into the process's scope per task): the three `Effect.locally`-like
+ * wrappers of {@link withAttemptServices} (each a copy of the fiber's `FiberRefs`, an
+ * uninterruptible acquire and its release) are then three `FiberRef.set` (pg17z).
+ *
+ * @internal
+ */
+export const installAttemptServices: Effect.Effect<void> = Effect.withFiberRuntime<void>((fiber) => {
+  let out: Effect.Effect<void> = Effect.void
+  const context = fiber.currentContext
+  const scope = Context.getOption(context as Context.Context<Scope.Scope>, Scope.Scope)
+  if (!(scope._tag === "Some" && scope.value instanceof AttemptScope)) {
+    const outside = scope._tag === "Some" ? scope.value : undefined
+    out = FiberRef.set(
+      FiberRef.currentContext,
+      Context.add(context, Scope.Scope, new AttemptScope(outside, outside?.strategy ?? ExecutionStrategy.sequential))
+    )
+  }
+  if (fiber.getFiberRef(currentAttempt) === rootCell) out = Effect.zipRight(out, FiberRef.set(currentAttempt, new AttemptCell(undefined)))
+  const services = fiber.currentDefaultServices
+  const random = Context.get(services, Random.Random)
+  if (!(random instanceof AttemptRandom)) {
+    out = Effect.zipRight(out, FiberRef.set(DefaultServices.currentServices, Context.add(services, Random.Random, new AttemptRandom(random))))
+  }
+  return out
+})
 
 /**
  * Runs an Effect task's body as the attempt `generator`: its Scope and Random (see the module

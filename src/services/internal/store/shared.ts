@@ -976,7 +976,7 @@ export const makeWriteBehind = (options: {
       flushIntervalMs: options.flushIntervalMs,
       enabled: options.enabled ?? true
     }
-    const flush: Effect.Effect<void, StoreUnavailable> = lock.withPermits(1)(
+    const locked: Effect.Effect<void, StoreUnavailable> = lock.withPermits(1)(
       Effect.suspend(() => {
         const na = attempts.length
         const ne = events.length
@@ -987,6 +987,12 @@ export const makeWriteBehind = (options: {
             events.splice(0, ne)
           }))
       })
+    )
+    // nothing buffered: nothing to wait for either (a flush under way still holds its facts
+    // in the buffer until its write succeeded), so no lock is taken (a cluster runner
+    // flushes before every checkpoint: pg17z)
+    const flush: Effect.Effect<void, StoreUnavailable> = Effect.suspend(() =>
+      attempts.length === 0 && events.length === 0 ? Effect.void : locked
     )
     const add = (push: () => void) =>
       Effect.suspend(() => {

@@ -883,13 +883,23 @@ export class Gate {
       Effect.zip(gate.targetPool(opts, holder), gate.local.names),
       ([target, names]) => {
         const counted = target === undefined ? names : [target]
-        const add = (n: number) =>
-          Effect.sync(() => {
-            for (const p of counted) gate.pending.set(p, (gate.pending.get(p) ?? 0) + n)
-            // an acquire starting raises its pool's demand: each block's peak follows
-            if (n > 0) gate.notePeaks(counted)
+        const add = (n: number) => {
+          for (const p of counted) gate.pending.set(p, (gate.pending.get(p) ?? 0) + n)
+          // an acquire starting raises its pool's demand: each block's peak follows
+          if (n > 0) gate.notePeaks(counted)
+        }
+        const ended = Effect.sync(() => add(-1))
+        // counted and uncounted as `Effect.acquireUseRelease` would, without its release's
+        // extra exit and suspension (one acquire per task: pg17z)
+        return Effect.uninterruptibleMask((restore) =>
+          Effect.suspend(() => {
+            add(1)
+            return Effect.matchCauseEffect(restore(attempt), {
+              onFailure: (cause) => Effect.zipRight(ended, Effect.failCause(cause)),
+              onSuccess: (lease) => Effect.as(ended, lease)
+            })
           })
-        return Effect.acquireUseRelease(add(1), () => attempt, () => add(-1))
+        )
       }
     )
     if (opts.timeout === undefined) return loop

@@ -1,0 +1,78 @@
+/**
+ * The loss guard of a cluster task's attempt: a global lease lost mid-call (its renewals failing
+ * until its local deadline, or its slot found taken) fails the attempt with `LeaseLost` and
+ * interrupts its call, before the slot can expire in the database and be claimed by another
+ * runner (the deadline keeps a margin).
+ *
+ * The attempt's body runs on one forked fiber; the loss, told by the lease's watcher (a plain
+ * callback, `PgPools.onLost`), interrupts that fiber. Before (pg17z), the body raced a
+ * `Deferred` of the loss (`Effect.raceFirst`: two forked fibers, the race's bookkeeping and its
+ * FiberRefs merge per attempt); the outcome is the same:
+ *
+ * - the body ended first (success or failure): its exit stands, a loss told after it changes
+ *   nothing (a result that arrived first is kept: first-writer-wins at the checkpoint);
+ * - the loss told first: the body is interrupted and awaited, and the attempt fails with the
+ *   `LeaseLost`, whatever the interrupted body's exit;
+ * - the caller interrupted: the body is interrupted and awaited before the caller's own
+ *   finalizers run (the lease's release, the worker slot), as the race did.
+ *
+ * @internal
+ */
+import { Effect, Exit, Fiber, FiberId } from "effect"
+import type { LeaseLost } from "../pool/pg/errors.js"
+
+/**
+ * One attempt's guard at a time: {@link LossGuard.guard} wraps an attempt's body (the latest
+ * attempt is the one a loss is told to), {@link LossGuard.lose} tells the running attempt its
+ * lease was lost (a callback for `PgPools.onLost`; no effect once that attempt's body ended).
+ *
+ * @internal
+ */
+export interface LossGuard {
+  readonly guard: <A, E>(body: Effect.Effect<A, E>) => Effect.Effect<A, E | LeaseLost>
+  /** The loss callback of the attempt running now, `undefined` before the first attempt. */
+  readonly current: () => ((lost: LeaseLost) => void) | undefined
+}
+
+/** What one guarded attempt knows: its body's fiber once forked, whether it ended, the loss told first. */
+interface Attempt {
+  fiber: Fiber.RuntimeFiber<unknown, unknown> | undefined
+  ended: boolean
+  lost: LeaseLost | undefined
+}
+
+/**
+ * A new {@link LossGuard} (one per task execution: its attempts run one after another).
+ *
+ * @internal
+ */
+export const makeLossGuard = (): LossGuard => {
+  let running: ((lost: LeaseLost) => void) | undefined = undefined
+  const guard = <A, E>(body: Effect.Effect<A, E>): Effect.Effect<A, E | LeaseLost> =>
+    Effect.uninterruptibleMask((restore) =>
+      Effect.suspend(() => {
+        const attempt: Attempt = { fiber: undefined, ended: false, lost: undefined }
+        running = (lost) => {
+          if (attempt.ended || attempt.lost !== undefined) return
+          attempt.lost = lost
+          attempt.fiber?.unsafeInterruptAsFork(FiberId.none)
+        }
+        return Effect.flatMap(Effect.fork(restore(body)), (fiber) => {
+          attempt.fiber = fiber
+          // told before the fork (between the lease's watch and the body's start): interrupted at once
+          if (attempt.lost !== undefined) fiber.unsafeInterruptAsFork(FiberId.none)
+          else {
+            fiber.addObserver(() => {
+              if (attempt.lost === undefined) attempt.ended = true
+            })
+          }
+          return Effect.flatMap(
+            Effect.exit(Effect.onInterrupt(restore(Fiber.join(fiber)), () => Fiber.interrupt(fiber))),
+            (exit): Effect.Effect<A, E | LeaseLost> =>
+              attempt.lost !== undefined ? Exit.fail(attempt.lost) : exit as Exit.Exit<A, E>
+          )
+        })
+      })
+    )
+  return { guard, current: () => running }
+}

@@ -10,7 +10,7 @@
  * - submitting again is a no-op resume; `--experiment a` selects one member;
  * - a member whose definition changed since the store registered it is refused (exit 2), as
  *   are input rows edited since they ran, a setting the cluster engine does not carry out yet
- *   (a member's `stopAfterFailures`) and a flag that does not apply (`--output-root`).
+ *   (a suite-wide `run.stopAfter`) and a flag that does not apply (`--output-root`).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -141,10 +141,10 @@ describe("a suite on --engine cluster", () => {
       const root = yield* assay(["run", "-c", suite, "--engine", "cluster", "--database", url, "--output-root", dir])
       assert.strictEqual(root.code, 2, root.stderr)
       assert.include(root.stderr, "--output-root")
-      write(dir, "budget.json", suiteOf({ stopAfterFailures: 1 }))
+      write(dir, "budget.json", { ...suiteOf(), run: { stopAfter: "1 minute" } })
       const budget = yield* assay(["run", "-c", path.join(dir, "budget.json"), "--engine", "cluster", "--database", url])
       assert.strictEqual(budget.code, 2, budget.stderr)
-      assert.include(budget.stderr, "experiments.a.stopAfterFailures")
+      assert.include(budget.stderr, "run.stopAfter")
       assert.include(budget.stderr, "not supported on the cluster engine yet")
       // a row edited since it ran (the definition holds): refused, nothing admitted
       write(dir, "rows-a.jsonl", "0\n1\n2\n5\n")

@@ -467,7 +467,33 @@ export interface SubmitArgs {
   readonly strictEnv: boolean
   /** `--stop-after-failures` (since 0.12.0; absent: none given). */
   readonly stopAfterFailures?: Option.Option<number> | undefined
+  /** `--summary` (since 0.12.0; default `text`): `json` prints {@link clusterJson} on stdout. */
+  readonly summary?: "text" | "json" | undefined
 }
+
+/**
+ * The `--summary json` object of a cluster submission: the embedded run's fields that exist on
+ * the cluster (`runId`, `status`, `durationMs`, `stopReason`, `skipped`, `stats.pipelines`: this
+ * submission's pipelines by outcome, `succeeded` / `failed`), and the cluster's own under
+ * `cluster` (`admitted`, `refused`, `withheld`, `causes`), plus `engine: "cluster"` and the
+ * store (without its password).
+ */
+const clusterJson = (report: InternalSubmit.SubmitReport, store: string): Record<string, unknown> => ({
+  runId: report.runId,
+  engine: "cluster",
+  status: report.status,
+  durationMs: report.durationMs,
+  stopReason: report.stopReason,
+  skipped: report.skipped,
+  stats: {
+    pipelines: {
+      total: report.succeeded + report.failed,
+      byState: { succeeded: report.succeeded, failed: report.failed }
+    }
+  },
+  cluster: { admitted: report.admitted, refused: report.refused, withheld: report.withheld, causes: report.causes },
+  store: redactUrl(store)
+})
 
 /**
  * The fields of a `run` section the cluster submitter carries out: `store`, `maxAdmitted`,
@@ -530,7 +556,7 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
     const database = yield* checkDatabase(args.database)
     const experiment = yield* Experiment.load(args.config, { strictEnv: args.strictEnv })
     yield* refuseRunFields(experiment.run)
-    const { layer: store } = yield* sharedStoreLayer(hostedOf(experiment), args.store, database)
+    const { layer: store, target } = yield* sharedStoreLayer(hostedOf(experiment), args.store, database)
     yield* checkMigrated(database)
     const maxAdmitted = Option.getOrElse(args.maxAdmitted, () => experiment.run.maxAdmitted ?? 256)
     const stopAfterFailures = Option.getOrElse(args.stopAfterFailures ?? Option.none(), () => experiment.run.stopAfterFailures)
@@ -558,9 +584,13 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
       ),
       Effect.provide(Layer.merge(ClusterEngine.clientLayer().pipe(Layer.provide(pgLayer(database))), store))
     )
-    yield* Console.log(
-      `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${report.skipped} already done (${report.durationMs} ms)`
-    )
+    if (args.summary === "json") {
+      yield* Console.log(JSON.stringify(clusterJson(report, target._tag === "Postgres" ? target.url : Option.getOrElse(args.store, () => database))))
+    } else {
+      yield* Console.log(
+        `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${report.skipped} already done (${report.durationMs} ms)`
+      )
+    }
     for (const cause of report.causes) yield* Console.error(`  ${cause}`)
     if (report.stopReason === "stop_after_failures") yield* Console.error(stoppedMessage(stopAfterFailures ?? 0, report.failed))
     if (report.failed > 0) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
@@ -758,44 +788,74 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
         pgLayer(target.url)
       ))
     )
-    yield* Console.log(
-      `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${report.skipped} already done (${report.durationMs} ms)`
-    )
     const facts = new Map(members.map((m) => [m.experimentId, m]))
-    const line = (c: { readonly succeeded: number; readonly failed: number; readonly skipped: number }) =>
-      `succeeded ${c.succeeded} · failed ${c.failed} · already done ${c.skipped}`
-    const total = { submitted: 0, succeeded: 0, failed: 0, skipped: 0 }
-    for (const [id, c] of outcome) {
-      total.submitted += facts.get(id)?.admitted ?? 0
-      total.succeeded += c.succeeded
-      total.failed += c.failed
-      total.skipped += c.skipped
-    }
-    yield* Console.log(`suite ${oneLine(loaded.id)}: submitted ${total.submitted} · ${line(total)}`)
-    for (const m of suite.experiments) {
-      const name = oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)
-      const f = facts.get(m.id)
-      const c = outcome.get(m.id)
-      if (f === undefined || !f.selected || c === undefined) {
-        yield* Console.log(`  ${name}: not selected`)
-        continue
+    if (args.summary === "json") {
+      // the embedded suite's member fields that exist on the cluster, and its left-out members
+      const json = {
+        ...clusterJson(report, target.url),
+        suiteId: loaded.id,
+        members: [
+          ...suite.experiments.map((m) => {
+            const f = facts.get(m.id)
+            const c = outcome.get(m.id)
+            const selected = f !== undefined && f.selected && c !== undefined
+            return {
+              experimentId: m.id,
+              label: m.label,
+              selected,
+              admitted: f?.admitted ?? 0,
+              sourceExhausted: f?.sourceExhausted ?? false,
+              sourceError: f?.sourceError ?? null,
+              limitReached: f?.limitReached ?? false,
+              failuresReached: selected && memberReached(m.id),
+              byState: selected ? { succeeded: c.succeeded, failed: c.failed } : null,
+              skipped: c?.skipped ?? 0,
+              withheld: withheldOf.get(m.id) ?? 0
+            }
+          }),
+          ...(loaded.leftOut ?? []).map((m) => ({ experimentId: m.id, label: m.label, selected: false, leftOut: m.problems.join("; ") }))
+        ]
       }
-      const withheld = withheldOf.get(m.id) ?? 0
-      const source = f.sourceError !== null
-        ? `source failed: ${oneLine(f.sourceError)}`
-        : memberReached(m.id)
-        ? `stopped by its own stopAfterFailures (${budgetOf.get(m.id)}; ${
-          withheld > 0 ? `${withheld} read but not admitted; ` : ""
-        }pipelines admitted before still ran; submitting again continues it)`
-        : f.sourceExhausted
-        ? "source exhausted"
-        : f.limitReached
-        ? "limit reached (source not exhausted)"
-        : "source not exhausted"
-      yield* Console.log(`  ${name}: submitted ${f.admitted} · ${line(c)} · ${source}`)
-    }
-    for (const m of loaded.leftOut ?? []) {
-      yield* Console.log(`  ${oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)}: not selected, left out: ${oneLine(m.problems.join("; "))}`)
+      yield* Console.log(JSON.stringify(json))
+    } else {
+      yield* Console.log(
+        `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${report.skipped} already done (${report.durationMs} ms)`
+      )
+      const line = (c: { readonly succeeded: number; readonly failed: number; readonly skipped: number }) =>
+        `succeeded ${c.succeeded} · failed ${c.failed} · already done ${c.skipped}`
+      const total = { submitted: 0, succeeded: 0, failed: 0, skipped: 0 }
+      for (const [id, c] of outcome) {
+        total.submitted += facts.get(id)?.admitted ?? 0
+        total.succeeded += c.succeeded
+        total.failed += c.failed
+        total.skipped += c.skipped
+      }
+      yield* Console.log(`suite ${oneLine(loaded.id)}: submitted ${total.submitted} · ${line(total)}`)
+      for (const m of suite.experiments) {
+        const name = oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)
+        const f = facts.get(m.id)
+        const c = outcome.get(m.id)
+        if (f === undefined || !f.selected || c === undefined) {
+          yield* Console.log(`  ${name}: not selected`)
+          continue
+        }
+        const withheld = withheldOf.get(m.id) ?? 0
+        const source = f.sourceError !== null
+          ? `source failed: ${oneLine(f.sourceError)}`
+          : memberReached(m.id)
+          ? `stopped by its own stopAfterFailures (${budgetOf.get(m.id)}; ${
+            withheld > 0 ? `${withheld} read but not admitted; ` : ""
+          }pipelines admitted before still ran; submitting again continues it)`
+          : f.sourceExhausted
+          ? "source exhausted"
+          : f.limitReached
+          ? "limit reached (source not exhausted)"
+          : "source not exhausted"
+        yield* Console.log(`  ${name}: submitted ${f.admitted} · ${line(c)} · ${source}`)
+      }
+      for (const m of loaded.leftOut ?? []) {
+        yield* Console.log(`  ${oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)}: not selected, left out: ${oneLine(m.problems.join("; "))}`)
+      }
     }
     for (const cause of report.causes) yield* Console.error(`  ${cause}`)
     if (report.stopReason === "stop_after_failures") yield* Console.error(stoppedMessage(stopAfterFailures ?? 0, report.failed))

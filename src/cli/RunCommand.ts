@@ -1069,7 +1069,7 @@ const clusterHandler = (args: RunArgs, resume: boolean): Effect.Effect<void, unk
  * The run flags that `--engine cluster` does not carry out yet (for an experiment or a suite):
  * refused (exit 2, naming the flag), never ignored. What it carries out: `--store`,
  * `--max-admitted`, `--limit`, `--label`, `--stop-after-failures` (the submitter stops admitting;
- * what is admitted goes on), `--quiet`, `--strict-env`, and for a suite `--experiment`.
+ * what is admitted goes on), `--summary`, `--quiet`, `--strict-env`, and for a suite `--experiment`.
  */
 const clusterNotYet = (args: RunArgs): string | undefined =>
   (
@@ -1085,8 +1085,7 @@ const clusterNotYet = (args: RunArgs): string | undefined =>
       ["--no-signals", args.noSignals],
       ["--progress-interval", Option.isSome(args.progressInterval)],
       ["--otel", args.otel],
-      ["--accept-changed-rows", args.acceptChangedRows],
-      ["--summary", args.summary !== "text"]
+      ["--accept-changed-rows", args.acceptChangedRows]
     ] as const
   ).find(([, given]) => given)?.[0]
 
@@ -1151,6 +1150,7 @@ const clusterSubmit = (args: RunArgs, resume: boolean, suite: boolean): Effect.E
         quiet: args.quiet,
         strictEnv: args.strictEnv,
         stopAfterFailures: args.stopAfterFailures,
+        summary: args.summary,
         experiments: args.experiment
       }))
   }
@@ -1164,7 +1164,8 @@ const clusterSubmit = (args: RunArgs, resume: boolean, suite: boolean): Effect.E
       label: args.label,
       quiet: args.quiet,
       strictEnv: args.strictEnv,
-      stopAfterFailures: args.stopAfterFailures
+      stopAfterFailures: args.stopAfterFailures,
+      summary: args.summary
     }))
 }
 

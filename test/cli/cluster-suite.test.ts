@@ -136,6 +136,21 @@ describe("a suite on --engine cluster", () => {
       assert.match(again.stdout, /\n {2}a \(A\): submitted 4 · succeeded 0 · failed 0 · already done 4/)
       assert.match(again.stdout, /\n {2}b: not selected/)
       assert.strictEqual(events(log).filter((e) => e[0] === "start").length, 8, "nothing ran again")
+      // --summary json: the embedded suite's fields that exist on the cluster
+      const json = yield* assay(["run", "-c", suite, "--engine", "cluster", "--database", url, "--quiet", "--summary", "json", "--experiment", "a"])
+      assert.strictEqual(json.code, 0, json.stderr)
+      const summary = JSON.parse(json.stdout) as {
+        engine: string
+        status: string
+        skipped: number
+        suiteId: string
+        members: Array<{ experimentId: string; selected: boolean; skipped: number; failuresReached: boolean }>
+      }
+      assert.deepStrictEqual([summary.engine, summary.status, summary.skipped, summary.suiteId], ["cluster", "completed", 4, "cmp"])
+      assert.deepStrictEqual(
+        summary.members.map((m) => [m.experimentId, m.selected, m.skipped, m.failuresReached]),
+        [["a", true, 4, false], ["b", false, 0, false]]
+      )
 
       // refused: a flag that does not apply, a setting not carried out yet, a changed definition
       const root = yield* assay(["run", "-c", suite, "--engine", "cluster", "--database", url, "--output-root", dir])
@@ -157,6 +172,6 @@ describe("a suite on --engine cluster", () => {
       const changed = yield* assay(["run", "-c", suite, "--engine", "cluster", "--database", url])
       assert.strictEqual(changed.code, 2, changed.stderr)
       assert.include(changed.stderr, `the definition of member "b" changed`)
-      assert.strictEqual(pg.psql("suite", "SELECT count(*) FROM assay_runs").trim(), "2", "the refused runs opened no run")
+      assert.strictEqual(pg.psql("suite", "SELECT count(*) FROM assay_runs").trim(), "3", "the refused runs opened no run (3: the first, the resume and the JSON one)")
     }), 240_000)
 })

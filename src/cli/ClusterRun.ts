@@ -450,7 +450,8 @@ export {
 
 /**
  * What `run --engine cluster` passes on: the experiment file, the database, the store flag,
- * `--max-admitted` (else `run.maxAdmitted`, else 256), `--limit`, `--label`, `--quiet`.
+ * `--max-admitted` (else `run.maxAdmitted`, else 256), `--limit`, `--label` (else `run.label`),
+ * `--stop-after-failures` (else `run.stopAfterFailures`), `--quiet`.
  *
  * @since 0.7.0
  * @category models
@@ -464,7 +465,80 @@ export interface SubmitArgs {
   readonly label: Option.Option<string>
   readonly quiet: boolean
   readonly strictEnv: boolean
+  /** `--stop-after-failures` (since 0.12.0; absent: none given). */
+  readonly stopAfterFailures?: Option.Option<number> | undefined
+  /** `--summary` (since 0.12.0; default `text`): `json` prints {@link clusterJson} on stdout. */
+  readonly summary?: "text" | "json" | undefined
 }
+
+/**
+ * The `--summary json` object of a cluster submission: the embedded run's fields that exist on
+ * the cluster (`runId`, `status`, `durationMs`, `stopReason`, `skipped`, `stats.pipelines`: this
+ * submission's pipelines by outcome, `succeeded` / `failed`), and the cluster's own under
+ * `cluster` (`admitted`, `refused`, `withheld`, `causes`), plus `engine: "cluster"` and the
+ * store (without its password).
+ */
+const clusterJson = (report: InternalSubmit.SubmitReport, store: string): Record<string, unknown> => ({
+  runId: report.runId,
+  engine: "cluster",
+  status: report.status,
+  durationMs: report.durationMs,
+  stopReason: report.stopReason,
+  skipped: report.skipped,
+  stats: {
+    pipelines: {
+      total: report.succeeded + report.failed,
+      byState: { succeeded: report.succeeded, failed: report.failed }
+    }
+  },
+  cluster: { admitted: report.admitted, refused: report.refused, withheld: report.withheld, causes: report.causes },
+  store: redactUrl(store)
+})
+
+/**
+ * The fields of a `run` section the cluster submitter carries out: `store`, `maxAdmitted`,
+ * `label`, `notes`, `meta` and `stopAfterFailures` (the submitter's), `cache` and `pricing` (the
+ * runners read them from the same file). Any other field is refused (exit 2), never ignored.
+ */
+const CLUSTER_RUN_FIELDS: ReadonlySet<string> = new Set([
+  "store",
+  "maxAdmitted",
+  "label",
+  "notes",
+  "meta",
+  "stopAfterFailures",
+  "cache",
+  "pricing"
+])
+
+/** Why a `run` field is not carried out on the cluster engine (the refusal's wording). */
+const runFieldWhy: Readonly<Record<string, string>> = {
+  concurrency: "each runner's --concurrency sets the attempts at once",
+  stopAfter: "the submitter does not stop on wall time yet",
+  journal: "the cluster's store keeps full payloads",
+  runId: "the submitter names the run"
+}
+
+/**
+ * Refuses (exit 2, at `run.FIELD`) the first field of a `run` section (`run` as written) the
+ * cluster engine does not carry out ({@link CLUSTER_RUN_FIELDS}).
+ */
+const refuseRunFields = (run: Readonly<Record<string, unknown>>) =>
+  Effect.suspend(() => {
+    const field = Object.keys(run).find((k) => run[k] !== undefined && !CLUSTER_RUN_FIELDS.has(k))
+    if (field === undefined) return Effect.void
+    const why = runFieldWhy[field]
+    return Effect.fail(configError(
+      `run.${field}`,
+      `run.${field} is not supported on the cluster engine yet${why === undefined ? "" : ` (${why})`}: ` +
+        "remove it to run on --engine cluster, or run on the embedded engine"
+    ))
+  })
+
+/** The message said when `stopAfterFailures` (`n`) stopped admission. */
+const stoppedMessage = (n: number, failed: number) =>
+  `stopped: ${failed} pipeline(s) failed (stopAfterFailures ${n}): no more pipelines were admitted; ` +
+  "the ones admitted before the count was reached still ran to their end. Run the same command again to admit the rest."
 
 /**
  * `assay run -c FILE --engine cluster --database URL`: loads the experiment (exit 2 when
@@ -481,12 +555,17 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
   Effect.gen(function*() {
     const database = yield* checkDatabase(args.database)
     const experiment = yield* Experiment.load(args.config, { strictEnv: args.strictEnv })
-    const { layer: store } = yield* sharedStoreLayer(hostedOf(experiment), args.store, database)
+    yield* refuseRunFields(experiment.run)
+    const { layer: store, target } = yield* sharedStoreLayer(hostedOf(experiment), args.store, database)
     yield* checkMigrated(database)
     const maxAdmitted = Option.getOrElse(args.maxAdmitted, () => experiment.run.maxAdmitted ?? 256)
+    const stopAfterFailures = Option.getOrElse(args.stopAfterFailures ?? Option.none(), () => experiment.run.stopAfterFailures)
     const report = yield* ClusterEngine.submit(experiment.pipelines(Option.getOrUndefined(args.limit)), {
       maxAdmitted,
-      label: Option.getOrUndefined(args.label),
+      label: Option.getOrElse(args.label, () => experiment.run.label),
+      notes: experiment.run.notes,
+      meta: experiment.run.meta,
+      stopAfterFailures,
       pollInterval: Duration.seconds(1),
       onProgress: (p) =>
         args.quiet ? Effect.void : Console.error(
@@ -505,10 +584,15 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
       ),
       Effect.provide(Layer.merge(ClusterEngine.clientLayer().pipe(Layer.provide(pgLayer(database))), store))
     )
-    yield* Console.log(
-      `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${report.skipped} already done (${report.durationMs} ms)`
-    )
+    if (args.summary === "json") {
+      yield* Console.log(JSON.stringify(clusterJson(report, target._tag === "Postgres" ? target.url : Option.getOrElse(args.store, () => database))))
+    } else {
+      yield* Console.log(
+        `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${report.skipped} already done (${report.durationMs} ms)`
+      )
+    }
     for (const cause of report.causes) yield* Console.error(`  ${cause}`)
+    if (report.stopReason === "stop_after_failures") yield* Console.error(stoppedMessage(stopAfterFailures ?? 0, report.failed))
     if (report.failed > 0) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
   })
 
@@ -526,14 +610,6 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
 export interface SuiteSubmitArgs extends SubmitArgs {
   readonly experiments: ReadonlyArray<string>
 }
-
-/** The suite settings the cluster engine does not carry out yet: refused, never ignored. */
-const notOnCluster = (field: string, what: string) =>
-  configError(
-    field,
-    `${what} is not supported on the cluster engine yet (the runners would not stop on it): ` +
-      "remove it to run on --engine cluster, or run the suite on the embedded engine"
-  )
 
 /**
  * Refuses (exit 2, at `experiments.ID`) a selected member whose source no longer yields some of
@@ -574,14 +650,17 @@ const refuseChangedRows = (loaded: SuiteConfig.LoadedSuite, selected: ReadonlyAr
 
 /**
  * `assay run -c SUITE --engine cluster --database URL [--experiment ID ...]`: loads the suite
- * (exit 2 when invalid), refuses what the cluster engine does not carry out yet (a suite-wide
- * `run.stopAfterFailures` / `run.stopAfter`, a member's `stopAfterFailures`: exit 2 naming the
- * field), opens the shared store (it must be a Postgres store: the suite's catalog lives in it,
+ * (exit 2 when invalid), refuses what the cluster engine does not carry out yet (a `run` field
+ * other than store, maxAdmitted, label, notes, meta, stopAfterFailures, cache, pricing: exit 2
+ * naming the field), opens the shared store (it must be a Postgres store: the suite's catalog lives in it,
  * `layers/internal/pg/suites.ts`), registers the selected members (a member whose definition
  * changed since the store registered it is refused, exit 2, before anything is admitted), then
  * admits the members' pipelines round-robin (`Suite.pipelines`, recording each member's facts for
  * the run) through the cluster submitter, and prints the run's counts and one line per member.
- * The run record carries the suite id and the selected members (`meta.suite`). Exit 0 when every
+ * A suite-wide `stopAfterFailures` (`--stop-after-failures`, else `run.stopAfterFailures`) stops
+ * admitting every member once that many pipelines failed; a member's own `stopAfterFailures`
+ * stops admitting that member only (its source is read no further, its specs already read are
+ * withheld); pipelines admitted before either count was reached still run. The run record carries the suite id and the selected members (`meta.suite`). Exit 0 when every
  * selected member's pipelines succeeded (or were already done), 1 when a pipeline failed or a
  * member's source failed, 130 when interrupted (resumable by submitting again).
  *
@@ -600,13 +679,10 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
     for (const u of loaded.unresolvedEnv) yield* Console.error(Words.unsetEnvWarning(u))
     for (const w of loaded.warnings) yield* Console.error(w)
     const selected = yield* Suite.select(suite, selection)
-    if (loaded.run.stopAfterFailures !== undefined) return yield* notOnCluster("run.stopAfterFailures", "a suite-wide stopAfterFailures")
-    if (loaded.run.stopAfter !== undefined) return yield* notOnCluster("run.stopAfter", "a suite-wide stopAfter")
-    for (const m of selected) {
-      if (m.stopAfterFailures !== null && m.stopAfterFailures !== undefined) {
-        return yield* notOnCluster(memberPath(m.id, ".stopAfterFailures"), `member "${m.id}"'s stopAfterFailures`)
-      }
-    }
+    yield* refuseRunFields(loaded.run)
+    // the suite-wide budget stops admitting every member; a member's own stops only it
+    const stopAfterFailures = Option.getOrElse(args.stopAfterFailures ?? Option.none(), () => loaded.run.stopAfterFailures)
+    const budgetOf = new Map(selected.flatMap((m) => m.stopAfterFailures == null ? [] : [[m.id, m.stopAfterFailures] as const]))
     const hosted: Hosted = {
       written: undefined,
       plugins: loaded.plugins,
@@ -627,6 +703,13 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
     const limit = Option.getOrUndefined(args.limit)
     const byDigest = new Map(suite.experiments.map((m) => [memberDigest(suite.id, m.id), m.id]))
     const outcome = new Map(selected.map((m) => [m.id, { succeeded: 0, failed: 0, skipped: 0 }]))
+    /** Whether member `id`'s own budget is spent (its failures in this submission, from `onSettled`). */
+    const memberReached = (id: string) => {
+      const budget = budgetOf.get(id)
+      return budget !== undefined && (outcome.get(id)?.failed ?? 0) >= budget
+    }
+    /** Specs of each member read from its source but withheld once its budget was spent. */
+    const withheldOf = new Map<string, number>()
     const body = Effect.gen(function*() {
       const catalog = PgSuites.make(yield* SqlClient.SqlClient, {
         suiteId: loaded.id,
@@ -654,13 +737,25 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
       const specs = Suite.pipelines(suite, {
         runId,
         experiments: selected.map((m) => m.id),
-        ...(limit === undefined ? {} : { limit })
+        ...(limit === undefined ? {} : { limit }),
+        ...(budgetOf.size === 0 ? {} : { failuresReached: memberReached })
       }).pipe(Stream.provideService(SuiteCatalog, catalog))
       const report = yield* ClusterEngine.submit(specs, {
         runId,
         maxAdmitted,
-        label: Option.getOrUndefined(args.label),
-        meta: { suite: { id: loaded.id, members: selected.map((m) => m.id) } },
+        label: Option.getOrElse(args.label, () => loaded.run.label),
+        notes: loaded.run.notes,
+        meta: { ...loaded.run.meta, suite: { id: loaded.id, members: selected.map((m) => m.id) } },
+        stopAfterFailures,
+        // specs of a member already read when its budget was spent are withheld
+        ...(budgetOf.size === 0 ? {} : {
+          mayAdmit: (spec: AnySpec) => {
+            const id = spec.member?.experimentId
+            if (id === undefined || !memberReached(id)) return true
+            withheldOf.set(id, (withheldOf.get(id) ?? 0) + 1)
+            return false
+          }
+        }),
         pollInterval: Duration.seconds(1),
         onSettled: (pipelineId, o) => {
           const id = byDigest.get(memberDigestOf(pipelineId) ?? "")
@@ -693,41 +788,77 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
         pgLayer(target.url)
       ))
     )
-    yield* Console.log(
-      `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${report.skipped} already done (${report.durationMs} ms)`
-    )
     const facts = new Map(members.map((m) => [m.experimentId, m]))
-    const line = (c: { readonly succeeded: number; readonly failed: number; readonly skipped: number }) =>
-      `succeeded ${c.succeeded} · failed ${c.failed} · already done ${c.skipped}`
-    const total = { submitted: 0, succeeded: 0, failed: 0, skipped: 0 }
-    for (const [id, c] of outcome) {
-      total.submitted += facts.get(id)?.admitted ?? 0
-      total.succeeded += c.succeeded
-      total.failed += c.failed
-      total.skipped += c.skipped
-    }
-    yield* Console.log(`suite ${oneLine(loaded.id)}: submitted ${total.submitted} · ${line(total)}`)
-    for (const m of suite.experiments) {
-      const name = oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)
-      const f = facts.get(m.id)
-      const c = outcome.get(m.id)
-      if (f === undefined || !f.selected || c === undefined) {
-        yield* Console.log(`  ${name}: not selected`)
-        continue
+    if (args.summary === "json") {
+      // the embedded suite's member fields that exist on the cluster, and its left-out members
+      const json = {
+        ...clusterJson(report, target.url),
+        suiteId: loaded.id,
+        members: [
+          ...suite.experiments.map((m) => {
+            const f = facts.get(m.id)
+            const c = outcome.get(m.id)
+            const selected = f !== undefined && f.selected && c !== undefined
+            return {
+              experimentId: m.id,
+              label: m.label,
+              selected,
+              admitted: f?.admitted ?? 0,
+              sourceExhausted: f?.sourceExhausted ?? false,
+              sourceError: f?.sourceError ?? null,
+              limitReached: f?.limitReached ?? false,
+              failuresReached: selected && memberReached(m.id),
+              byState: selected ? { succeeded: c.succeeded, failed: c.failed } : null,
+              skipped: c?.skipped ?? 0,
+              withheld: withheldOf.get(m.id) ?? 0
+            }
+          }),
+          ...(loaded.leftOut ?? []).map((m) => ({ experimentId: m.id, label: m.label, selected: false, leftOut: m.problems.join("; ") }))
+        ]
       }
-      const source = f.sourceError !== null
-        ? `source failed: ${oneLine(f.sourceError)}`
-        : f.sourceExhausted
-        ? "source exhausted"
-        : f.limitReached
-        ? "limit reached (source not exhausted)"
-        : "source not exhausted"
-      yield* Console.log(`  ${name}: submitted ${f.admitted} · ${line(c)} · ${source}`)
-    }
-    for (const m of loaded.leftOut ?? []) {
-      yield* Console.log(`  ${oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)}: not selected, left out: ${oneLine(m.problems.join("; "))}`)
+      yield* Console.log(JSON.stringify(json))
+    } else {
+      yield* Console.log(
+        `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${report.skipped} already done (${report.durationMs} ms)`
+      )
+      const line = (c: { readonly succeeded: number; readonly failed: number; readonly skipped: number }) =>
+        `succeeded ${c.succeeded} · failed ${c.failed} · already done ${c.skipped}`
+      const total = { submitted: 0, succeeded: 0, failed: 0, skipped: 0 }
+      for (const [id, c] of outcome) {
+        total.submitted += facts.get(id)?.admitted ?? 0
+        total.succeeded += c.succeeded
+        total.failed += c.failed
+        total.skipped += c.skipped
+      }
+      yield* Console.log(`suite ${oneLine(loaded.id)}: submitted ${total.submitted} · ${line(total)}`)
+      for (const m of suite.experiments) {
+        const name = oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)
+        const f = facts.get(m.id)
+        const c = outcome.get(m.id)
+        if (f === undefined || !f.selected || c === undefined) {
+          yield* Console.log(`  ${name}: not selected`)
+          continue
+        }
+        const withheld = withheldOf.get(m.id) ?? 0
+        const source = f.sourceError !== null
+          ? `source failed: ${oneLine(f.sourceError)}`
+          : memberReached(m.id)
+          ? `stopped by its own stopAfterFailures (${budgetOf.get(m.id)}; ${
+            withheld > 0 ? `${withheld} read but not admitted; ` : ""
+          }pipelines admitted before still ran; submitting again continues it)`
+          : f.sourceExhausted
+          ? "source exhausted"
+          : f.limitReached
+          ? "limit reached (source not exhausted)"
+          : "source not exhausted"
+        yield* Console.log(`  ${name}: submitted ${f.admitted} · ${line(c)} · ${source}`)
+      }
+      for (const m of loaded.leftOut ?? []) {
+        yield* Console.log(`  ${oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)}: not selected, left out: ${oneLine(m.problems.join("; "))}`)
+      }
     }
     for (const cause of report.causes) yield* Console.error(`  ${cause}`)
+    if (report.stopReason === "stop_after_failures") yield* Console.error(stoppedMessage(stopAfterFailures ?? 0, report.failed))
     for (const m of members) {
       if (m.sourceError !== null) yield* Console.error(`error: member ${m.experimentId}: its source failed: ${m.sourceError}`)
     }

@@ -1071,16 +1071,26 @@ const clusterHandler = (args: RunArgs, resume: boolean): Effect.Effect<void, unk
   )
 
 /**
- * The flags of a suite on `--engine cluster` that the cluster engine does not carry out yet:
- * refused (exit 2, naming the flag), never ignored.
+ * The run flags that `--engine cluster` does not carry out yet (for an experiment or a suite):
+ * refused (exit 2, naming the flag), never ignored. What it carries out: `--store`,
+ * `--max-admitted`, `--limit`, `--label`, `--stop-after-failures` (the submitter stops admitting;
+ * what is admitted goes on), `--summary`, `--quiet`, `--strict-env`, and for a suite `--experiment`.
  */
-const suiteClusterRefused = (args: RunArgs): string | undefined =>
+const clusterNotYet = (args: RunArgs): string | undefined =>
   (
     [
-      ["--stop-after-failures", Option.isSome(args.stopAfterFailures)],
       ["--stop-after", Option.isSome(args.stopAfter)],
-      ["--accept-changed-rows", args.acceptChangedRows],
-      ["--summary", args.summary !== "text"]
+      ["--concurrency", Option.isSome(args.concurrency)],
+      ["--journal", Option.isSome(args.journal)],
+      ["--run-id", Option.isSome(args.runId)],
+      ["--strict-leases", args.strictLeases],
+      ["--stale-after", Option.isSome(args.staleAfter)],
+      ["--grace", Option.isSome(args.grace)],
+      ["--artifact-backend", Option.isSome(args.artifactBackend)],
+      ["--no-signals", args.noSignals],
+      ["--progress-interval", Option.isSome(args.progressInterval)],
+      ["--otel", args.otel],
+      ["--accept-changed-rows", args.acceptChangedRows]
     ] as const
   ).find(([, given]) => given)?.[0]
 
@@ -1126,11 +1136,14 @@ const clusterSubmit = (args: RunArgs, resume: boolean, suite: boolean): Effect.E
     )
   }
   const database = args.database.value
+  const notYet = clusterNotYet(args)
+  if (notYet !== undefined) {
+    return Effect.fail(configError(
+      notYet,
+      `${notYet} is not supported on the cluster engine yet (remove it, or run on the embedded engine)`
+    ))
+  }
   if (suite) {
-    const flag = suiteClusterRefused(args)
-    if (flag !== undefined) {
-      return Effect.fail(configError(flag, `${flag} is not supported for a suite on the cluster engine yet (remove it, or run the suite on the embedded engine)`))
-    }
     return Effect.flatMap(ClusterCommand.loadClusterRun, (m) =>
       m.submitSuite({
         config: args.config,
@@ -1141,6 +1154,8 @@ const clusterSubmit = (args: RunArgs, resume: boolean, suite: boolean): Effect.E
         label: args.label,
         quiet: args.quiet,
         strictEnv: args.strictEnv,
+        stopAfterFailures: args.stopAfterFailures,
+        summary: args.summary,
         experiments: args.experiment
       }))
   }
@@ -1153,7 +1168,9 @@ const clusterSubmit = (args: RunArgs, resume: boolean, suite: boolean): Effect.E
       limit: args.limit,
       label: args.label,
       quiet: args.quiet,
-      strictEnv: args.strictEnv
+      strictEnv: args.strictEnv,
+      stopAfterFailures: args.stopAfterFailures,
+      summary: args.summary
     }))
 }
 

@@ -284,7 +284,10 @@ export const clientLayer = (
  * (workflow starts of a batch sent at once, default 16), `noRunnerAfter` (how long no runner may be up
  * before `onWarning` hears of it, default 10 s; needs the cluster's `RunnerStorage`, which
  * {@link clientLayer} gives), `runId`, `label`, `meta` (of the run record), `onProgress`
- * (told after every poll) and `onWarning` (told of a {@link SubmitWarning}).
+ * (told after every poll), `onWarning` (told of a {@link SubmitWarning}), `onSettled` (told of
+ * each pipeline once settled), `stopAfterFailures` (no more admitted once this many failed;
+ * the admitted ones go on) and `mayAdmit` (asked of each spec before it is admitted; `false`
+ * withholds it).
  *
  * @since 0.7.0
  * @category models
@@ -304,7 +307,8 @@ export type SubmitWarning = internalSubmit.SubmitWarning
  * What the submitter has seen: `admitted` (by this submission), `skipped` (already
  * succeeded in the store), `succeeded` / `failed` (of the admitted ones; `failed` includes
  * workflows that ended without a verdict), `refused` (of the failed: refused by a runner that
- * does not host the experiment), `running` (now).
+ * does not host the experiment), `running` (now), `withheld` (read from the source but not
+ * admitted: `mayAdmit` said no, or admission stopped).
  *
  * @since 0.7.0
  * @category models
@@ -312,8 +316,9 @@ export type SubmitWarning = internalSubmit.SubmitWarning
 export type SubmitProgress = internalSubmit.SubmitProgress
 
 /**
- * What {@link submit} returns: the final {@link SubmitProgress}, `status: "completed"`,
- * `durationMs` (Clock) and `causes` (one line per pipeline whose workflow ended without a
+ * What {@link submit} returns: the final {@link SubmitProgress}, `status` (`completed`, or
+ * `interrupted` with `stopReason: "stop_after_failures"` when `stopAfterFailures` stopped
+ * admission), `durationMs` (Clock) and `causes` (one line per pipeline whose workflow ended without a
  * verdict, at most 20).
  *
  * @since 0.7.0

@@ -551,6 +551,13 @@ export interface PipelinesOptions {
   readonly experiments?: ReadonlyArray<string> | undefined
   readonly limit?: number | undefined
   readonly window?: MemberWindow | undefined
+  /**
+   * Whether member `experimentId`'s own failure budget (`stopAfterFailures`) is spent, as the
+   * caller counts its failures (the cluster submitter, from the settled pipelines; since
+   * 0.12.0): once true, the member's source is read no further and its facts say
+   * `failuresReached`. `Suite.start` counts them itself and ignores this.
+   */
+  readonly failuresReached?: ((experimentId: string) => boolean) | undefined
 }
 
 /**
@@ -668,7 +675,19 @@ const sourceErrorOf = (cause: Cause.Cause<unknown>): string => {
 export const pipelines = <S extends AnySpec, E, R>(
   suite: Suite<S, E, R>,
   options: PipelinesOptions
-): Stream.Stream<S, ConfigError | StoreUnavailable, R | SuiteCatalog> => pipelinesTracked(suite, options, new Map())
+): Stream.Stream<S, ConfigError | StoreUnavailable, R | SuiteCatalog> => {
+  const tracker = new Map<string, MemberFacts>()
+  const reached = options.failuresReached
+  const budgets: FailureBudgets = reached === undefined ? noBudgets : {
+    reached,
+    stop: (id) =>
+      Effect.sync(() => {
+        const facts = tracker.get(id)
+        if (facts !== undefined) facts.failuresReached = true
+      })
+  }
+  return pipelinesTracked(suite, options, tracker, budgets)
+}
 
 /**
  * How many members may be active before a turn grows past one spec: the suite store's member

@@ -10,7 +10,7 @@
  * - submitting again is a no-op resume; `--experiment a` selects one member;
  * - a member whose definition changed since the store registered it is refused (exit 2), as
  *   are input rows edited since they ran, a setting the cluster engine does not carry out yet
- *   (a member's `stopAfterFailures`) and a flag that does not apply (`--output-root`).
+ *   (a suite-wide `run.stopAfter`) and a flag that does not apply (`--output-root`).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -136,15 +136,30 @@ describe("a suite on --engine cluster", () => {
       assert.match(again.stdout, /\n {2}a \(A\): submitted 4 · succeeded 0 · failed 0 · already done 4/)
       assert.match(again.stdout, /\n {2}b: not selected/)
       assert.strictEqual(events(log).filter((e) => e[0] === "start").length, 8, "nothing ran again")
+      // --summary json: the embedded suite's fields that exist on the cluster
+      const json = yield* assay(["run", "-c", suite, "--engine", "cluster", "--database", url, "--quiet", "--summary", "json", "--experiment", "a"])
+      assert.strictEqual(json.code, 0, json.stderr)
+      const summary = JSON.parse(json.stdout) as {
+        engine: string
+        status: string
+        skipped: number
+        suiteId: string
+        members: Array<{ experimentId: string; selected: boolean; skipped: number; failuresReached: boolean }>
+      }
+      assert.deepStrictEqual([summary.engine, summary.status, summary.skipped, summary.suiteId], ["cluster", "completed", 4, "cmp"])
+      assert.deepStrictEqual(
+        summary.members.map((m) => [m.experimentId, m.selected, m.skipped, m.failuresReached]),
+        [["a", true, 4, false], ["b", false, 0, false]]
+      )
 
       // refused: a flag that does not apply, a setting not carried out yet, a changed definition
       const root = yield* assay(["run", "-c", suite, "--engine", "cluster", "--database", url, "--output-root", dir])
       assert.strictEqual(root.code, 2, root.stderr)
       assert.include(root.stderr, "--output-root")
-      write(dir, "budget.json", suiteOf({ stopAfterFailures: 1 }))
+      write(dir, "budget.json", { ...suiteOf(), run: { stopAfter: "1 minute" } })
       const budget = yield* assay(["run", "-c", path.join(dir, "budget.json"), "--engine", "cluster", "--database", url])
       assert.strictEqual(budget.code, 2, budget.stderr)
-      assert.include(budget.stderr, "experiments.a.stopAfterFailures")
+      assert.include(budget.stderr, "run.stopAfter")
       assert.include(budget.stderr, "not supported on the cluster engine yet")
       // a row edited since it ran (the definition holds): refused, nothing admitted
       write(dir, "rows-a.jsonl", "0\n1\n2\n5\n")
@@ -157,6 +172,6 @@ describe("a suite on --engine cluster", () => {
       const changed = yield* assay(["run", "-c", suite, "--engine", "cluster", "--database", url])
       assert.strictEqual(changed.code, 2, changed.stderr)
       assert.include(changed.stderr, `the definition of member "b" changed`)
-      assert.strictEqual(pg.psql("suite", "SELECT count(*) FROM assay_runs").trim(), "2", "the refused runs opened no run")
+      assert.strictEqual(pg.psql("suite", "SELECT count(*) FROM assay_runs").trim(), "3", "the refused runs opened no run (3: the first, the resume and the JSON one)")
     }), 240_000)
 })

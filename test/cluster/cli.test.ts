@@ -36,11 +36,21 @@ describe("cluster engine flags", () => {
       const lone = yield* assay(["run", "-c", file, "--database", url])
       assert.strictEqual(lone.code, 2, lone.stderr)
       assert.include(lone.stderr, "--engine cluster")
-      for (const flag of [["--shards", "2"], ["--fresh-restart"]]) {
+      for (const flag of [["--shards", "2"], ["--fresh-restart"], ["--stop-after", "1 minute"]]) {
         const r = yield* assay(["run", "-c", file, "--engine", "cluster", "--database", url, ...flag])
         assert.strictEqual(r.code, 2, r.stderr)
         assert.include(r.stderr, flag[0]!)
       }
+      // a run setting the submitter does not carry out is refused too, never ignored
+      const concurrent = write(dir, "conc.json", {
+        pipeline: { name: "p", tasks: [{ use: "echo" }] },
+        source: { range: { n: 2 } },
+        run: { concurrency: 4 }
+      })
+      const r = yield* assay(["run", "-c", concurrent, "--engine", "cluster", "--database", url])
+      assert.strictEqual(r.code, 2, r.stderr)
+      assert.include(r.stderr, "run.concurrency")
+      assert.include(r.stderr, "not supported on the cluster engine yet")
     }))
 
   it.scopedLive("the call cache flags are refused with --engine cluster: exit 2 naming the flag and run.cache", () =>

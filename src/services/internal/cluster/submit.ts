@@ -78,9 +78,14 @@ export const defaultWindow = (maxAdmitted: number): number => Math.max(1, Math.m
  * - `startConcurrency`: how many workflow starts of a batch are sent at once (default 16);
  * - `noRunnerAfter`: how long no runner may be up before `onWarning` is told (default 10 s;
  *   checked only when the cluster's `RunnerStorage` is in context);
- * - `runId`, `label`, `meta`: of the run record;
+ * - `runId`, `label`, `notes`, `meta`: of the run record;
  * - `onProgress`: told after every poll; `onWarning`: told of a {@link SubmitWarning} (at most
- *   once per `noRunnerAfter`).
+ *   once per `noRunnerAfter`);
+ * - `stopAfterFailures`: once this many pipelines of the submission have failed, no more are
+ *   admitted (`run.stopAfterFailures` / `--stop-after-failures`); `mayAdmit`: asked of each spec
+ *   just before it is admitted, `false` leaves it out (a suite member whose own
+ *   `stopAfterFailures` is spent). Both act at admission: the failures are learnt from the rows
+ *   every `pollInterval`, and pipelines already admitted go on (see {@link SubmitReport}).
  *
  * @internal
  */
@@ -94,6 +99,7 @@ export interface SubmitOptions {
   readonly startConcurrency?: number | undefined
   readonly runId?: RunId | undefined
   readonly label?: string | undefined
+  readonly notes?: string | undefined
   readonly meta?: Readonly<Record<string, unknown>> | undefined
   readonly onProgress?: ((progress: SubmitProgress) => Effect.Effect<void>) | undefined
   readonly onWarning?: ((warning: SubmitWarning) => Effect.Effect<void>) | undefined
@@ -103,6 +109,14 @@ export interface SubmitOptions {
    * store). A suite's submitter counts them per member with it.
    */
   readonly onSettled?: ((pipelineId: PipelineId, outcome: "succeeded" | "failed" | "skipped") => void) | undefined
+  /** Pipelines failed in this submission after which no more are admitted (integer ≥ 1). */
+  readonly stopAfterFailures?: number | undefined
+  /**
+   * Asked synchronously of each spec right before it is admitted (after the skip of succeeded
+   * ones); `false`: the spec is left out of this submission (no row written, or its row kept as
+   * it is: submitting again admits it) and counted in {@link SubmitProgress} `withheld`.
+   */
+  readonly mayAdmit?: ((spec: AnySpec) => boolean) | undefined
 }
 
 /**
@@ -121,16 +135,24 @@ export interface SubmitProgress {
   readonly failed: number
   readonly refused: number
   readonly running: number
+  /** Specs read from the source but left out: `mayAdmit` said no, or admission stopped. */
+  readonly withheld: number
 }
 
 /**
  * What {@link submit} returns: the progress at the end, the run's status, and `causes`: one
  * line per pipeline whose workflow ended without a verdict (at most 20).
  *
+ * `status` is `completed`, or `interrupted` with `stopReason` `stop_after_failures` when
+ * `stopAfterFailures` stopped admission (as the embedded engine closes such a run): the
+ * pipelines admitted before the count was reached (up to `maxAdmitted`, some not started yet)
+ * were still followed to their end, so `failed` may exceed the count.
+ *
  * @internal
  */
 export interface SubmitReport extends SubmitProgress {
-  readonly status: "completed"
+  readonly status: "completed" | "interrupted"
+  readonly stopReason: "stop_after_failures" | null
   readonly durationMs: number
   readonly causes: ReadonlyArray<string>
 }
@@ -262,7 +284,12 @@ export const submit = <SE, SR>(
     yield* store.openRun({
       runId,
       label: options.label ?? null,
-      config: { engine: "cluster", maxAdmitted },
+      config: {
+        engine: "cluster",
+        maxAdmitted,
+        ...(options.stopAfterFailures === undefined ? {} : { stopAfterFailures: options.stopAfterFailures })
+      },
+      ...(options.notes === undefined || options.notes === "" ? {} : { notes: options.notes }),
       startedAt,
       meta: options.meta
     })
@@ -296,7 +323,11 @@ export const submit = <SE, SR>(
           : {}
     )
     const running = new Set<PipelineId>()
-    const counts = { admitted: 0, skipped: 0, succeeded: 0, failed: 0, refused: 0 }
+    const counts = { admitted: 0, skipped: 0, succeeded: 0, failed: 0, refused: 0, withheld: 0 }
+    const stopAfterFailures = options.stopAfterFailures
+    /** Admission stops for good: a runner refused pipelines, or the failures reached the count. */
+    const failuresReached = () => stopAfterFailures !== undefined && counts.failed >= stopAfterFailures
+    const stopped = () => counts.refused > 0 || failuresReached()
     const causes: Array<string> = []
     const refusals: Array<string> = []
     const progress = (): SubmitProgress => ({ runId, ...counts, running: running.size })
@@ -412,7 +443,7 @@ export const submit = <SE, SR>(
     })
     const waitBelow = (n: number) =>
       Effect.whileLoop({
-        while: () => running.size > n && counts.refused === 0,
+        while: () => running.size > n && !stopped(),
         body: () => Effect.zipRight(Effect.sleep(poll), refresh),
         step: () => {}
       })
@@ -467,7 +498,10 @@ export const submit = <SE, SR>(
      */
     const admitBatch = (batch: ReadonlyArray<AnySpec>) =>
       Effect.gen(function*() {
-        if (counts.refused > 0) return
+        if (stopped()) {
+          counts.withheld += batch.length
+          return
+        }
         const control = batch.findIndex((spec) => refuseControl(spec, store) !== undefined)
         const specs = control === -1 ? batch : batch.slice(0, control)
         const stored = specs.length === 0
@@ -483,7 +517,17 @@ export const submit = <SE, SR>(
           // a full window (or the last pipelines) at a time: windows of one or two pipelines,
           // admitted as single pipelines finish, would pay the engine's messages per pipeline
           yield* waitBelow(maxAdmitted - Math.min(windowSize, pending.length))
-          if (counts.refused > 0) return
+          if (stopped()) {
+            counts.withheld += pending.length
+            return
+          }
+          if (options.mayAdmit !== undefined) {
+            const gate = options.mayAdmit
+            const before = pending.length
+            pending = pending.filter((spec) => gate(spec))
+            counts.withheld += before - pending.length
+            if (pending.length === 0) break
+          }
           const room = maxAdmitted - running.size
           const take = Math.min(pending.length, room >= windowSize ? room - (room % windowSize) : room)
           const group = pending.slice(0, take)
@@ -535,9 +579,9 @@ export const submit = <SE, SR>(
       })
 
     const body = Effect.gen(function*() {
-      // admission stops at the first refusal
+      // admission stops at the first refusal, or once the failures reach `stopAfterFailures`
       yield* Stream.runForEach(
-        Stream.grouped(Stream.takeWhile(specs, () => counts.refused === 0), admitBatchSize),
+        Stream.grouped(Stream.takeWhile(specs, () => !stopped()), admitBatchSize),
         (chunk) => admitBatch(Chunk.toReadonlyArray(chunk))
       )
       // after a refusal, the pipelines already admitted are followed to their end
@@ -548,9 +592,11 @@ export const submit = <SE, SR>(
       })
       if (counts.refused > 0) return yield* refusedError(counts.refused, refusals)
       const endedAt = yield* Clock.currentTimeMillis
-      yield* store.finishRun(runId, { status: "completed", endedAt, stopReason: null })
-      yield* emit("run.finished", { status: "completed", stopReason: null, counters: progress(), ...(yield* cacheFigures) })
-      return { ...progress(), status: "completed" as const, durationMs: endedAt - startedAt, causes }
+      const status = failuresReached() ? "interrupted" as const : "completed" as const
+      const stopReason = failuresReached() ? "stop_after_failures" as const : null
+      yield* store.finishRun(runId, { status, endedAt, stopReason })
+      yield* emit("run.finished", { status, stopReason, counters: progress(), ...(yield* cacheFigures) })
+      return { ...progress(), status, stopReason, durationMs: endedAt - startedAt, causes }
     })
     // interrupted or failed: admission stops; the run is closed, its admitted pipelines go on
     return yield* Effect.onExit(body, (exit) =>

@@ -280,14 +280,7 @@ const hostedFile = (config: string) =>
     }
     const loaded = yield* SuiteConfig.load(config, { strictEnv: false })
     for (const w of loaded.warnings) yield* Console.error(w)
-    const hosted: Hosted = {
-      written: undefined,
-      plugins: loaded.plugins,
-      baseDir: loaded.baseDir,
-      run: loaded.run,
-      taskCacheOn: taskCacheOn(loaded.members.map((m) => m.experiment)),
-      pools: loaded.pools
-    }
+    const hosted = suiteHosted(loaded)
     const specs = Stream.concatAll(Chunk.fromIterable(loaded.members.map((m) =>
       m.experiment.pipelines().pipe(
         Stream.map((spec) =>
@@ -444,6 +437,39 @@ export {
   ShardsStalled
 } from "../services/internal/cluster/watchdog.js"
 
+/** What a suite's runner and submitter host: the suite's plugins, run section and pools, every member's cache use. */
+const suiteHosted = (loaded: SuiteConfig.LoadedSuite): Hosted => ({
+  written: undefined,
+  plugins: loaded.plugins,
+  baseDir: loaded.baseDir,
+  run: loaded.run,
+  taskCacheOn: taskCacheOn(loaded.members.map((m) => m.experiment)),
+  pools: loaded.pools
+})
+
+/** What Ctrl-C on a submitter says (an experiment's or a suite's). */
+const STOPPED_MESSAGE =
+  "stopped: no more pipelines are admitted; the admitted ones go on on the runners. Run the same command again to follow them and admit the rest."
+
+/**
+ * The submitter's progress line on stderr (none with `--quiet`) and its warning when no runner
+ * is up (said even with `--quiet`: nothing moves until a runner is up), naming the command that
+ * starts one with the file given (an experiment's or a suite's) and the database (password masked).
+ */
+const followProgress = (
+  args: { readonly quiet: boolean; readonly config: string },
+  database: string
+): Pick<ClusterEngine.SubmitOptions, "onProgress" | "onWarning"> => ({
+  onProgress: (p) =>
+    args.quiet ? Effect.void : Console.error(
+      `cluster run ${p.runId}: ${p.admitted} admitted, ${p.running} running, ${p.succeeded} succeeded, ${p.failed} failed, ${p.skipped} already done`
+    ),
+  onWarning: (w) =>
+    Console.error(
+      `${w.message}. Start one (or several) with: assay runner -c ${args.config} --database ${redactUrl(database)}`
+    )
+})
+
 // ---------------------------------------------------------------------------------------------
 // assay run --engine cluster
 // ---------------------------------------------------------------------------------------------
@@ -567,21 +593,9 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
       meta: experiment.run.meta,
       stopAfterFailures,
       pollInterval: Duration.seconds(1),
-      onProgress: (p) =>
-        args.quiet ? Effect.void : Console.error(
-          `cluster run ${p.runId}: ${p.admitted} admitted, ${p.running} running, ${p.succeeded} succeeded, ${p.failed} failed, ${p.skipped} already done`
-        ),
-      // said even with --quiet: nothing moves until a runner is up
-      onWarning: (w) =>
-        Console.error(
-          `${w.message}. Start one (or several) with: assay runner -c ${args.config} --database ${redactUrl(database)}`
-        )
+      ...followProgress(args, database)
     }).pipe(
-      Effect.onInterrupt(() =>
-        Console.error(
-          "stopped: no more pipelines are admitted; the admitted ones go on on the runners. Run the same command again to follow them and admit the rest."
-        )
-      ),
+      Effect.onInterrupt(() => Console.error(STOPPED_MESSAGE)),
       Effect.provide(Layer.merge(ClusterEngine.clientLayer().pipe(Layer.provide(pgLayer(database))), store))
     )
     if (args.summary === "json") {
@@ -683,14 +697,7 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
     // the suite-wide budget stops admitting every member; a member's own stops only it
     const stopAfterFailures = Option.getOrElse(args.stopAfterFailures ?? Option.none(), () => loaded.run.stopAfterFailures)
     const budgetOf = new Map(selected.flatMap((m) => m.stopAfterFailures == null ? [] : [[m.id, m.stopAfterFailures] as const]))
-    const hosted: Hosted = {
-      written: undefined,
-      plugins: loaded.plugins,
-      baseDir: loaded.baseDir,
-      run: loaded.run,
-      taskCacheOn: taskCacheOn(loaded.members.map((m) => m.experiment)),
-      pools: loaded.pools
-    }
+    const hosted = suiteHosted(loaded)
     const { layer: store, target } = yield* sharedStoreLayer(hosted, args.store, database)
     if (target._tag !== "Postgres") {
       return yield* configError(
@@ -762,21 +769,8 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
           const c = id === undefined ? undefined : outcome.get(id)
           if (c !== undefined) c[o]++
         },
-        onProgress: (p) =>
-          args.quiet ? Effect.void : Console.error(
-            `cluster run ${p.runId}: ${p.admitted} admitted, ${p.running} running, ${p.succeeded} succeeded, ${p.failed} failed, ${p.skipped} already done`
-          ),
-        onWarning: (w) =>
-          Console.error(
-            `${w.message}. Start one (or several) with: assay runner -c ${args.config} --database ${redactUrl(database)}`
-          )
-      }).pipe(
-        Effect.onInterrupt(() =>
-          Console.error(
-            "stopped: no more pipelines are admitted; the admitted ones go on on the runners. Run the same command again to follow them and admit the rest."
-          )
-        )
-      )
+        ...followProgress(args, database)
+      }).pipe(Effect.onInterrupt(() => Console.error(STOPPED_MESSAGE)))
       const now = yield* Clock.currentTimeMillis
       for (const [id, c] of outcome) yield* catalog.recordOutcome(report.runId, id, c, now)
       return { report, members: yield* catalog.runMembership(report.runId) }

@@ -1143,35 +1143,20 @@ const clusterSubmit = (args: RunArgs, resume: boolean, suite: boolean): Effect.E
       `${notYet} is not supported on the cluster engine yet (remove it, or run on the embedded engine)`
     ))
   }
-  if (suite) {
-    return Effect.flatMap(ClusterCommand.loadClusterRun, (m) =>
-      m.submitSuite({
-        config: args.config,
-        database,
-        store: args.store,
-        maxAdmitted: args.maxAdmitted,
-        limit: args.limit,
-        label: args.label,
-        quiet: args.quiet,
-        strictEnv: args.strictEnv,
-        stopAfterFailures: args.stopAfterFailures,
-        summary: args.summary,
-        experiments: args.experiment
-      }))
+  const submit = {
+    config: args.config,
+    database,
+    store: args.store,
+    maxAdmitted: args.maxAdmitted,
+    limit: args.limit,
+    label: args.label,
+    quiet: args.quiet,
+    strictEnv: args.strictEnv,
+    stopAfterFailures: args.stopAfterFailures,
+    summary: args.summary
   }
   return Effect.flatMap(ClusterCommand.loadClusterRun, (m) =>
-    m.submitRun({
-      config: args.config,
-      database,
-      store: args.store,
-      maxAdmitted: args.maxAdmitted,
-      limit: args.limit,
-      label: args.label,
-      quiet: args.quiet,
-      strictEnv: args.strictEnv,
-      stopAfterFailures: args.stopAfterFailures,
-      summary: args.summary
-    }))
+    suite ? m.submitSuite({ ...submit, experiments: args.experiment }) : m.submitRun(submit))
 }
 
 const handler = (resume: boolean) => (args: RunArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> =>

@@ -6,7 +6,8 @@
  * - every pipeline of both members runs once, under the shared pool (the lease names the
  *   actual pool: the member's alias is applied on the runner), and the calls in flight never
  *   exceed the capacity across the two runners (the tasks log their start and end);
- * - the summary has one line per member; `assay report URL` shows the suite's members;
+ * - the summary has one line per member; `assay report URL` shows the suite's members, and
+ *   `assay export URL --experiment a` one member's rows;
  * - the suite's `run.concurrency` (1) is each runner's attempts at once (they say so, and
  *   neither runs two calls at once);
  * - submitting again is a no-op resume; `--experiment a` selects one member;
@@ -136,6 +137,15 @@ describe("a suite on --engine cluster", () => {
       assert.strictEqual(report.code, 0, report.stderr)
       assert.match(report.stdout, /suite cmp \(/)
       assert.match(report.stdout, /\n {2}a \(A\): succeeded 4 · latest run: submitted 4 · succeeded 4/)
+
+      // one member's rows alone (export, watch and serve take --experiment on a Postgres store)
+      const exported = yield* assay(["export", url, "-", "--format", "jsonl", "--rows", "results", "--experiment", "a"])
+      assert.strictEqual(exported.code, 0, exported.stderr)
+      const results = exported.stdout.trim().split("\n").map((l) => JSON.parse(l) as { experimentId: string | null })
+      assert.deepStrictEqual(results.map((r) => r.experimentId), ["a", "a", "a", "a"])
+      const nobody = yield* assay(["export", url, "-", "--format", "jsonl", "--experiment", "nobody"])
+      assert.strictEqual(nobody.code, 2, nobody.stderr)
+      assert.include(nobody.stderr, `no suite member "nobody" (members: cmp/a, cmp/b)`)
 
       // submitting again runs nothing; --experiment selects one member
       const again = yield* assay(["run", "-c", suite, "--engine", "cluster", "--database", url, "--quiet", "--experiment", "a"])

@@ -7,7 +7,7 @@
  *   actual pool: the member's alias is applied on the runner), and the calls in flight never
  *   exceed the capacity across the two runners (the tasks log their start and end);
  * - the summary has one line per member; `assay report URL` shows the suite's members, and
- *   `assay export URL --experiment a` one member's rows;
+ *   `assay export URL --experiment a` and `assay watch URL --experiment b` one member's rows;
  * - the suite's `run.concurrency` (1) is each runner's attempts at once (they say so, and
  *   neither runs two calls at once);
  * - submitting again is a no-op resume; `--experiment a` selects one member;
@@ -143,6 +143,10 @@ describe("a suite on --engine cluster", () => {
       assert.strictEqual(exported.code, 0, exported.stderr)
       const results = exported.stdout.trim().split("\n").map((l) => JSON.parse(l) as { experimentId: string | null })
       assert.deepStrictEqual(results.map((r) => r.experimentId), ["a", "a", "a", "a"])
+      const watched = yield* assay(["watch", url, "--experiment", "b", "--interval", "1"])
+      assert.strictEqual(watched.code, 0, watched.stderr)
+      assert.include(watched.stdout, "pipelines 4: 4 succeeded", "b's 4 of the store's 8")
+      assert.include(watched.stdout, "tasks 4 · attempts 4")
       const nobody = yield* assay(["export", url, "-", "--format", "jsonl", "--experiment", "nobody"])
       assert.strictEqual(nobody.code, 2, nobody.stderr)
       assert.include(nobody.stderr, `no suite member "nobody" (members: cmp/a, cmp/b)`)

@@ -187,7 +187,7 @@ const runnerOptions = {
   ),
   concurrency: integerAtLeast("concurrency", 1).pipe(
     Options.optional,
-    Options.withDescription("Attempts running at once in this process (default 64).")
+    Options.withDescription("Attempts running at once in this process (default: the file's run.concurrency, else 64).")
   ),
   leaseTtl: Options.text("lease-ttl").pipe(
     Options.withPseudoName("duration"),
@@ -259,7 +259,7 @@ export const runner = Command.make("runner", runnerOptions, (o) =>
       database,
       address,
       store: o.store,
-      concurrency: Option.getOrElse(o.concurrency, () => 64),
+      concurrency: Option.getOrUndefined(o.concurrency),
       lease,
       windowClaims: o.windowClaims,
       blockLeases

@@ -237,7 +237,8 @@ export const checkMigrated = (database: string): Effect.Effect<void, ConfigError
 /**
  * What `assay runner` runs: `config` (the experiment file), `database` (checked URL),
  * `address` (where other runners reach it; default the library's), `store` (the `--store`
- * flag), `concurrency` (attempts at once in this process) and `lease` (the global pool slots'
+ * flag), `concurrency` (`--concurrency`: attempts at once in this process; absent: the file's
+ * `run.concurrency`, else 64) and `lease` (the global pool slots'
  * TTL and renewal interval; default 30 s, renewed every 10 s).
  *
  * @since 0.7.0
@@ -248,7 +249,7 @@ export interface RunnerArgs {
   readonly database: string
   readonly address: { readonly host: string; readonly port: number } | undefined
   readonly store: Option.Option<string>
-  readonly concurrency: number
+  readonly concurrency?: number | undefined
   readonly lease?: LeaseTiming | undefined
   /**
    * Window claims (`--window-claims`; default off): each window claimed whole, with local
@@ -325,10 +326,11 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
     yield* checkMigrated(o.database)
     const address = o.address
     const lease = o.lease ?? { leaseTtl: DEFAULT_LEASE_TTL, renewEvery: defaultRenewEvery(DEFAULT_LEASE_TTL) }
+    const concurrency = runnerConcurrency(o.concurrency, experiment.run.concurrency)
     yield* Console.error(
       `runner: cluster database ${redactUrl(o.database)}${
         address === undefined ? "" : `, listening on ${address.host}:${address.port}`
-      }; pool slots held ${Duration.format(lease.leaseTtl)} without renewal, renewed every ${Duration.format(lease.renewEvery)}${
+      }; ${concurrency.n} attempt(s) at once in this process (${concurrency.from}); pool slots held ${Duration.format(lease.leaseTtl)} without renewal, renewed every ${Duration.format(lease.renewEvery)}${
         o.windowClaims === true ? "; window claims on" : ""
       }${
         o.blockLeases === undefined
@@ -342,7 +344,7 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
     const callGate = ClusterEngine.makeCallGate()
     const host = ClusterEngine.workflowLayer({
       callGate,
-      concurrency: o.concurrency,
+      concurrency: concurrency.n,
       pricing: experiment.run.pricing,
       cache: cache.run,
       windowClaims: o.windowClaims === true,
@@ -393,6 +395,19 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
       return yield* Effect.interrupt
     }))
   })
+
+/**
+ * The attempts a runner process runs at once, and where the number comes from: `--concurrency`,
+ * else the file's `run.concurrency` (an experiment's, or a suite's: the same meaning as on the
+ * embedded engine, attempts at once in one process; each runner applies it to itself, so N
+ * runners run up to N times as many, and the pools bound them all), else 64.
+ */
+const runnerConcurrency = (flag: number | undefined, written: number | undefined) =>
+  flag !== undefined
+    ? { n: flag, from: "--concurrency" }
+    : written !== undefined
+    ? { n: written, from: "run.concurrency" }
+    : { n: 64, from: "the default" }
 
 /** The library's default shards per group (the runner does not change it). */
 const defaultShardsPerGroup = 300
@@ -477,7 +492,8 @@ const followProgress = (
 /**
  * What `run --engine cluster` passes on: the experiment file, the database, the store flag,
  * `--max-admitted` (else `run.maxAdmitted`, else 256), `--limit`, `--label` (else `run.label`),
- * `--stop-after-failures` (else `run.stopAfterFailures`), `--quiet`.
+ * `--stop-after-failures` (else `run.stopAfterFailures`), `--stop-after` (else `run.stopAfter`),
+ * `--quiet`.
  *
  * @since 0.7.0
  * @category models
@@ -493,6 +509,8 @@ export interface SubmitArgs {
   readonly strictEnv: boolean
   /** `--stop-after-failures` (since 0.12.0; absent: none given). */
   readonly stopAfterFailures?: Option.Option<number> | undefined
+  /** `--stop-after`, parsed (since 0.12.0; absent: none given). */
+  readonly stopAfter?: Duration.Duration | undefined
   /** `--summary` (since 0.12.0; default `text`): `json` prints {@link clusterJson} on stdout. */
   readonly summary?: "text" | "json" | undefined
 }
@@ -522,9 +540,10 @@ const clusterJson = (report: InternalSubmit.SubmitReport, store: string): Record
 })
 
 /**
- * The fields of a `run` section the cluster submitter carries out: `store`, `maxAdmitted`,
- * `label`, `notes`, `meta` and `stopAfterFailures` (the submitter's), `cache` and `pricing` (the
- * runners read them from the same file). Any other field is refused (exit 2), never ignored.
+ * The fields of a `run` section the cluster engine carries out: `store`, `maxAdmitted`,
+ * `label`, `notes`, `meta`, `stopAfterFailures` and `stopAfter` (the submitter's), `cache`,
+ * `pricing` and `concurrency` (the runners read them from the same file: `concurrency` is each
+ * runner's attempts at once unless its `--concurrency` says otherwise). Any other field is refused (exit 2), never ignored.
  */
 const CLUSTER_RUN_FIELDS: ReadonlySet<string> = new Set([
   "store",
@@ -533,14 +552,14 @@ const CLUSTER_RUN_FIELDS: ReadonlySet<string> = new Set([
   "notes",
   "meta",
   "stopAfterFailures",
+  "stopAfter",
+  "concurrency",
   "cache",
   "pricing"
 ])
 
 /** Why a `run` field is not carried out on the cluster engine (the refusal's wording). */
 const runFieldWhy: Readonly<Record<string, string>> = {
-  concurrency: "each runner's --concurrency sets the attempts at once",
-  stopAfter: "the submitter does not stop on wall time yet",
   journal: "the cluster's store keeps full payloads",
   runId: "the submitter names the run"
 }
@@ -561,10 +580,37 @@ const refuseRunFields = (run: Readonly<Record<string, unknown>>) =>
     ))
   })
 
+/**
+ * The submitter's wall-time stop: `--stop-after` (parsed by `run`), else the file's
+ * `run.stopAfter` (a duration as written: `"10 minutes"`, or milliseconds).
+ */
+const stopAfterOf = (flag: Duration.Duration | undefined, written: Duration.DurationInput | undefined) =>
+  flag ?? (written === undefined ? undefined : Duration.decode(written))
+
+/** The message said when `stopAfter` (`d`) stopped admission. */
+const stoppedAfterMessage = (d: Duration.Duration) =>
+  `stopped: --stop-after / run.stopAfter (${Duration.format(d)}) elapsed: no more pipelines were admitted; ` +
+  "the ones admitted before it still ran to their end. Run the same command again to admit the rest."
+
 /** The message said when `stopAfterFailures` (`n`) stopped admission. */
 const stoppedMessage = (n: number, failed: number) =>
   `stopped: ${failed} pipeline(s) failed (stopAfterFailures ${n}): no more pipelines were admitted; ` +
   "the ones admitted before the count was reached still ran to their end. Run the same command again to admit the rest."
+
+/**
+ * Says on stderr which stop rule stopped admission, if one did. A stop is deliberate, as on
+ * the embedded engine: the exit code follows the pipelines' outcome (1 when some failed).
+ */
+const stopSaid = (
+  report: InternalSubmit.SubmitReport,
+  stopAfterFailures: number | undefined,
+  stopAfter: Duration.Duration | undefined
+) =>
+  report.stopReason === "stop_after_failures"
+    ? Console.error(stoppedMessage(stopAfterFailures ?? 0, report.failed))
+    : report.stopReason === "stop_after" && stopAfter !== undefined
+    ? Console.error(stoppedAfterMessage(stopAfter))
+    : Effect.void
 
 /**
  * `assay run -c FILE --engine cluster --database URL`: loads the experiment (exit 2 when
@@ -586,12 +632,14 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
     yield* checkMigrated(database)
     const maxAdmitted = Option.getOrElse(args.maxAdmitted, () => experiment.run.maxAdmitted ?? 256)
     const stopAfterFailures = Option.getOrElse(args.stopAfterFailures ?? Option.none(), () => experiment.run.stopAfterFailures)
+    const stopAfter = stopAfterOf(args.stopAfter, experiment.run.stopAfter)
     const report = yield* ClusterEngine.submit(experiment.pipelines(Option.getOrUndefined(args.limit)), {
       maxAdmitted,
       label: Option.getOrElse(args.label, () => experiment.run.label),
       notes: experiment.run.notes,
       meta: experiment.run.meta,
       stopAfterFailures,
+      stopAfter,
       pollInterval: Duration.seconds(1),
       ...followProgress(args, database)
     }).pipe(
@@ -606,7 +654,7 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
       )
     }
     for (const cause of report.causes) yield* Console.error(`  ${cause}`)
-    if (report.stopReason === "stop_after_failures") yield* Console.error(stoppedMessage(stopAfterFailures ?? 0, report.failed))
+    yield* stopSaid(report, stopAfterFailures, stopAfter)
     if (report.failed > 0) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
   })
 
@@ -696,6 +744,8 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
     yield* refuseRunFields(loaded.run)
     // the suite-wide budget stops admitting every member; a member's own stops only it
     const stopAfterFailures = Option.getOrElse(args.stopAfterFailures ?? Option.none(), () => loaded.run.stopAfterFailures)
+    // wall time is suite-wide only (a member has no stopAfter of its own, as embedded)
+    const stopAfter = stopAfterOf(args.stopAfter, loaded.run.stopAfter)
     const budgetOf = new Map(selected.flatMap((m) => m.stopAfterFailures == null ? [] : [[m.id, m.stopAfterFailures] as const]))
     const hosted = suiteHosted(loaded)
     const { layer: store, target } = yield* sharedStoreLayer(hosted, args.store, database)
@@ -754,6 +804,7 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
         notes: loaded.run.notes,
         meta: { ...loaded.run.meta, suite: { id: loaded.id, members: selected.map((m) => m.id) } },
         stopAfterFailures,
+        stopAfter,
         // specs of a member already read when its budget was spent are withheld
         ...(budgetOf.size === 0 ? {} : {
           mayAdmit: (spec: AnySpec) => {
@@ -852,7 +903,7 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
       }
     }
     for (const cause of report.causes) yield* Console.error(`  ${cause}`)
-    if (report.stopReason === "stop_after_failures") yield* Console.error(stoppedMessage(stopAfterFailures ?? 0, report.failed))
+    yield* stopSaid(report, stopAfterFailures, stopAfter)
     for (const m of members) {
       if (m.sourceError !== null) yield* Console.error(`error: member ${m.experimentId}: its source failed: ${m.sourceError}`)
     }

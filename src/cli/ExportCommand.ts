@@ -24,13 +24,13 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import { Chunk, Console, Effect, Option, Stream } from "effect"
+import { Chunk, Console, Context, Effect, Layer, Option, Stream } from "effect"
 import * as fs from "node:fs"
 import { ConfigError } from "../domain/Errors.js"
 import { RunId } from "../domain/Ids.js"
 import * as Export from "../services/internal/export.js"
 import * as SuiteViews from "../services/internal/suiteViews.js"
-import type { StoreService } from "../services/Store.js"
+import { Store, type StoreService } from "../services/Store.js"
 import * as Flags from "./Flags.js"
 import { integerAtLeast } from "./Flags.js"
 import * as SuiteStore from "../layers/SuiteStore.js"
@@ -182,7 +182,13 @@ export const exportCommand = Command.make("export", {
     // Never overwrite a database (an input store, or any SQLite file given as OUT).
     yield* Export.checkOutput(out, stores)
     // Concatenated in the given order, `limit` per store (as `Export.exportStores`).
-    const opened = yield* StoreArgs.openAll(stores, o.plugin)
+    // a Postgres store's suite member (--experiment ID): its rows alone, read as a store
+    const opened = experiment === undefined
+      ? yield* StoreArgs.openAll(stores, o.plugin)
+      : [{
+        source: StoreArgs.displayOf(stores[0]!),
+        store: Context.get(yield* Layer.build(StoreArgs.readLayer(stores[0]!, o.plugin, experiment)), Store)
+      }]
     if (options.runId !== undefined) yield* checkRunId(options.runId, opened)
     const latest = selection._tag === "latest" ? yield* latestRuns(opened) : undefined
     const rows = Stream.concatAll(Chunk.fromIterable(opened.map(({ store }, i) =>

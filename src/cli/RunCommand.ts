@@ -1073,14 +1073,13 @@ const clusterHandler = (args: RunArgs, resume: boolean): Effect.Effect<void, unk
 /**
  * The run flags that `--engine cluster` does not carry out yet (for an experiment or a suite):
  * refused (exit 2, naming the flag), never ignored. What it carries out: `--store`,
- * `--max-admitted`, `--limit`, `--label`, `--stop-after-failures` (the submitter stops admitting;
- * what is admitted goes on), `--summary`, `--quiet`, `--strict-env`, and for a suite `--experiment`.
+ * `--max-admitted`, `--limit`, `--label`, `--stop-after-failures` and `--stop-after` (the submitter
+ * stops admitting; what is admitted goes on), `--summary`, `--quiet`, `--strict-env`, and for a
+ * suite `--experiment`.
  */
 const clusterNotYet = (args: RunArgs): string | undefined =>
   (
     [
-      ["--stop-after", Option.isSome(args.stopAfter)],
-      ["--concurrency", Option.isSome(args.concurrency)],
       ["--journal", Option.isSome(args.journal)],
       ["--run-id", Option.isSome(args.runId)],
       ["--strict-leases", args.strictLeases],
@@ -1135,6 +1134,14 @@ const clusterSubmit = (args: RunArgs, resume: boolean, suite: boolean): Effect.E
       )
     )
   }
+  // the runners run the attempts: a number given to the submitter would reach none of them
+  if (Option.isSome(args.concurrency)) {
+    return Effect.fail(configError(
+      "--concurrency",
+      "--concurrency does not apply with --engine cluster: each runner runs the attempts; " +
+        "set run.concurrency in the file, or give --concurrency to assay runner"
+    ))
+  }
   const database = args.database.value
   const notYet = clusterNotYet(args)
   if (notYet !== undefined) {
@@ -1142,6 +1149,12 @@ const clusterSubmit = (args: RunArgs, resume: boolean, suite: boolean): Effect.E
       notYet,
       `${notYet} is not supported on the cluster engine yet (remove it, or run on the embedded engine)`
     ))
+  }
+  // a deadline of 0 would stop at once: refused as the run config refuses it
+  const stopAfter = durationFlag("stop-after", args.stopAfter)
+  if (Either.isLeft(stopAfter)) return Effect.fail(stopAfter.left)
+  if (stopAfter.right !== undefined && !Duration.greaterThan(stopAfter.right, Duration.zero)) {
+    return Effect.fail(configError("--stop-after", "must be longer than 0"))
   }
   const submit = {
     config: args.config,
@@ -1153,6 +1166,7 @@ const clusterSubmit = (args: RunArgs, resume: boolean, suite: boolean): Effect.E
     quiet: args.quiet,
     strictEnv: args.strictEnv,
     stopAfterFailures: args.stopAfterFailures,
+    stopAfter: stopAfter.right,
     summary: args.summary
   }
   return Effect.flatMap(ClusterCommand.loadClusterRun, (m) =>

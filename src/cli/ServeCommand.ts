@@ -65,7 +65,8 @@ export const serve = Command.make("serve", { store, port, host, runId, allowRemo
     // a store that does not exist yet (serve started before the run): wait for it, say so once
     if (root === undefined) {
       return yield* Effect.flatMap(Store, (st) => serveStore(o, st)).pipe(
-        Effect.provide(StoreArgs.readLayer(o.store, o.plugin)),
+        // a Postgres store's suite member (--experiment ID) is served alone, as a store
+        Effect.provide(StoreArgs.readLayer(o.store, o.plugin, experiment)),
         (serving) => waitForStoreFile(o.store, 0.5, serving)
       )
     }

@@ -224,7 +224,9 @@ export const reopener = (registry: Plugins.PluginRegistry) =>
  */
 export const readLayer = (
   spec: string,
-  plugins: ReadonlyArray<string>
+  plugins: ReadonlyArray<string>,
+  /** A Postgres store's suite member to show alone (`--experiment ID`; see {@link pgMember}). */
+  member?: string | undefined
 ): Layer.Layer<Store, StoreUnavailable | ConfigError | PluginError> =>
   Layer.unwrapEffect(
     Effect.zipRight(
@@ -232,20 +234,21 @@ export const readLayer = (
       Effect.map(
         registryFor([spec], plugins),
         (registry) =>
-          StoreResolver.layer(spec, { registry, baseDir: process.cwd(), journal: "full", readOnly: true, path: "store" })
+          StoreResolver.layer(spec, { registry, baseDir: process.cwd(), journal: "full", readOnly: true, path: "store", member })
       )
     )
   )
 
 /**
- * `--experiment ID`: on a suite root, one member's view (default: the whole suite).
+ * `--experiment ID`: on a suite root, one member's view (default: the whole suite); on a
+ * Postgres store given alone, one member of the cluster suites it holds (`PgStore.layerReadOnlyMember`).
  *
  * @since 0.3.0
  * @category options
  */
 export const experimentOption = Options.text("experiment").pipe(
   Options.optional,
-  Options.withDescription("Suite roots only: show this member alone (default: the whole suite, members in id order).")
+  Options.withDescription("A suite root's member, or a cluster suite's member in a Postgres store: show it alone (default: the whole suite or store).")
 )
 
 /**
@@ -270,16 +273,29 @@ export const suiteRootOf = (
         issues: [{ path: "store", message: "a suite root beside other stores" }]
       })
     }
-    if (roots.length === 0 && experiment !== undefined) {
+    if (roots.length === 0 && experiment !== undefined && !pgMember(specs, experiment)) {
       const found = yield* Effect.forEach(specs, SuiteStore.notARootMessage)
       return yield* new ConfigError({
-        message: `--experiment ${experiment}: only a suite root (a directory holding manifest.json) has members; ` +
+        message: `--experiment ${experiment}: only a suite root (a directory holding manifest.json), or a Postgres store ` +
+          "given alone (the members of its cluster suites), has members; " +
           found.join("; "),
         issues: [{ path: "--experiment", message: `not a suite root: ${found.join("; ")}` }]
       })
     }
     return roots[0]
   })
+
+/**
+ * Whether `--experiment ID` selects a suite member of a Postgres store: the one store argument
+ * is a `postgres://` URL (a cluster suite's members live in it: `PgStore.layerReadOnlyMember`).
+ *
+ * @param specs the store arguments
+ * @param experiment the `--experiment` value, if given
+ * @since 0.12.0
+ * @category suites
+ */
+export const pgMember = (specs: ReadonlyArray<string>, experiment: string | undefined): boolean =>
+  experiment !== undefined && specs.length === 1 && isPostgresUrl(specs[0]!)
 
 /**
  * The suite root whose catalog database `spec` is (`ROOT/suite.db` of a root with the

@@ -104,7 +104,8 @@ export const watch = Command.make("watch", { store, runId, interval, plugin: Sto
     }
     return yield* Effect.scoped(Effect.flatMap(Store, (st) =>
       follow(o, st, undefined, (selector) => Monitor.readSnapshot(st, { runId: selector }, Monitor.storeReads(st))))).pipe(
-      Effect.provide(StoreArgs.readLayer(o.store, o.plugin)),
+      // a Postgres store's suite member (--experiment ID) is watched alone, as a store
+      Effect.provide(StoreArgs.readLayer(o.store, o.plugin, given)),
       (watching) => waitForStoreFile(o.store, o.interval, watching)
     )
   })).pipe(

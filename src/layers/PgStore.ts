@@ -39,7 +39,8 @@ import type { CheckpointUnit, LoadedArtifact, StoreDriver, StoreOptions, StoreSe
 import { makeWith, Store } from "../services/Store.js"
 import { layerInline } from "./ArtifactBackends.js"
 import { makeWith as makeCallCache } from "./internal/pg/callCache.js"
-import { makeDriver as makePgDriver, unavailableOf } from "./internal/pg/driver.js"
+import { makeDriver as makePgDriver, type MemberScope, unavailableOf } from "./internal/pg/driver.js"
+import { idKey, memberDigest } from "../domain/Suite.js"
 import * as Migrations from "./internal/pg/migrations.js"
 import { isPostgresUrl, redactUrl } from "./internal/pg/url.js"
 
@@ -76,6 +77,11 @@ export interface PgStoreOptions extends StoreOptions {
    * duration such as `"1 minute"`), else 30 s; `0` never retries.
    */
   readonly retryFor?: Duration.DurationInput | undefined
+  /**
+   * With `readonly`: the reads see one suite member's pipelines alone (`PgDriver.MemberScope`;
+   * see {@link layerReadOnlyMember}). Ignored for a store opened for writing.
+   */
+  readonly member?: MemberScope | undefined
 }
 
 /** The retry window from the environment (`ASSAY_STORE_RETRY`), else 30 s. */
@@ -216,7 +222,8 @@ export const makeDriver = (
       // the store's own call cache: its `assay_call_cache` table (migration 2, so present in any
       // database this build opens), through the store's client
       callCache: readOnly ? undefined : makeCallCache(sql, url),
-      storeId: readOnly ? undefined : storeIdOf(sql, url)
+      storeId: readOnly ? undefined : storeIdOf(sql, url),
+      member: readOnly ? options.member : undefined
     }, backend)
   })
 
@@ -335,3 +342,60 @@ export const commitCheckpoint = (
       return store.getArtifact(a.pipelineId, a.seq)
     })
   )
+
+/**
+ * The suite member `experimentId` of the Postgres store at `url`, as its suites registered it
+ * (`assay run -c SUITE --engine cluster`: `assay_meta` rows `suite/<suite>/member/<member>`):
+ * the member id as registered (an id differing only in case finds it, as on a suite root) and
+ * the pipeline-id prefix of its pipelines. Fails with `ConfigError` at `--experiment` when no
+ * suite of the store has that member (naming the members there are) or when several do (member
+ * ids are per suite), `StoreUnavailable` when the store cannot be read.
+ *
+ * @since 0.12.0
+ * @category suites
+ */
+export const memberOf = (
+  url: string,
+  experimentId: string
+): Effect.Effect<MemberScope & { readonly suiteId: string }, ConfigError | StoreUnavailable> =>
+  Effect.gen(function*() {
+    const sql = yield* makeClient(url, { maxConnections: 1 })
+    const rows = yield* Effect.mapError(
+      sql.unsafe<{ readonly key: string }>(`SELECT key FROM assay_meta WHERE key LIKE 'suite/%/member/%' ORDER BY key`),
+      (e) => unavailableOf(url, "reading the store's suites", e)
+    )
+    const members = rows.flatMap((r) => {
+      const m = /^suite\/(.+)\/member\/(.+)$/.exec(r.key)
+      return m === null ? [] : [{ suiteId: m[1]!, experimentId: m[2]! }]
+    })
+    const exact = members.filter((m) => m.experimentId === experimentId)
+    const found = exact.length > 0 ? exact : members.filter((m) => idKey(m.experimentId) === idKey(experimentId))
+    const refuse = (message: string) => new ConfigError({ message: `--experiment: ${message}`, issues: [{ path: "--experiment", message }] })
+    if (found.length === 0) {
+      const known = members.map((m) => `${m.suiteId}/${m.experimentId}`).join(", ")
+      return yield* refuse(
+        `the Postgres store ${redactUrl(url)} has no suite member "${experimentId}" (members: ${known === "" ? "none: it holds no suite" : known})`
+      )
+    }
+    if (found.length > 1) {
+      return yield* refuse(
+        `member "${experimentId}" is in several suites of ${redactUrl(url)} (${found.map((m) => m.suiteId).join(", ")}); export, watch and serve read one suite's member`
+      )
+    }
+    const m = found[0]!
+    return { suiteId: m.suiteId, experimentId: m.experimentId, prefix: `${memberDigest(m.suiteId, m.experimentId)}-` }
+  }).pipe(Effect.scoped)
+
+/**
+ * A read-only Postgres store that shows one suite member ({@link memberOf}): its pipelines and
+ * their tasks, attempts, events, artifacts and handoffs, its pipelines' metrics and its own
+ * member-scoped ones, the shared pools' resources and its own private pools' (a suite root's
+ * member view, for `export`, `watch` and `serve --experiment ID`). Fails as {@link memberOf},
+ * then as {@link layer}.
+ *
+ * @since 0.12.0
+ * @category layers
+ */
+export const layerReadOnlyMember = (url: string, experimentId: string): Layer.Layer<Store, StoreUnavailable | ConfigError> =>
+  Layer.unwrapEffect(Effect.map(memberOf(url, experimentId), (member) =>
+    layer({ url, readonly: true, maxConnections: 2, member: { prefix: member.prefix, experimentId: member.experimentId } })))

@@ -6,11 +6,14 @@
  * - every pipeline of both members runs once, under the shared pool (the lease names the
  *   actual pool: the member's alias is applied on the runner), and the calls in flight never
  *   exceed the capacity across the two runners (the tasks log their start and end);
- * - the summary has one line per member; `assay report URL` shows the suite's members;
+ * - the summary has one line per member; `assay report URL` shows the suite's members, and
+ *   `assay export URL --experiment a` and `assay watch URL --experiment b` one member's rows;
+ * - the suite's `run.concurrency` (1) is each runner's attempts at once (they say so, and
+ *   neither runs two calls at once);
  * - submitting again is a no-op resume; `--experiment a` selects one member;
  * - a member whose definition changed since the store registered it is refused (exit 2), as
  *   are input rows edited since they ran, a setting the cluster engine does not carry out yet
- *   (a suite-wide `run.stopAfter`) and a flag that does not apply (`--output-root`).
+ *   (a suite-wide `run.journal`) and a flag that does not apply (`--output-root`).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -59,8 +62,8 @@ const events = (log: string) =>
     : []
 
 /** The most calls in flight at once (an end before a start at the same millisecond). */
-const peak = (log: string) => {
-  const sorted = events(log).sort((x, y) => Number(x[1]) - Number(y[1]) || (x[0] === "end" ? -1 : 1))
+const peak = (log: string, pid?: string) => {
+  const sorted = events(log).filter((e) => pid === undefined || e[5] === pid).sort((x, y) => Number(x[1]) - Number(y[1]) || (x[0] === "end" ? -1 : 1))
   let now = 0
   let most = 0
   for (const [kind] of sorted) {
@@ -83,6 +86,8 @@ describe("a suite on --engine cluster", () => {
       const suiteOf = (extra: Record<string, unknown> = {}) => ({
         suite: { id: "cmp" },
         output: { root: "out/cmp" },
+        // each runner's attempts at once (no --concurrency given to them)
+        run: { concurrency: 1 },
         pools: { shared: { resources: [{ id: "s", capacity: 2 }] } },
         experiments: {
           a: { config: "members/a.json", poolBindings: { apis: "shared" }, label: "A", ...extra },
@@ -114,7 +119,11 @@ describe("a suite on --engine cluster", () => {
       assert.deepStrictEqual([...new Set(starts.map((e) => e[4]))], ["shared"])
       assert.isAtMost(peak(log), 2, fs.readFileSync(log, "utf8"))
       // the windows (one pipeline each: a quarter of --max-admitted) ran on both runners
-      assert.strictEqual(new Set(starts.map((e) => e[5])).size, 2, fs.readFileSync(log, "utf8"))
+      const pids = [...new Set(starts.map((e) => e[5]!))]
+      assert.strictEqual(pids.length, 2, fs.readFileSync(log, "utf8"))
+      // run.concurrency 1: one attempt at a time in each runner
+      for (const pid of pids) assert.strictEqual(peak(log, pid), 1, fs.readFileSync(log, "utf8"))
+      for (const r of runners) assert.include(r.stderr(), "1 attempt(s) at once in this process (run.concurrency)")
       // the rows carry their member; the run record its suite
       assert.strictEqual(
         pg.psql("suite", "SELECT experiment_id || ':' || count(*) FROM assay_pipelines WHERE suite_id = 'cmp' GROUP BY experiment_id ORDER BY 1")
@@ -128,6 +137,19 @@ describe("a suite on --engine cluster", () => {
       assert.strictEqual(report.code, 0, report.stderr)
       assert.match(report.stdout, /suite cmp \(/)
       assert.match(report.stdout, /\n {2}a \(A\): succeeded 4 · latest run: submitted 4 · succeeded 4/)
+
+      // one member's rows alone (export, watch and serve take --experiment on a Postgres store)
+      const exported = yield* assay(["export", url, "-", "--format", "jsonl", "--rows", "results", "--experiment", "a"])
+      assert.strictEqual(exported.code, 0, exported.stderr)
+      const results = exported.stdout.trim().split("\n").map((l) => JSON.parse(l) as { experimentId: string | null })
+      assert.deepStrictEqual(results.map((r) => r.experimentId), ["a", "a", "a", "a"])
+      const watched = yield* assay(["watch", url, "--experiment", "b", "--interval", "1"])
+      assert.strictEqual(watched.code, 0, watched.stderr)
+      assert.include(watched.stdout, "pipelines 4: 4 succeeded", "b's 4 of the store's 8")
+      assert.include(watched.stdout, "tasks 4 · attempts 4")
+      const nobody = yield* assay(["export", url, "-", "--format", "jsonl", "--experiment", "nobody"])
+      assert.strictEqual(nobody.code, 2, nobody.stderr)
+      assert.include(nobody.stderr, `no suite member "nobody" (members: cmp/a, cmp/b)`)
 
       // submitting again runs nothing; --experiment selects one member
       const again = yield* assay(["run", "-c", suite, "--engine", "cluster", "--database", url, "--quiet", "--experiment", "a"])
@@ -156,10 +178,10 @@ describe("a suite on --engine cluster", () => {
       const root = yield* assay(["run", "-c", suite, "--engine", "cluster", "--database", url, "--output-root", dir])
       assert.strictEqual(root.code, 2, root.stderr)
       assert.include(root.stderr, "--output-root")
-      write(dir, "budget.json", { ...suiteOf(), run: { stopAfter: "1 minute" } })
+      write(dir, "budget.json", { ...suiteOf(), run: { journal: "summary" } })
       const budget = yield* assay(["run", "-c", path.join(dir, "budget.json"), "--engine", "cluster", "--database", url])
       assert.strictEqual(budget.code, 2, budget.stderr)
-      assert.include(budget.stderr, "run.stopAfter")
+      assert.include(budget.stderr, "run.journal")
       assert.include(budget.stderr, "not supported on the cluster engine yet")
       // a row edited since it ran (the definition holds): refused, nothing admitted
       write(dir, "rows-a.jsonl", "0\n1\n2\n5\n")

@@ -36,21 +36,36 @@ describe("cluster engine flags", () => {
       const lone = yield* assay(["run", "-c", file, "--database", url])
       assert.strictEqual(lone.code, 2, lone.stderr)
       assert.include(lone.stderr, "--engine cluster")
-      for (const flag of [["--shards", "2"], ["--fresh-restart"], ["--stop-after", "1 minute"]]) {
+      for (const flag of [["--shards", "2"], ["--fresh-restart"], ["--journal", "summary"], ["--stop-after", "0 seconds"]]) {
         const r = yield* assay(["run", "-c", file, "--engine", "cluster", "--database", url, ...flag])
         assert.strictEqual(r.code, 2, r.stderr)
         assert.include(r.stderr, flag[0]!)
       }
-      // a run setting the submitter does not carry out is refused too, never ignored
-      const concurrent = write(dir, "conc.json", {
+      // the attempts run on the runners: the submitter's --concurrency reaches none of them
+      const conc = yield* assay(["run", "-c", file, "--engine", "cluster", "--database", url, "--concurrency", "4"])
+      assert.strictEqual(conc.code, 2, conc.stderr)
+      assert.include(conc.stderr, "run.concurrency in the file, or give --concurrency to assay runner")
+      // a run setting the cluster engine does not carry out is refused too, never ignored
+      const journal = write(dir, "journal.json", {
         pipeline: { name: "p", tasks: [{ use: "echo" }] },
         source: { range: { n: 2 } },
-        run: { concurrency: 4 }
+        run: { journal: "summary" }
       })
-      const r = yield* assay(["run", "-c", concurrent, "--engine", "cluster", "--database", url])
+      const r = yield* assay(["run", "-c", journal, "--engine", "cluster", "--database", url])
       assert.strictEqual(r.code, 2, r.stderr)
-      assert.include(r.stderr, "run.concurrency")
+      assert.include(r.stderr, "run.journal")
       assert.include(r.stderr, "not supported on the cluster engine yet")
+      // carried out: --stop-after and run.stopAfter (the submitter), run.concurrency (the
+      // runners): accepted, the submitter goes on to the database (unreachable here)
+      const carried = write(dir, "carried.json", {
+        pipeline: { name: "p", tasks: [{ use: "echo" }] },
+        source: { range: { n: 2 } },
+        run: { concurrency: 4, stopAfter: "1 minute" }
+      })
+      const accepted = yield* assay(["run", "-c", carried, "--engine", "cluster", "--database", url, "--stop-after", "1 minute"])
+      assert.notStrictEqual(accepted.code, 0, accepted.stderr)
+      assert.notInclude(accepted.stderr, "not supported")
+      assert.include(accepted.stderr, "127.0.0.1:1")
     }))
 
   it.scopedLive("the call cache flags are refused with --engine cluster: exit 2 naming the flag and run.cache", () =>

@@ -9,19 +9,27 @@
  *   their latest run;
  * - a runner's task of a member pipeline sees the pools under the member's own names
  *   (`cluster/member.ts`): the member's `apis` is the suite's pool it is bound to, and a name
- *   outside its aliases is not reachable.
+ *   outside its aliases is not reachable;
+ * - one member's view of the store (`PgStore.layerReadOnlyMember`: `export`, `watch`, `serve
+ *   URL --experiment ID`): its pipelines and their events alone, found by an id in any case;
+ *   a member no suite has, or several suites have, refused naming `--experiment`.
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Redacted } from "effect"
+import { Chunk, Effect, Exit, Layer, Option, Redacted, Stream } from "effect"
 import type { RunId } from "../../src/domain/Ids.js"
+import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Resource from "../../src/domain/Resource.js"
+import { tagSpec } from "../../src/domain/Suite.js"
+import * as Task from "../../src/domain/Task.js"
 import * as PgSuites from "../../src/layers/internal/pg/suites.js"
 import * as PgStore from "../../src/layers/PgStore.js"
 import { memberSharedOf } from "../../src/services/internal/cluster/member.js"
 import type { AttemptShared } from "../../src/services/internal/runner/attemptContext.js"
+import * as Rows from "../../src/services/internal/runner/rows.js"
 import * as Pool from "../../src/services/Pool.js"
+import { Store } from "../../src/services/Store.js"
 import { usePostgres } from "../support/postgres.js"
 
 const pg = usePostgres()
@@ -110,4 +118,57 @@ describe("a member's pools on a runner", () => {
       // another member's private pool is not reachable under its actual name
       assert.isTrue(Exit.isFailure(yield* Effect.exit(a.pools.acquire("experiment:b:apis"))))
     })))
+})
+
+describe("a suite member's view of a Postgres store (export, watch, serve --experiment ID)", () => {
+  it.live("shows the member's pipelines and their events alone; an unknown or ambiguous member is refused", () =>
+    Effect.gen(function*() {
+      yield* Effect.promise(() => pg.createDatabase("members"))
+      const url = pg.url("members")
+      yield* PgStore.migrate(url)
+      const run = "r1" as RunId
+      const echo = Task.sync("echo", (n: number) => n)
+      // two members' pipelines (keyed into the suite) and one pipeline of no suite
+      const specsOf = (experimentId: string, n: number) =>
+        Array.from({ length: n }, (_, i) =>
+          tagSpec(Pipeline.make("p", echo).bind(i), { suiteId: "cmp", experimentId, poolAliases: {}, outputDir: "/out" }))
+      const specs = [...specsOf("a", 3), ...specsOf("b", 2), Pipeline.make("p", echo).bind(9)]
+      yield* Effect.gen(function*() {
+        const store = yield* Store
+        yield* store.openRun({ runId: run, label: null, config: {}, startedAt: 1 })
+        yield* store.admit(specs.map((s) => Rows.admissionRow(s, 0, undefined, run, 2)), specs.map((s) => Rows.seedArtifact(s, run, 2)))
+        for (const s of specs) yield* store.emitEvent({ kind: "pipeline.note", pipelineId: s.pipelineId, runId: run, data: null, ts: 3 })
+        yield* store.emitEvent({ kind: "run.note", pipelineId: null, runId: run, data: null, ts: 3 })
+        yield* store.flush
+        const sql = yield* SqlClient.SqlClient
+        yield* catalogOn(sql).registerMembers([registration("a", "d-a", "t1"), registration("b", "d-b", "t1")], 1)
+      }).pipe(
+        Effect.provide(Layer.merge(PgStore.layer({ url }), PgClient.layer({ url: Redacted.make(url) }))),
+        Effect.scoped
+      )
+      const ids = (n: ReadonlyArray<{ readonly pipelineId: string | null }>) => n.map((r) => r.pipelineId).sort()
+      const aIds = specs.slice(0, 3).map((s) => s.pipelineId as string).sort()
+      yield* Effect.gen(function*() {
+        const store = yield* Store
+        assert.deepStrictEqual(ids(Chunk.toReadonlyArray(yield* Stream.runCollect(store.streamPipelines()))), aIds)
+        assert.deepStrictEqual(ids((yield* store.pipelinesPage({ limit: 10 })).pipelines), aIds)
+        assert.strictEqual((yield* store.stats()).pipelines, 3)
+        assert.deepStrictEqual(ids(Chunk.toReadonlyArray(yield* Stream.runCollect(store.streamEvents()))), aIds)
+        assert.strictEqual((yield* store.getPipelines(specs.map((s) => s.pipelineId))).size, 3)
+        assert.isTrue(Option.isSome(yield* store.getRun(run)), "the runs are the store's")
+      }).pipe(Effect.provide(PgStore.layerReadOnlyMember(url, "A")), Effect.scoped)
+      // the whole store, for comparison
+      const all = yield* Effect.map(Store, (s) => s.stats()).pipe(Effect.flatten, Effect.provide(PgStore.layerReadOnly(url)), Effect.scoped)
+      assert.strictEqual(all.pipelines, 6)
+      const unknown = yield* Effect.flip(PgStore.memberOf(url, "c"))
+      assert.strictEqual(unknown._tag, "ConfigError")
+      assert.include(unknown.message, `no suite member "c" (members: cmp/a, cmp/b)`)
+      // a member id two suites share: which suite is meant is not guessed
+      yield* Effect.gen(function*() {
+        yield* PgSuites.make(yield* SqlClient.SqlClient, { suiteId: "other", root: "/o", layout: "combined", outputDirOf: () => "/o" })
+          .registerMembers([registration("a", "zzz", "t9")], 5)
+      }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url) })), Effect.scoped)
+      const ambiguous = yield* Effect.flip(PgStore.memberOf(url, "a"))
+      assert.include(ambiguous.message, `member "a" is in several suites`)
+    }), 120_000)
 })

@@ -3,15 +3,18 @@
  * experiment's `run.stopAfterFailures` / `--stop-after-failures`, a suite's suite-wide one)
  * stops admitting once that many pipelines failed, and a suite member's own `stopAfterFailures`
  * (`Suite.pipelines`' `failuresReached` with the submitter's `mayAdmit`) stops admitting that
- * member only. In one process (`TestRunner`, memory stores), as ClusterEngine.control.test.ts.
+ * member only. The submitter's `stopAfter` (`run.stopAfter` / `--stop-after`) stops admitting
+ * once that much of the `Clock`'s time has passed (TestClock here). In one process
+ * (`TestRunner`, memory stores), as ClusterEngine.control.test.ts.
  */
 import { NodeContext } from "@effect/platform-node"
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as TestRunner from "@effect/cluster/TestRunner"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Layer, Option, Stream } from "effect"
+import { Chunk, Deferred, Effect, Fiber, Layer, Option, Stream, TestClock } from "effect"
 import { FatalError } from "../../src/domain/Errors.js"
 import type { RunId } from "../../src/domain/Ids.js"
+import type * as InternalSubmit from "../../src/services/internal/cluster/submit.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
@@ -118,5 +121,76 @@ describe("ClusterEngine: stop rules (in process)", () => {
       assert.isFalse(f.sourceExhausted, "the member's source was read no further")
       assert.isBelow(f.admitted, 24)
       assert.isTrue(facts.find((m) => m.experimentId === "ok")!.sourceExhausted)
+    }))
+
+  /**
+   * The submitter under the TestClock: its polls and its `stopAfter` timer wait on it. Ticks of
+   * one poll (1 s) until `done` holds (at most `max` ticks: a hang fails the test, not the suite).
+   */
+  const tickUntil = (done: () => boolean, max = 1_000) =>
+    Effect.gen(function*() {
+      for (let i = 0; i < max && !done(); i++) {
+        yield* TestClock.adjust("1 second")
+        yield* Effect.yieldNow()
+      }
+      assert.isTrue(done(), "the condition held within the ticks")
+    })
+
+  /** `n` pipelines whose one task waits at `gate`, and the progress the submitter reports. */
+  const gated = (n: number) =>
+    Effect.gen(function*() {
+      const gate = yield* Deferred.make<void>()
+      const wait = Task.make("wait", (x: number) => Effect.as(Deferred.await(gate), x))
+      const specs: ReadonlyArray<AnySpec> = numbers(n).map((x) => Pipeline.make("slow", wait).bind(x))
+      const seen: Array<InternalSubmit.SubmitProgress> = []
+      const options = {
+        pollInterval: "1 second",
+        maxAdmitted: 2,
+        window: 1,
+        stopAfter: "10 seconds",
+        onProgress: (p: InternalSubmit.SubmitProgress) => Effect.sync(() => void seen.push(p))
+      } as const
+      return { gate, specs, seen, options }
+    })
+
+  it.effect("stopAfter: admission stops once the time has passed; the admitted pipelines end; the run closes interrupted (stop_after)", () =>
+    Effect.gen(function*() {
+      const { gate, options, seen, specs } = yield* gated(12)
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.fork(ClusterEngine.submit(Stream.fromIterable(specs), options))
+        // the first two are admitted and wait at the gate: no room for more
+        yield* tickUntil(() => (seen.at(-1)?.admitted ?? 0) === 2)
+        yield* TestClock.adjust("10 seconds")
+        yield* Deferred.succeed(gate, undefined)
+        yield* tickUntil(() => fiber.unsafePoll() !== null)
+        const report = yield* Fiber.join(fiber)
+        assert.strictEqual(report.status, "interrupted")
+        assert.strictEqual(report.stopReason, "stop_after")
+        assert.strictEqual(report.admitted, 2, "nothing admitted after the deadline")
+        assert.strictEqual(report.succeeded, 2, "the admitted ones ran to their end")
+        assert.isAbove(report.withheld, 0)
+        const store = yield* Store
+        const rows = yield* store.getPipelines(specs.map((s) => s.pipelineId))
+        assert.strictEqual(rows.size, 2, "no row for a pipeline not admitted")
+        const run = Option.getOrThrow(yield* store.getRun(report.runId))
+        assert.strictEqual(run.status, "interrupted")
+        assert.strictEqual(run.stopReason, "stop_after")
+      }).pipe(Effect.provide(hostOf(specs)))
+    }))
+
+  it.effect("stopAfter: a deadline passing once everything is admitted stops nothing (completed)", () =>
+    Effect.gen(function*() {
+      const { gate, options, seen, specs } = yield* gated(2)
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.fork(ClusterEngine.submit(Stream.fromIterable(specs), options))
+        yield* tickUntil(() => (seen.at(-1)?.admitted ?? 0) === 2)
+        yield* TestClock.adjust("10 seconds")
+        yield* Deferred.succeed(gate, undefined)
+        yield* tickUntil(() => fiber.unsafePoll() !== null)
+        const report = yield* Fiber.join(fiber)
+        assert.strictEqual(report.status, "completed")
+        assert.strictEqual(report.stopReason, null)
+        assert.strictEqual(report.succeeded, 2)
+      }).pipe(Effect.provide(hostOf(specs)))
     }))
 })

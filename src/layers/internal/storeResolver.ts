@@ -204,6 +204,11 @@ export interface OpenOptions {
   readonly baseDir: string
   readonly artifactBackend?: BackendInput | null | undefined
   readonly registry: Pick<PluginRegistry, "stores" | "artifactBackends" | "errors">
+  /**
+   * With `readOnly`, a Postgres store only: one suite member's view (its id; `PgStore.layerReadOnlyMember`).
+   * Not used for any other store (the read commands refuse `--experiment` there before opening).
+   */
+  readonly member?: string | undefined
 }
 
 const backendLayer = (options: OpenOptions) =>
@@ -251,7 +256,7 @@ export const layerOf = (
       // loaded on demand: @effect/sql-pg is an optional peer dependency
       return Layer.unwrapEffect(Effect.map(loadPgStore, (PgStore) =>
         options.readOnly
-          ? PgStore.layerReadOnly(target.url)
+          ? options.member !== undefined ? PgStore.layerReadOnlyMember(target.url, options.member) : PgStore.layerReadOnly(target.url)
           : PgStore.layerWith({ url: target.url, journal: options.journal }).pipe(Layer.provide(backendLayer(options)))))
     case "Plugin":
       return PluginUri.guardFactory(

@@ -124,6 +124,63 @@ export interface PgEnv {
   readonly callCache?: CallCacheService | undefined
   /** The store's identity (`Store.storeId`); none for a read-only open. */
   readonly storeId?: Effect.Effect<string, StoreUnavailable> | undefined
+  /**
+   * One suite member's view (read-only opens only): the reads see the member's pipelines
+   * and their rows alone (see {@link memberScopeSql}). Absent: every row.
+   */
+  readonly member?: MemberScope | undefined
+}
+
+/**
+ * A suite member in a Postgres store: `prefix`, the pipeline-id prefix of its pipelines (its
+ * 12-hex member digest and `-`: `Suite.memberPipelineId`), and `experimentId`, its id (its
+ * private pools and member-scoped metrics are named `experiment:ID:NAME`).
+ *
+ * @since 0.12.0
+ * @category models
+ */
+export interface MemberScope {
+  readonly prefix: string
+  readonly experimentId: string
+}
+
+/** The tables whose rows belong to one pipeline (`pipeline_id`), scoped by a member's prefix. */
+const PIPELINE_TABLES = /\bFROM (assay_(?:pipelines|tasks|attempts|events|artifacts|handoffs|checkpoints))\b/g
+
+/** A SQL string literal of `s` (quotes doubled). */
+const literalOf = (s: string) => `'${s.replace(/'/g, "''")}'`
+
+/**
+ * A read statement's text scoped to one member, as a suite root's member view reads its
+ * rows: each pipeline table read (`FROM assay_pipelines`, tasks, attempts, events, artifacts,
+ * handoffs, checkpoints) becomes that table's rows whose `pipeline_id` starts with the
+ * member's prefix (`starts_with`, right under any collation; the tables are scanned: a range
+ * on the key would use its index only under the C collation; run-level events, without a
+ * pipeline, are left out, as a member of a combined suite root shows them); metrics
+ * keep the member's pipelines' and, of the run-level ones, the member-scoped ones
+ * (`experiment:ID:NAME`); resources keep the shared pools' and the member's own private pools'
+ * (`experiment:ID:NAME`), not another member's. Runs are every run's (a member view lists the
+ * suite's runs). The prefix is checked to be hex digits and `-` (it is inlined).
+ *
+ * @since 0.12.0
+ * @category reads
+ */
+export const memberScopeSql = (scope: MemberScope): (text: string) => string => {
+  if (!/^[0-9a-f]+-$/.test(scope.prefix)) throw new Error(`not a member prefix: ${scope.prefix}`)
+  const prefix = literalOf(scope.prefix)
+  const own = literalOf(`experiment:${scope.experimentId}:`)
+  const inRange = (column: string) => `starts_with(${column}, ${prefix})`
+  return (text) =>
+    text
+      .replace(PIPELINE_TABLES, (_, table: string) => `FROM (SELECT * FROM ${table} WHERE ${inRange("pipeline_id")}) ${table}`)
+      .replace(
+        /\bFROM assay_metrics\b/g,
+        `FROM (SELECT * FROM assay_metrics WHERE (${inRange("scope")}) OR (scope = '' AND starts_with(name, ${own}))) assay_metrics`
+      )
+      .replace(
+        /\bFROM assay_resources\b/g,
+        `FROM (SELECT * FROM assay_resources WHERE NOT starts_with(pool, 'experiment:') OR starts_with(pool, ${own})) assay_resources`
+      )
 }
 
 /**
@@ -354,7 +411,9 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
     Effect.mapError(retrying(e), fail("read"))
   const rows = (text: string, params: ReadonlyArray<unknown> = []): Effect.Effect<ReadonlyArray<Row>, SqlError> =>
     sql.unsafe<Row>(text, params as Array<unknown>)
-  const q = (text: string, params: ReadonlyArray<unknown> = []) => read(rows(text, params))
+  const scoped = env.member === undefined ? undefined : memberScopeSql(env.member)
+  const q = (text: string, params: ReadonlyArray<unknown> = []) =>
+    read(rows(scoped === undefined ? text : scoped(text), params))
   /** One transaction; a read-only store refuses before touching the database. */
   const tx = <A>(what: string, body: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> =>
     env.readOnlyError !== undefined

@@ -85,7 +85,10 @@ export const defaultWindow = (maxAdmitted: number): number => Math.max(1, Math.m
  *   admitted (`run.stopAfterFailures` / `--stop-after-failures`); `mayAdmit`: asked of each spec
  *   just before it is admitted, `false` leaves it out (a suite member whose own
  *   `stopAfterFailures` is spent). Both act at admission: the failures are learnt from the rows
- *   every `pollInterval`, and pipelines already admitted go on (see {@link SubmitReport}).
+ *   every `pollInterval`, and pipelines already admitted go on (see {@link SubmitReport});
+ * - `stopAfter`: once this much time (the `Clock`'s) has passed since the submission started,
+ *   no more pipelines are admitted (`run.stopAfter` / `--stop-after`); as `stopAfterFailures`,
+ *   it acts at admission: pipelines already admitted go on to their end.
  *
  * @internal
  */
@@ -111,6 +114,8 @@ export interface SubmitOptions {
   readonly onSettled?: ((pipelineId: PipelineId, outcome: "succeeded" | "failed" | "skipped") => void) | undefined
   /** Pipelines failed in this submission after which no more are admitted (integer ≥ 1). */
   readonly stopAfterFailures?: number | undefined
+  /** Time after the start of the submission (the `Clock`'s) after which no more are admitted. */
+  readonly stopAfter?: Duration.DurationInput | undefined
   /**
    * Asked synchronously of each spec right before it is admitted (after the skip of succeeded
    * ones); `false`: the spec is left out of this submission (no row written, or its row kept as
@@ -146,13 +151,17 @@ export interface SubmitProgress {
  * `status` is `completed`, or `interrupted` with `stopReason` `stop_after_failures` when
  * `stopAfterFailures` stopped admission (as the embedded engine closes such a run): the
  * pipelines admitted before the count was reached (up to `maxAdmitted`, some not started yet)
- * were still followed to their end, so `failed` may exceed the count.
+ * were still followed to their end, so `failed` may exceed the count. `stopReason` is
+ * `stop_after` when `stopAfter` passed while the source still had specs to admit (they were
+ * left out: submitting again admits them); a deadline that passes once everything is admitted
+ * stops nothing, and the run is `completed`. Whichever of the two stopped admission first is
+ * the reason.
  *
  * @internal
  */
 export interface SubmitReport extends SubmitProgress {
   readonly status: "completed" | "interrupted"
-  readonly stopReason: "stop_after_failures" | null
+  readonly stopReason: "stop_after_failures" | "stop_after" | null
   readonly durationMs: number
   readonly causes: ReadonlyArray<string>
 }
@@ -287,7 +296,8 @@ export const submit = <SE, SR>(
       config: {
         engine: "cluster",
         maxAdmitted,
-        ...(options.stopAfterFailures === undefined ? {} : { stopAfterFailures: options.stopAfterFailures })
+        ...(options.stopAfterFailures === undefined ? {} : { stopAfterFailures: options.stopAfterFailures }),
+        ...(options.stopAfter === undefined ? {} : { stopAfterMs: Duration.toMillis(Duration.decode(options.stopAfter)) })
       },
       ...(options.notes === undefined || options.notes === "" ? {} : { notes: options.notes }),
       startedAt,
@@ -327,7 +337,18 @@ export const submit = <SE, SR>(
     const stopAfterFailures = options.stopAfterFailures
     /** Admission stops for good: a runner refused pipelines, or the failures reached the count. */
     const failuresReached = () => stopAfterFailures !== undefined && counts.failed >= stopAfterFailures
-    const stopped = () => counts.refused > 0 || failuresReached()
+    /** Set by the `stopAfter` timer (a fiber sleeping on the `Clock`) once the time has passed. */
+    let timeUp = false
+    const stopped = () => counts.refused > 0 || failuresReached() || timeUp
+    /**
+     * What first left specs of the source out (read but not admitted, or not read): recorded
+     * when admission withholds them, so a deadline that passes after the last admission stops
+     * nothing.
+     */
+    let haltedBy: "stop_after_failures" | "stop_after" | null = null
+    const halt = () => {
+      if (haltedBy === null && counts.refused === 0) haltedBy = failuresReached() ? "stop_after_failures" : timeUp ? "stop_after" : null
+    }
     const causes: Array<string> = []
     const refusals: Array<string> = []
     const progress = (): SubmitProgress => ({ runId, ...counts, running: running.size })
@@ -499,6 +520,7 @@ export const submit = <SE, SR>(
     const admitBatch = (batch: ReadonlyArray<AnySpec>) =>
       Effect.gen(function*() {
         if (stopped()) {
+          halt()
           counts.withheld += batch.length
           return
         }
@@ -518,6 +540,7 @@ export const submit = <SE, SR>(
           // admitted as single pipelines finish, would pay the engine's messages per pipeline
           yield* waitBelow(maxAdmitted - Math.min(windowSize, pending.length))
           if (stopped()) {
+            halt()
             counts.withheld += pending.length
             return
           }
@@ -579,9 +602,21 @@ export const submit = <SE, SR>(
       })
 
     const body = Effect.gen(function*() {
-      // admission stops at the first refusal, or once the failures reach `stopAfterFailures`
+      if (options.stopAfter !== undefined) {
+        // a child of this fiber: interrupted when the submission ends
+        yield* Effect.fork(Effect.delay(Effect.sync(() => {
+          timeUp = true
+        }), options.stopAfter))
+      }
+      // admission stops at the first refusal, once the failures reach `stopAfterFailures`, or
+      // once `stopAfter` has passed (a spec the stop leaves unread or unadmitted is recorded)
+      const admitting = () => {
+        if (!stopped()) return true
+        halt()
+        return false
+      }
       yield* Stream.runForEach(
-        Stream.grouped(Stream.takeWhile(specs, () => !stopped()), admitBatchSize),
+        Stream.grouped(Stream.takeWhile(specs, admitting), admitBatchSize),
         (chunk) => admitBatch(Chunk.toReadonlyArray(chunk))
       )
       // after a refusal, the pipelines already admitted are followed to their end
@@ -592,8 +627,10 @@ export const submit = <SE, SR>(
       })
       if (counts.refused > 0) return yield* refusedError(counts.refused, refusals)
       const endedAt = yield* Clock.currentTimeMillis
-      const status = failuresReached() ? "interrupted" as const : "completed" as const
-      const stopReason = failuresReached() ? "stop_after_failures" as const : null
+      // the failures' count stops the run even when nothing was left out (as before); a
+      // deadline only when it left specs out, and the first of the two to do so is the reason
+      const stopReason = haltedBy === "stop_after" ? haltedBy : failuresReached() ? "stop_after_failures" as const : haltedBy
+      const status = stopReason === null ? "completed" as const : "interrupted" as const
       yield* store.finishRun(runId, { status, endedAt, stopReason })
       yield* emit("run.finished", { status, stopReason, counters: progress(), ...(yield* cacheFigures) })
       return { ...progress(), status, stopReason, durationMs: endedAt - startedAt, causes }

@@ -19,7 +19,12 @@
  *    what its lease costs (`cpu_lease_ratio` = CPU of (7) / (5));
  * 8. assay on SqliteStore, (2)'s three steps in a pipeline that declares control and never uses
  *    it (`sqlite_control_idle`: t2 may rewind to t1 and never does): the same 3 executions on
- *    the controlled path, so (2) over (8) is what that path costs beyond the plain one.
+ *    the controlled path, so (2) over (8) is what that path costs beyond the plain one;
+ * 9, 10. only when BENCH_CASES names them (`sqlite_plain4`, `sqlite_control_idle4`): (2) and
+ *    (8) with a fourth step. With 2, 6, 8, 9 and 10 all run, `runner.decomposition` prints the
+ *    medians over rounds of: the CPU per task execution on each path (E: 4 steps less 3), per
+ *    pipeline beyond its executions (F: the 3-step case less 3 E), and the rewinding case's own
+ *    extra (H: (6) less (10) less one controlled E; (6) and (10) both have 4 tasks).
  * How the rounds run: first a warm-up (not measured) of (2), (6) and (8) at BENCH_WARMUP
  * pipelines (default N / 10), so the JIT's first compilations are not charged to whichever
  * case runs first; a full garbage collection before every measured case, so no case pays for
@@ -42,8 +47,8 @@
  *
  * Environment: BENCH_PIPELINES (20000), BENCH_ROUNDS (5), BENCH_WARMUP (N / 10), BENCH_RSS_SMALL (100000), BENCH_RSS_BIG (1000000),
  * BENCH_RESUME (100000), BENCH_CASES (a comma-separated subset of raw, raw_sequential_ids, sqlite,
- * memory, bare_forEach, sqlite_pooled, sqlite_rewind_once, sqlite_control_idle, sqlite_effect, rss, resume; default: all
- * but sqlite_effect; a ratio is printed only when both its cases ran).
+ * memory, bare_forEach, sqlite_pooled, sqlite_rewind_once, sqlite_control_idle, sqlite_effect, sqlite_plain4, sqlite_control_idle4, rss,
+ * resume; default: all but sqlite_effect, sqlite_plain4 and sqlite_control_idle4; a ratio is printed only when both its cases ran).
  */
 import { NodeContext } from "@effect/platform-node"
 import { Effect, Layer, Stream } from "effect"
@@ -106,6 +111,21 @@ const rewinding = Pipeline.make(
 const controlIdle = Pipeline.make("bench-control-idle", Task.sync("t0", f1), Task.sync("t1", f2), Task.sync("t2", f3), {
   control: { rewind: { t2: ["t1"] }, maxHandoffs: 1 }
 })
+
+// Cases 9 and 10 (only when BENCH_CASES names them): (2) and (8) with a fourth step, so that
+// the per-execution cost of each path (E) is the difference of the 4-step and 3-step cases and
+// the per-pipeline cost (F) what is left; the rewinding case's own extra (H) is then (6) less (10)
+// less one execution (its template has 4 tasks, like (10), and runs 5).
+const f4 = (r: { readonly i: number; readonly score: number }) => ({ i: r.i, score: r.score + 1 })
+const plain4 = Pipeline.make("bench4", Task.sync("t0", f1), Task.sync("t1", f2), Task.sync("t2", f3), Task.sync("t3", f4))
+const controlIdle4 = Pipeline.make(
+  "bench-control-idle4",
+  Task.sync("t0", f1),
+  Task.sync("t1", f2),
+  Task.sync("t2", f3),
+  Task.sync("t3", f4),
+  { control: { rewind: { t2: ["t1"] }, edges: { t2: ["end"] }, maxHandoffs: 1 } }
+)
 
 function* seeds(n: number) {
   for (let i = 0; i < n; i++) yield { i }
@@ -200,6 +220,8 @@ if (mode === "rss") {
     const rewinds: Array<{ ms: number; cpuMs: number }> = []
     const effectRuns: Array<{ ms: number; cpuMs: number }> = []
     const idles: Array<{ ms: number; cpuMs: number }> = []
+    const plain4s: Array<{ ms: number; cpuMs: number }> = []
+    const idle4s: Array<{ ms: number; cpuMs: number }> = []
     // A full collection before each measured case, so that a case is not charged for collecting
     // the garbage the previous case left.
     v8.setFlagsFromString("--expose-gc")
@@ -231,12 +253,27 @@ if (mode === "rss") {
       const compared = [
         measure("sqlite", sqlites, onSqlite(plain, `assay-${round}.db`, N)),
         measure("sqlite_rewind_once", rewinds, onSqlite(rewinding, `rewind-${round}.db`, N)),
-        measure("sqlite_control_idle", idles, onSqlite(controlIdle, `idle-${round}.db`, N))
+        measure("sqlite_control_idle", idles, onSqlite(controlIdle, `idle-${round}.db`, N)),
+        ...(CASES?.has("sqlite_plain4") === true ? [measure("sqlite_plain4", plain4s, onSqlite(plain4, `plain4-${round}.db`, N))] : []),
+        ...(CASES?.has("sqlite_control_idle4") === true
+          ? [measure("sqlite_control_idle4", idle4s, onSqlite(controlIdle4, `idle4-${round}.db`, N))]
+          : [])
       ]
       for (let k = 0; k < compared.length; k++) yield* compared[(round + k) % compared.length]!
     }
-    const [raw, rawSeq, sqlite, memory, pooled, bareB, rewind, effect, idle] = [raws, rawSeqs, sqlites, memories, pooleds, bares, rewinds, effectRuns, idles]
-      .map((xs) => xs.length === 0 ? undefined : best(xs))
+    const [raw, rawSeq, sqlite, memory, pooled, bareB, rewind, effect, idle, p4, i4] = [
+      raws,
+      rawSeqs,
+      sqlites,
+      memories,
+      pooleds,
+      bares,
+      rewinds,
+      effectRuns,
+      idles,
+      plain4s,
+      idle4s
+    ].map((xs) => xs.length === 0 ? undefined : best(xs))
     const line = (name: string, x: { ms: number; cpuMs: number }) =>
       emit({
         bench: `runner.${name}`,
@@ -244,7 +281,8 @@ if (mode === "rss") {
         pipelines_per_s: rate(N, x.ms),
         cpu_us_per_pipeline: Math.round((x.cpuMs * 1000) / N)
       })
-    const cases = { raw, raw_sequential_ids: rawSeq, sqlite, memory, bare_forEach: bareB, sqlite_pooled: pooled, sqlite_rewind_once: rewind, sqlite_effect: effect, sqlite_control_idle: idle }
+    const cases = { raw, raw_sequential_ids: rawSeq, sqlite, memory, bare_forEach: bareB, sqlite_pooled: pooled, sqlite_rewind_once: rewind, sqlite_effect: effect, sqlite_control_idle: idle,
+      sqlite_plain4: p4, sqlite_control_idle4: i4 }
     for (const [name, x] of Object.entries(cases)) if (x !== undefined) line(name, x)
     const ratio = (a: { ms: number } | undefined, b: { ms: number } | undefined) =>
       a === undefined || b === undefined ? undefined : +(a.ms / b.ms).toFixed(3)
@@ -305,6 +343,30 @@ if (mode === "rss") {
         ? undefined
         : +((sqlite.cpuMs / 3) / (rewind.cpuMs / 5)).toFixed(3)
     })
+    // F, E and H per round (CPU µs per pipeline) from cases 2, 8, 9, 10 and 6, which ran back
+    // to back in each round, and their medians over rounds
+    const all = [sqlites, plain4s, idles, idle4s, rewinds]
+    if (all.every((xs) => xs.length === rounds && rounds > 0)) {
+      const us = (x: { cpuMs: number }) => (x.cpuMs * 1000) / N
+      const parts = sqlites.map((_, i) => {
+        const [p3, p4r, c3, c4, rw] = all.map((xs) => us(xs[i]!)) as [number, number, number, number, number]
+        const eP = p4r - p3
+        const eC = c4 - c3
+        return { eP, fP: p3 - 3 * eP, eC, fC: c3 - 3 * eC, h: rw - c4 - eC }
+      })
+      const med = (f: (x: (typeof parts)[number]) => number) => +median(parts.map(f))!.toFixed(1)
+      emit({
+        bench: "runner.decomposition",
+        // per task execution, plain and controlled paths
+        cpu_us_per_execution_plain: med((x) => x.eP),
+        cpu_us_per_execution_controlled: med((x) => x.eC),
+        // per pipeline, beyond its executions
+        cpu_us_per_pipeline_fixed_plain: med((x) => x.fP),
+        cpu_us_per_pipeline_fixed_controlled: med((x) => x.fC),
+        // the rewinding case's own extra (its two transitions), beyond 5 controlled executions
+        cpu_us_rewind_extra: med((x) => x.h)
+      })
+    }
   })
   Effect.runPromise(main).then(
     () => fs.rmSync(dir, { recursive: true, force: true }),

@@ -2,7 +2,7 @@
  * Runner benchmark (run: `npx tsx bench/runner.ts`; prints JSON lines).
  *
  * In one run, for N = 20,000 pipelines of 3 trivial tasks at concurrency 64 (in a child
- * process; BENCH_ROUNDS interleaved rounds, default 2, best round of each, wall and CPU time):
+ * process; BENCH_ROUNDS rounds, default 5, best round of each, wall and CPU time):
  * 1. raw: better-sqlite3 writing the same facts with prepared single-row statements in
  *    transactions of 256 pipelines (the definition shared with bench/store.ts), under the
  *    content-addressed ids assay gives these pipelines (also reported with sequential ids
@@ -16,23 +16,39 @@
  * 7. only when BENCH_CASES names it (`sqlite_effect`): (5) without the pool, the same three
  *    steps as `Task.make` tasks that take no lease, which splits `pool_ratio`'s gap into what
  *    an Effect task costs beyond a `Task.sync` one (`cpu_effect_ratio` = CPU of (2) / (7)) and
- *    what its lease costs (`cpu_lease_ratio` = CPU of (7) / (5)).
+ *    what its lease costs (`cpu_lease_ratio` = CPU of (7) / (5));
+ * 8. assay on SqliteStore, (2)'s three steps in a pipeline that declares control and never uses
+ *    it (`sqlite_control_idle`: t2 may rewind to t1 and never does): the same 3 executions on
+ *    the controlled path, so (2) over (8) is what that path costs beyond the plain one;
+ * 9, 10. only when BENCH_CASES names them (`sqlite_plain4`, `sqlite_control_idle4`): (2) and
+ *    (8) with a fourth step. With 2, 6, 8, 9 and 10 all run, `runner.decomposition` prints the
+ *    medians over rounds of: the CPU per task execution on each path (E: 4 steps less 3), per
+ *    pipeline beyond its executions (F: the 3-step case less 3 E), and the rewinding case's own
+ *    extra (H: (6) less (10) less one controlled E; (6) and (10) both have 4 tasks).
+ * How the rounds run: first a warm-up (not measured) of (2), (6) and (8) at BENCH_WARMUP
+ * pipelines (default N / 10), so the JIT's first compilations are not charged to whichever
+ * case runs first; a full garbage collection before every measured case, so no case pays for
+ * collecting what the one before it left; in each round, the other cases, then (2), (6) and (8)
+ * back to back in an order rotated by one each round (none always first or last).
  * Keys: `ratio_to_raw` = (2)/(1) (target ≥ 0.5, issue 19), `pool_ratio` = (5)/(2) (target ≥ 0.7, issue 19; `cpu_pool_ratio` the same with CPU time),
  * `rewind_ratio` = pipelines/s of (6) / (2) (target ≥ 0.6), `cpu_rewind_ratio` the same with CPU
  * time, and both per task execution (`rewind_ratio_per_execution`: (2) runs 3, (6) runs 5).
  * These ratios divide the best round of one case by the best round of the other, which may be
- * different rounds. Beside them, each round runs (2) and (6) back to back, so each round has a
- * ratio of its own: `rewind_ratio_round_median` and `cpu_rewind_ratio_round_median` are the
- * medians over rounds of those per-round ratios (wall and CPU), and `rewind_ratio_rounds` /
- * `cpu_rewind_ratio_rounds` list them in round order, so the noise between rounds shows.
+ * different rounds. Beside them, each round has ratios of its own, of cases that ran back to
+ * back: `rewind_ratio_round_median` and `cpu_rewind_ratio_round_median` are the medians over
+ * rounds of (6) / (2) per round (wall and CPU), and `rewind_ratio_rounds` /
+ * `cpu_rewind_ratio_rounds` list them in round order, so the noise between rounds shows; the
+ * same for (8) / (2): `control_idle_ratio_round_median`, `cpu_control_idle_ratio_round_median`,
+ * `control_idle_ratio_rounds`, `cpu_control_idle_ratio_rounds` (1: the controlled path costs
+ * nothing beyond the plain one). On a shared machine, decide on the CPU medians.
  * Then, each in a child process of its own: peak RSS for 100k and 1M pipelines streamed from a
  * generator on SqliteStore (`rss_ratio_1m_to_100k`, target ≤ 1.3), and the speed of a resume
  * that skips 100k succeeded pipelines (`resume_skip_per_s`, target ≥ 150,000; issue 19).
  *
- * Environment: BENCH_PIPELINES (20000), BENCH_ROUNDS (2), BENCH_RSS_SMALL (100000), BENCH_RSS_BIG (1000000),
+ * Environment: BENCH_PIPELINES (20000), BENCH_ROUNDS (5), BENCH_WARMUP (N / 10), BENCH_RSS_SMALL (100000), BENCH_RSS_BIG (1000000),
  * BENCH_RESUME (100000), BENCH_CASES (a comma-separated subset of raw, raw_sequential_ids, sqlite,
- * memory, bare_forEach, sqlite_pooled, sqlite_rewind_once, sqlite_effect, rss, resume; default: all
- * but sqlite_effect; a ratio is printed only when both its cases ran).
+ * memory, bare_forEach, sqlite_pooled, sqlite_rewind_once, sqlite_control_idle, sqlite_effect, sqlite_plain4, sqlite_control_idle4, rss,
+ * resume; default: all but sqlite_effect, sqlite_plain4 and sqlite_control_idle4; a ratio is printed only when both its cases ran).
  */
 import { NodeContext } from "@effect/platform-node"
 import { Effect, Layer, Stream } from "effect"
@@ -41,6 +57,8 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
 import { performance } from "node:perf_hooks"
+import * as v8 from "node:v8"
+import * as vm from "node:vm"
 import * as Handoff from "../src/domain/Handoff.js"
 import * as Pipeline from "../src/domain/Pipeline.js"
 import * as Resource from "../src/domain/Resource.js"
@@ -85,6 +103,27 @@ const rewinding = Pipeline.make(
   Task.sync("t2", (r: { readonly i: number; readonly n: number }, ctx) =>
     ctx.visit === 0 ? Handoff.rewind("t1", { i: r.i, text: "again" }) : Handoff.end(f3(r))),
   Task.sync("t3", f3),
+  { control: { rewind: { t2: ["t1"] }, edges: { t2: ["end"] }, maxHandoffs: 1 } }
+)
+
+// Control declared, never used (case 8): the plain case's three steps on the controlled path;
+// t2 may rewind to t1 but never does, so each pipeline runs 3 executions and no transition.
+const controlIdle = Pipeline.make("bench-control-idle", Task.sync("t0", f1), Task.sync("t1", f2), Task.sync("t2", f3), {
+  control: { rewind: { t2: ["t1"] }, maxHandoffs: 1 }
+})
+
+// Cases 9 and 10 (only when BENCH_CASES names them): (2) and (8) with a fourth step, so that
+// the per-execution cost of each path (E) is the difference of the 4-step and 3-step cases and
+// the per-pipeline cost (F) what is left; the rewinding case's own extra (H) is then (6) less (10)
+// less one execution (its template has 4 tasks, like (10), and runs 5).
+const f4 = (r: { readonly i: number; readonly score: number }) => ({ i: r.i, score: r.score + 1 })
+const plain4 = Pipeline.make("bench4", Task.sync("t0", f1), Task.sync("t1", f2), Task.sync("t2", f3), Task.sync("t3", f4))
+const controlIdle4 = Pipeline.make(
+  "bench-control-idle4",
+  Task.sync("t0", f1),
+  Task.sync("t1", f2),
+  Task.sync("t2", f3),
+  Task.sync("t3", f4),
   { control: { rewind: { t2: ["t1"] }, edges: { t2: ["end"] }, maxHandoffs: 1 } }
 )
 
@@ -153,9 +192,9 @@ if (mode === "rss") {
     })
   ).then((r) => console.log(JSON.stringify({ n, ...r })))
 } else if (mode === "throughput") {
-  // The five variants, ROUNDS rounds interleaved, best round of each; wall clock and CPU time
+  // The variants, ROUNDS rounds interleaved, best round of each; wall clock and CPU time
   // (process.cpuUsage), since the machine may be shared.
-  const rounds = Number(process.env.BENCH_ROUNDS ?? 2)
+  const rounds = Number(process.env.BENCH_ROUNDS ?? 5)
   const best = (xs: ReadonlyArray<{ ms: number; cpuMs: number }>) => ({
     ms: Math.min(...xs.map((x) => x.ms)),
     cpuMs: Math.min(...xs.map((x) => x.cpuMs))
@@ -180,38 +219,61 @@ if (mode === "rss") {
     const bares: Array<{ ms: number; cpuMs: number }> = []
     const rewinds: Array<{ ms: number; cpuMs: number }> = []
     const effectRuns: Array<{ ms: number; cpuMs: number }> = []
+    const idles: Array<{ ms: number; cpuMs: number }> = []
+    const plain4s: Array<{ ms: number; cpuMs: number }> = []
+    const idle4s: Array<{ ms: number; cpuMs: number }> = []
+    // A full collection before each measured case, so that a case is not charged for collecting
+    // the garbage the previous case left.
+    v8.setFlagsFromString("--expose-gc")
+    const gc = vm.runInNewContext("gc") as () => void
+    const collect = Effect.sync(gc)
     const measure = <E>(name: string, into: Array<{ ms: number; cpuMs: number }>, self: Effect.Effect<number, E>) =>
-      runs(name) ? Effect.map(timed(self), (x) => void into.push(x)) : Effect.void
+      runs(name) ? Effect.zipRight(collect, Effect.map(timed(self), (x) => void into.push(x))) : Effect.void
+    const onSqlite = (template: Pipeline.Template<any, any, any, never>, file: string, n: number) =>
+      Effect.map(runWith(template, SqliteStore.layer({ filename: nodePath.join(dir, file) }), n), (r) => r.ms)
+    // Warm-up (not measured): the three compared SQLite cases once each at BENCH_WARMUP pipelines,
+    // so that round 0 does not charge the JIT's first compilations to whichever case runs first.
+    const warmup = Number(process.env.BENCH_WARMUP ?? Math.ceil(N / 10))
+    if (warmup > 0) {
+      if (runs("sqlite")) yield* onSqlite(plain, "warm-plain.db", warmup)
+      if (runs("sqlite_rewind_once")) yield* onSqlite(rewinding, "warm-rewind.db", warmup)
+      if (runs("sqlite_control_idle")) yield* onSqlite(controlIdle, "warm-idle.db", warmup)
+    }
     for (let round = 0; round < rounds; round++) {
       yield* measure("raw", raws, Effect.sync(() => rawBound(nodePath.join(dir, `raw-${round}.db`), N, (i) => ids[i]!)))
       yield* measure("raw_sequential_ids", rawSeqs, Effect.sync(() => rawBound(nodePath.join(dir, `raw-seq-${round}.db`), N)))
-      yield* measure(
-        "sqlite",
-        sqlites,
-        Effect.map(runWith(plain, SqliteStore.layer({ filename: nodePath.join(dir, `assay-${round}.db`) }), N), (r) => r.ms)
-      )
       yield* measure("memory", memories, Effect.map(runWith(plain, MemoryStore.layer(), N), (r) => r.ms))
       yield* measure("bare_forEach", bares, bare(N))
-      yield* measure(
-        "sqlite_pooled",
-        pooleds,
-        Effect.map(runWith(withLeases, SqliteStore.layer({ filename: nodePath.join(dir, `pooled-${round}.db`) }), N), (r) => r.ms)
-      )
-      yield* measure(
-        "sqlite_rewind_once",
-        rewinds,
-        Effect.map(runWith(rewinding, SqliteStore.layer({ filename: nodePath.join(dir, `rewind-${round}.db`) }), N), (r) => r.ms)
-      )
+      yield* measure("sqlite_pooled", pooleds, onSqlite(withLeases, `pooled-${round}.db`, N))
       if (CASES?.has("sqlite_effect") === true) {
-        yield* measure(
-          "sqlite_effect",
-          effectRuns,
-          Effect.map(runWith(effects, SqliteStore.layer({ filename: nodePath.join(dir, `effect-${round}.db`) }), N), (r) => r.ms)
-        )
+        yield* measure("sqlite_effect", effectRuns, onSqlite(effects, `effect-${round}.db`, N))
       }
+      // The compared cases back to back, their order rotated each round (so none always runs
+      // first or last): each round's own ratios are taken from these.
+      const compared = [
+        measure("sqlite", sqlites, onSqlite(plain, `assay-${round}.db`, N)),
+        measure("sqlite_rewind_once", rewinds, onSqlite(rewinding, `rewind-${round}.db`, N)),
+        measure("sqlite_control_idle", idles, onSqlite(controlIdle, `idle-${round}.db`, N)),
+        ...(CASES?.has("sqlite_plain4") === true ? [measure("sqlite_plain4", plain4s, onSqlite(plain4, `plain4-${round}.db`, N))] : []),
+        ...(CASES?.has("sqlite_control_idle4") === true
+          ? [measure("sqlite_control_idle4", idle4s, onSqlite(controlIdle4, `idle4-${round}.db`, N))]
+          : [])
+      ]
+      for (let k = 0; k < compared.length; k++) yield* compared[(round + k) % compared.length]!
     }
-    const [raw, rawSeq, sqlite, memory, pooled, bareB, rewind, effect] = [raws, rawSeqs, sqlites, memories, pooleds, bares, rewinds, effectRuns]
-      .map((xs) => xs.length === 0 ? undefined : best(xs))
+    const [raw, rawSeq, sqlite, memory, pooled, bareB, rewind, effect, idle, p4, i4] = [
+      raws,
+      rawSeqs,
+      sqlites,
+      memories,
+      pooleds,
+      bares,
+      rewinds,
+      effectRuns,
+      idles,
+      plain4s,
+      idle4s
+    ].map((xs) => xs.length === 0 ? undefined : best(xs))
     const line = (name: string, x: { ms: number; cpuMs: number }) =>
       emit({
         bench: `runner.${name}`,
@@ -219,17 +281,21 @@ if (mode === "rss") {
         pipelines_per_s: rate(N, x.ms),
         cpu_us_per_pipeline: Math.round((x.cpuMs * 1000) / N)
       })
-    const cases = { raw, raw_sequential_ids: rawSeq, sqlite, memory, bare_forEach: bareB, sqlite_pooled: pooled, sqlite_rewind_once: rewind, sqlite_effect: effect }
+    const cases = { raw, raw_sequential_ids: rawSeq, sqlite, memory, bare_forEach: bareB, sqlite_pooled: pooled, sqlite_rewind_once: rewind, sqlite_effect: effect, sqlite_control_idle: idle,
+      sqlite_plain4: p4, sqlite_control_idle4: i4 }
     for (const [name, x] of Object.entries(cases)) if (x !== undefined) line(name, x)
     const ratio = (a: { ms: number } | undefined, b: { ms: number } | undefined) =>
       a === undefined || b === undefined ? undefined : +(a.ms / b.ms).toFixed(3)
     const cpuRatio = (a: { cpuMs: number } | undefined, b: { cpuMs: number } | undefined) =>
       a === undefined || b === undefined ? undefined : +(a.cpuMs / b.cpuMs).toFixed(3)
     // per round: (2) and (6) ran back to back in the same round, so their ratio is that round's
-    const perRound = (f: (x: { ms: number; cpuMs: number }) => number) =>
-      sqlites.length === 0 || sqlites.length !== rewinds.length
+    const perRound = (
+      f: (x: { ms: number; cpuMs: number }) => number,
+      other: ReadonlyArray<{ ms: number; cpuMs: number }> = rewinds
+    ) =>
+      sqlites.length === 0 || sqlites.length !== other.length
         ? undefined
-        : sqlites.map((s, i) => +(f(s) / f(rewinds[i]!)).toFixed(3))
+        : sqlites.map((s, i) => +(f(s) / f(other[i]!)).toFixed(3))
     const median = (xs: ReadonlyArray<number> | undefined) => {
       if (xs === undefined) return undefined
       const sorted = [...xs].sort((a, b) => a - b)
@@ -238,6 +304,8 @@ if (mode === "rss") {
     }
     const rewindRounds = perRound((x) => x.ms)
     const cpuRewindRounds = perRound((x) => x.cpuMs)
+    const idleRounds = perRound((x) => x.ms, idles)
+    const cpuIdleRounds = perRound((x) => x.cpuMs, idles)
     emit({
       bench: "runner.ratios",
       ratio_to_raw: ratio(raw, sqlite),
@@ -261,6 +329,12 @@ if (mode === "rss") {
       cpu_rewind_ratio_round_median: median(cpuRewindRounds),
       rewind_ratio_rounds: rewindRounds,
       cpu_rewind_ratio_rounds: cpuRewindRounds,
+      // control declared and never used over plain, per round (1 = the controlled path costs
+      // nothing beyond the plain one for the same three executions)
+      control_idle_ratio_round_median: median(idleRounds),
+      cpu_control_idle_ratio_round_median: median(cpuIdleRounds),
+      control_idle_ratio_rounds: idleRounds,
+      cpu_control_idle_ratio_rounds: cpuIdleRounds,
       // per task execution (plain 3, rewinding 5): what the control path costs beyond the extra work
       rewind_ratio_per_execution: sqlite === undefined || rewind === undefined
         ? undefined
@@ -269,6 +343,30 @@ if (mode === "rss") {
         ? undefined
         : +((sqlite.cpuMs / 3) / (rewind.cpuMs / 5)).toFixed(3)
     })
+    // F, E and H per round (CPU µs per pipeline) from cases 2, 8, 9, 10 and 6, which ran back
+    // to back in each round, and their medians over rounds
+    const all = [sqlites, plain4s, idles, idle4s, rewinds]
+    if (all.every((xs) => xs.length === rounds && rounds > 0)) {
+      const us = (x: { cpuMs: number }) => (x.cpuMs * 1000) / N
+      const parts = sqlites.map((_, i) => {
+        const [p3, p4r, c3, c4, rw] = all.map((xs) => us(xs[i]!)) as [number, number, number, number, number]
+        const eP = p4r - p3
+        const eC = c4 - c3
+        return { eP, fP: p3 - 3 * eP, eC, fC: c3 - 3 * eC, h: rw - c4 - eC }
+      })
+      const med = (f: (x: (typeof parts)[number]) => number) => +median(parts.map(f))!.toFixed(1)
+      emit({
+        bench: "runner.decomposition",
+        // per task execution, plain and controlled paths
+        cpu_us_per_execution_plain: med((x) => x.eP),
+        cpu_us_per_execution_controlled: med((x) => x.eC),
+        // per pipeline, beyond its executions
+        cpu_us_per_pipeline_fixed_plain: med((x) => x.fP),
+        cpu_us_per_pipeline_fixed_controlled: med((x) => x.fC),
+        // the rewinding case's own extra (its two transitions), beyond 5 controlled executions
+        cpu_us_rewind_extra: med((x) => x.h)
+      })
+    }
   })
   Effect.runPromise(main).then(
     () => fs.rmSync(dir, { recursive: true, force: true }),

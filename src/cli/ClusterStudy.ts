@@ -114,7 +114,9 @@ export const refuse = (
         `not supported on the cluster engine yet (${field.why}): remove it to run with --engine cluster, or run on the embedded engine`
       )
     }
-    yield* refuseRunFields(first.run as Readonly<Record<string, unknown>>)
+    // `run.trialConcurrency` is the study's trial window: the driver's, carried out here
+    const { trialConcurrency: _window, ...run } = first.run as Readonly<Record<string, unknown>>
+    yield* refuseRunFields(run)
     if (args.cacheFlag !== undefined) {
       return yield* configError(
         args.cacheFlag,

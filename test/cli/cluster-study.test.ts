@@ -6,7 +6,8 @@
  * it from the submitting process:
  *
  * - every pipeline runs once, on the runners (both of them), never more than 2 calls at once
- *   across them;
+ *   across them, though the first submitter was killed (-9) while they ran and a resume followed
+ *   them and admitted the rest;
  * - the trials settle as an embedded run of the same study settles them (same statuses and
  *   metrics, same study status, same `study report` comparison);
  * - resuming runs nothing again; `study report` of the cluster's root needs `--database`;
@@ -87,7 +88,7 @@ describe("a study on --engine cluster", () => {
       write(dir, "tasks.ts", tasks(log))
       write(dir, "experiment.json", {
         pools: { apis: { resources: [{ id: "k", capacity: 2 }] } },
-        pipeline: { name: "cases", tasks: [{ use: "./tasks.ts#work", args: [{ $var: "k" }, 120], resource: "apis" }] },
+        pipeline: { name: "cases", tasks: [{ use: "./tasks.ts#work", args: [{ $var: "k" }, 300], resource: "apis" }] },
         source: { range: { n: 3 } }
       })
       const studyOf = (extra: Record<string, unknown> = {}) => ({
@@ -132,9 +133,16 @@ describe("a study on --engine cluster", () => {
       const up = yield* until(() => pg.psql("study", "SELECT count(*) FROM cluster_runners").trim() === "2", 90_000)
       assert.isTrue(up, logs())
 
+      // the submitter killed (-9) once pipelines run: the admitted ones go on on the runners, and
+      // resuming follows them and admits the rest
       const clusterRoot = path.join(dir, "out-cluster")
+      const killed = start(["study", "run", study, "--engine", "cluster", "--database", url, "--output-root", clusterRoot, "--max-admitted", "4", "--quiet"])
+      const begun = yield* until(() => events(log).length >= 1 || killed.child.exitCode !== null, 60_000)
+      killed.child.kill("SIGKILL")
+      yield* Effect.promise(() => killed.done)
+      assert.isTrue(begun && events(log).filter((e) => e[0] === "start").length < 12, killed.stderr() + fs.readFileSync(log, "utf8"))
       const sub = yield* assay([
-        "study", "run", study, "--engine", "cluster", "--database", url, "--output-root", clusterRoot, "--max-admitted", "4", "--json", "--quiet"
+        "study", "resume", study, "--engine", "cluster", "--database", url, "--output-root", clusterRoot, "--max-admitted", "4", "--json", "--quiet"
       ])
       assert.strictEqual(sub.code, 0, sub.stdout + sub.stderr + logs())
       const onCluster = JSON.parse(sub.stdout) as Ran

@@ -23,7 +23,7 @@ import * as StudyConfig from "../config/Study.js"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import * as DomainStudy from "../domain/Study.js"
 import * as SuiteStore from "../layers/SuiteStore.js"
-import { loadClusterStudy } from "./StudyRun.js"
+import { CLUSTER_MARKER, loadClusterStudy } from "./StudyRun.js"
 import * as StudyCompare from "../services/StudyCompare.js"
 import { StudyCatalog } from "../services/StudyCatalog.js"
 import { SuiteCatalog } from "../services/SuiteCatalog.js"
@@ -131,7 +131,7 @@ const withRoot = <A>(
     // a root the cluster engine ran keeps its pipelines in the cluster's Postgres store: read there (--database)
     let stores = { catalog: h.catalog, study: h.study }
     const fs = yield* FileSystem.FileSystem
-    if (Option.isSome(database) || (yield* fs.exists(nodePath.join(root, "cluster.json")).pipe(Effect.orElseSucceed(() => false)))) {
+    if (Option.isSome(database) || (yield* fs.exists(nodePath.join(root, CLUSTER_MARKER)).pipe(Effect.orElseSucceed(() => false)))) {
       const cluster = yield* loadClusterStudy
       const swap = yield* cluster.readViews(root, database)
       if (swap !== undefined) stores = swap(stores)

@@ -40,6 +40,7 @@ import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import type * as FileSystem from "@effect/platform/FileSystem"
+import * as FileSystemTag from "@effect/platform/FileSystem"
 import { Clock, Console, Context, Effect, Layer, Option } from "effect"
 import * as os from "node:os"
 import * as nodePath from "node:path"
@@ -401,6 +402,37 @@ const clusterArgsOf = (args: RunStudyArgs) =>
       cacheFlag: cacheFlagGiven(args.cache)
     })
 
+/**
+ * The file a study root the cluster engine ran holds (`ClusterStudy.MARKER`): its pipelines are
+ * in the cluster's Postgres store.
+ *
+ * @internal
+ */
+export const CLUSTER_MARKER = "cluster.json"
+
+/**
+ * Refuses (exit 2, at `--engine`) to run a study root on the other engine than the one that
+ * ran it: the cluster's root keeps its pipelines in Postgres (an embedded run would run them
+ * again in the root), an embedded root keeps them in the root (the cluster would not see them).
+ */
+const refuseOtherEngine = (root: string, cluster: boolean) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystemTag.FileSystem
+    const marked = yield* fs.exists(nodePath.join(root, CLUSTER_MARKER)).pipe(Effect.orElseSucceed(() => false))
+    if (!cluster && marked) {
+      return yield* configError(
+        "--engine",
+        `the study in ${root} ran on the cluster engine (its pipelines are in the cluster's store): continue it with --engine cluster --database URL`
+      )
+    }
+    if (cluster && !marked && (yield* SuiteStore.isSuiteRoot(root))) {
+      return yield* configError(
+        "--engine",
+        `the study in ${root} ran on the embedded engine (its pipelines are in that root): continue it without --engine cluster, or give another --output-root`
+      )
+    }
+  })
+
 /** `--database` and `--max-admitted` apply to `--engine cluster` only (exit 2 naming the flag). */
 const refuseClusterFlags = (args: RunStudyArgs) =>
   args.database !== undefined && Option.isSome(args.database)
@@ -456,6 +488,8 @@ const runStudyStages = (
     // what the cluster engine does not carry out is refused before anything is frozen or run
     const clusterStudy = cluster === undefined ? undefined : yield* loadClusterStudy
     if (clusterStudy !== undefined && cluster !== undefined) yield* clusterStudy.refuse(cluster, loaded, first, extraTrials)
+    // one engine per root: its pipelines are in the cluster's store, or in the root
+    yield* refuseOtherEngine(first.output.root, cluster !== undefined)
     for (const u of first.unresolvedEnv) {
       yield* Console.error(Words.unsetEnvWarning(u))
     }

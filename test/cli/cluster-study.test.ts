@@ -10,7 +10,8 @@
  *   them and admitted the rest;
  * - the trials settle as an embedded run of the same study settles them (same statuses and
  *   metrics, same study status, same `study report` comparison);
- * - resuming runs nothing again; `study report` of the cluster's root needs `--database`;
+ * - resuming runs nothing again; `study report` of the cluster's root needs `--database`; a
+ *   root is continued on the engine that ran it only;
  * - what the cluster engine does not carry out is refused (exit 2, naming it): a budget, the
  *   call cache flags, `--database` without `--engine cluster`; `run -c STUDY --engine cluster`
  *   points to `study run`.
@@ -199,5 +200,13 @@ describe("a study on --engine cluster", () => {
       assert.strictEqual(again.code, 0, again.stdout + again.stderr)
       assert.deepStrictEqual(settled(JSON.parse(again.stdout) as Ran), settled(onCluster))
       assert.deepStrictEqual(events(log), [], "nothing ran again")
+      // one engine per root: the other one is refused (exit 2, --engine)
+      const embeddedOnCluster = yield* assay(["study", "resume", study, "--output-root", clusterRoot, "--quiet"])
+      assert.strictEqual(embeddedOnCluster.code, 2, embeddedOnCluster.stderr)
+      assert.include(embeddedOnCluster.stderr, "ran on the cluster engine")
+      const clusterOnEmbedded = yield* assay(["study", "resume", study, "--engine", "cluster", "--database", url, "--output-root", embeddedRoot, "--quiet"])
+      assert.strictEqual(clusterOnEmbedded.code, 2, clusterOnEmbedded.stderr)
+      assert.include(clusterOnEmbedded.stderr, "ran on the embedded engine")
+      assert.deepStrictEqual(events(log), [], "nothing ran")
     }), 240_000)
 })

@@ -94,8 +94,9 @@ const notCarriedOut = (study: Study.StudyInput): { readonly path: string; readon
 
 /**
  * Refuses (exit 2, naming the field or flag) what the cluster engine does not carry out for a
- * study: budgets, a `budget` stop, `running: cancel`, a `run` field other than the cluster
- * submitter's (`ClusterRun.refuseRunFields`), the call cache flags, and confirmation trials
+ * study: budgets, a `budget` stop, `running: cancel`, `run.stopAfterFailures` and
+ * `run.stopAfter`, a `run` field other than the cluster submitter's
+ * (`ClusterRun.refuseRunFields`), the call cache flags, and confirmation trials
  * (`extra`: the runners serve the declared trials only).
  *
  * @internal
@@ -116,6 +117,14 @@ export const refuse = (
     }
     // `run.trialConcurrency` is the study's trial window: the driver's, carried out here
     const { trialConcurrency: _window, ...run } = first.run as Readonly<Record<string, unknown>>
+    // the submitter's stop rules are an experiment's or a suite's: a study's run does not pass them on yet
+    for (const field of ["stopAfterFailures", "stopAfter"] as const) {
+      if (run[field] === undefined) continue
+      return yield* configError(
+        `run.${field}`,
+        `run.${field} is not supported for a study on the cluster engine yet: remove it to run with --engine cluster, or run on the embedded engine`
+      )
+    }
     yield* refuseRunFields(run)
     if (args.cacheFlag !== undefined) {
       return yield* configError(

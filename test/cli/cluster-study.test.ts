@@ -12,8 +12,8 @@
  *   metrics, same study status, same `study report` comparison);
  * - resuming runs nothing again; `study report` of the cluster's root needs `--database`; a
  *   root is continued on the engine that ran it only;
- * - what the cluster engine does not carry out is refused (exit 2, naming it): a budget, the
- *   call cache flags, `--database` without `--engine cluster`; `run -c STUDY --engine cluster`
+ * - what the cluster engine does not carry out is refused (exit 2, naming it): a budget,
+ *   `run.stopAfterFailures`, the call cache flags, `--database` without `--engine cluster`; `run -c STUDY --engine cluster`
  *   points to `study run`.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -118,6 +118,10 @@ describe("a study on --engine cluster", () => {
       assert.strictEqual(budget.code, 2, budget.stderr)
       assert.include(budget.stderr, "budget.perTrial.calls")
       assert.include(budget.stderr, "not supported on the cluster engine yet")
+      const failures = write(dir, "failures.json", studyOf({ run: { trialConcurrency: 2, stopAfterFailures: 3 } }))
+      const stopRule = yield* assay(["study", "run", failures, "--engine", "cluster", "--database", url, "--output-root", path.join(dir, "x")])
+      assert.strictEqual(stopRule.code, 2, stopRule.stderr)
+      assert.include(stopRule.stderr, "run.stopAfterFailures")
       const cache = yield* assay(["study", "run", study, "--engine", "cluster", "--database", url, "--cache", "--output-root", path.join(dir, "x")])
       assert.strictEqual(cache.code, 2, cache.stderr)
       assert.include(cache.stderr, "--cache")

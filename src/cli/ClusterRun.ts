@@ -16,6 +16,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as path from "node:path"
 import { Cause, Chunk, Clock, Console, Context, Deferred, Duration, Effect, Layer, Option, Redacted, Stream } from "effect"
+import * as StudyConfig from "../config/Study.js"
 import * as SuiteConfig from "../config/Suite.js"
 import type * as Pipeline from "../domain/Pipeline.js"
 import { memberDigest, memberDigestOf, memberPath, tagSpec } from "../domain/Suite.js"
@@ -48,8 +49,10 @@ const configError = (path: string, message: string) => new ConfigError({ message
 /**
  * What a runner or a submitter loaded: an experiment file, or a suite file (its members'
  * pipelines, re-keyed into the suite, and the suite's pools and `run` section).
+ *
+ * @internal
  */
-interface Hosted {
+export interface Hosted {
   /** `run.store` as written (an experiment's; a suite has none). */
   readonly written: unknown
   readonly plugins: Experiment.Experiment["plugins"]
@@ -72,8 +75,12 @@ const hostedOf = (experiment: Experiment.Experiment): Hosted => ({
 const taskCacheOn = (experiments: ReadonlyArray<Experiment.Experiment>) =>
   experiments.some((e) => e.template.tasks.some((t) => t.options.cache?.mode !== undefined && t.options.cache.mode !== "off"))
 
-/** The shared store's layer: `--store`, else `run.store` when it is a URI, else the database URL. */
-const sharedStoreLayer = (experiment: Hosted, store: Option.Option<string>, database: string) =>
+/**
+ * The shared store's layer: `--store`, else `run.store` when it is a URI, else the database URL.
+ *
+ * @internal
+ */
+export const sharedStoreLayer = (experiment: Hosted, store: Option.Option<string>, database: string) =>
   Effect.gen(function*() {
     const written: unknown = experiment.written
     const [spec, field] = Option.isSome(store)
@@ -135,7 +142,12 @@ const runnerCache = (experiment: Hosted, target: StoreResolver.StoreTarget) =>
     return { run, layer }
   })
 
-const pgLayer = (database: string) => PgClient.layer({ url: Redacted.make(database) })
+/**
+ * A `SqlClient` on the database URL.
+ *
+ * @internal
+ */
+export const pgLayer = (database: string) => PgClient.layer({ url: Redacted.make(database) })
 
 /** The cluster's own tables (`@effect/cluster`'s SQL message and runner storage). */
 const LIBRARY_TABLES = ["cluster_messages", "cluster_replies", "cluster_runners", "cluster_locks"] as const
@@ -273,16 +285,67 @@ export interface RunnerArgs {
  * section. A member whose source fails is left out of the runner's catalog with a warning
  * (its pipelines are refused as not runnable); the others are served.
  */
-const hostedFile = (config: string) =>
+const hostedFile = (config: string, database: string) =>
   Effect.gen(function*() {
+    if (yield* StudyConfig.isStudyFile(config)) return yield* studyHosted(config, database)
     if (!(yield* SuiteConfig.isSuiteFile(config))) {
       const experiment = yield* Experiment.load(config)
       return { hosted: hostedOf(experiment), specs: experiment.pipelines() as Stream.Stream<AnySpec, { readonly message: string }, FileSystem.FileSystem> }
     }
     const loaded = yield* SuiteConfig.load(config, { strictEnv: false })
     for (const w of loaded.warnings) yield* Console.error(w)
-    const hosted = suiteHosted(loaded)
-    const specs = Stream.concatAll(Chunk.fromIterable(loaded.members.map((m) =>
+    yield* Console.error(`runner: suite ${loaded.id}: serving members ${loaded.members.map((m) => m.id).join(", ")}`)
+    return { hosted: suiteHosted(loaded), specs: suiteSpecs(loaded) }
+  })
+
+/**
+ * What a runner hosts for a study file (`assay runner -c STUDY`): the declared trials (variants
+ * × repeats) of every protocol version up to the study's current one on the cluster (the
+ * version its submitter last ran, kept in the store's `assay_meta` under
+ * `study/ID/version`; 1 before any submission), each trial a member of the version's suite,
+ * re-keyed as `Study.execute` keys them. Confirmation trials (`study confirm`) are not served:
+ * the submitter refuses them on the cluster engine.
+ */
+const studyHosted = (config: string, database: string) =>
+  Effect.gen(function*() {
+    const loaded = yield* StudyConfig.load(config, { strictEnv: false })
+    const version = yield* currentStudyVersion(loaded.id).pipe(Effect.provide(pgLayer(database)), Effect.orElseSucceed(() => 1))
+    const suites = Array.from({ length: version }, (_, i) => loaded.suiteFor(i + 1))
+    const last = suites[suites.length - 1]!
+    for (const w of last.warnings) yield* Console.error(w)
+    yield* Console.error(
+      `runner: study ${loaded.id}: serving the declared trials of protocol version${version === 1 ? " 1" : `s 1-${version}`} (${
+        last.members.length
+      } trials per version)`
+    )
+    const specs = Stream.concatAll(Chunk.fromIterable(suites.map(suiteSpecs)))
+    return { hosted: suiteHosted(last), specs }
+  })
+
+/**
+ * The study's current protocol version on the cluster, as its submitter recorded it
+ * (`assay_meta` key `study/ID/version`); 1 when none is recorded.
+ *
+ * @internal
+ */
+export const currentStudyVersion = (studyId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql.unsafe<{ readonly value: string }>(`SELECT value FROM assay_meta WHERE key = $1`, [studyVersionKey(studyId)])
+    const n = rows[0] === undefined ? 1 : Number(JSON.parse(rows[0].value))
+    return Number.isInteger(n) && n >= 1 ? n : 1
+  })
+
+/**
+ * The `assay_meta` key of a study's current protocol version on the cluster.
+ *
+ * @internal
+ */
+export const studyVersionKey = (studyId: string): string => `study/${studyId}/version`
+
+/** The specs of every member of a loaded suite, re-keyed into it; a member whose source fails is left out with a line. */
+const suiteSpecs = (loaded: SuiteConfig.LoadedSuite) =>
+    Stream.concatAll(Chunk.fromIterable(loaded.members.map((m) =>
       m.experiment.pipelines().pipe(
         Stream.map((spec) =>
           tagSpec(spec as AnySpec, {
@@ -300,9 +363,6 @@ const hostedFile = (config: string) =>
         )
       )
     ))) as Stream.Stream<AnySpec, { readonly message: string }, FileSystem.FileSystem>
-    yield* Console.error(`runner: suite ${loaded.id}: serving members ${loaded.members.map((m) => m.id).join(", ")}`)
-    return { hosted, specs }
-  })
 
 /**
  * Runs a runner process until it is told to stop: loads the experiment or the suite (exit 2 when invalid),
@@ -316,7 +376,7 @@ const hostedFile = (config: string) =>
  */
 export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSystem.FileSystem> =>
   Effect.gen(function*() {
-    const { hosted: experiment, specs } = yield* hostedFile(o.config)
+    const { hosted: experiment, specs } = yield* hostedFile(o.config, o.database)
     const watchdogs = yield* Watchdog.settingsFromEnv
     const { layer: store, target } = yield* sharedStoreLayer(experiment, o.store, o.database)
     // the experiment's `run.cache` and `pricing` apply to the runner's tasks (the submitter's
@@ -452,8 +512,12 @@ export {
   ShardsStalled
 } from "../services/internal/cluster/watchdog.js"
 
-/** What a suite's runner and submitter host: the suite's plugins, run section and pools, every member's cache use. */
-const suiteHosted = (loaded: SuiteConfig.LoadedSuite): Hosted => ({
+/**
+ * What a suite's runner and submitter host: the suite's plugins, run section and pools, every member's cache use.
+ *
+ * @internal
+ */
+export const suiteHosted = (loaded: SuiteConfig.LoadedSuite): Hosted => ({
   written: undefined,
   plugins: loaded.plugins,
   baseDir: loaded.baseDir,
@@ -470,8 +534,10 @@ const STOPPED_MESSAGE =
  * The submitter's progress line on stderr (none with `--quiet`) and its warning when no runner
  * is up (said even with `--quiet`: nothing moves until a runner is up), naming the command that
  * starts one with the file given (an experiment's or a suite's) and the database (password masked).
+ *
+ * @internal
  */
-const followProgress = (
+export const followProgress = (
   args: { readonly quiet: boolean; readonly config: string },
   database: string
 ): Pick<ClusterEngine.SubmitOptions, "onProgress" | "onWarning"> => ({
@@ -567,8 +633,10 @@ const runFieldWhy: Readonly<Record<string, string>> = {
 /**
  * Refuses (exit 2, at `run.FIELD`) the first field of a `run` section (`run` as written) the
  * cluster engine does not carry out ({@link CLUSTER_RUN_FIELDS}).
+ *
+ * @internal
  */
-const refuseRunFields = (run: Readonly<Record<string, unknown>>) =>
+export const refuseRunFields = (run: Readonly<Record<string, unknown>>) =>
   Effect.suspend(() => {
     const field = Object.keys(run).find((k) => run[k] !== undefined && !CLUSTER_RUN_FIELDS.has(k))
     if (field === undefined) return Effect.void

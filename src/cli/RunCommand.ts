@@ -1065,7 +1065,7 @@ const clusterHandler = (args: RunArgs, resume: boolean): Effect.Effect<void, unk
       study
         ? Effect.fail(configError(
           "--engine",
-          `${args.config} is a study file: studies run on the embedded engine only (assay study run ${args.config}); --engine cluster runs an experiment or a suite`
+          `${args.config} is a study file: a study runs through its own command, on either engine (assay study run ${args.config} --engine cluster --database URL); run --engine cluster runs an experiment or a suite`
         ))
         : clusterSubmit(args, resume, suite)
   )

@@ -16,13 +16,14 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import type { FileSystem } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
 import * as nodePath from "node:path"
 import { Console, Effect, Option } from "effect"
 import * as StudyConfig from "../config/Study.js"
 import { ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import * as DomainStudy from "../domain/Study.js"
 import * as SuiteStore from "../layers/SuiteStore.js"
+import { CLUSTER_MARKER, loadClusterStudy } from "./StudyRun.js"
 import * as StudyCompare from "../services/StudyCompare.js"
 import { StudyCatalog } from "../services/StudyCatalog.js"
 import { SuiteCatalog } from "../services/SuiteCatalog.js"
@@ -109,6 +110,7 @@ const some = <A>(o: Option.Option<A>): A | undefined => Option.getOrUndefined(o)
 const withRoot = <A>(
   file: string,
   outputRoot: Option.Option<string>,
+  database: Option.Option<string>,
   version: Option.Option<number>,
   f: (input: StudyCompare.CompareInput, loaded: StudyConfig.LoadedStudy) => Effect.Effect<A, unknown, StudyCatalog | SuiteCatalog>
 ): Effect.Effect<A, unknown, FileSystem.FileSystem> =>
@@ -126,7 +128,18 @@ const withRoot = <A>(
     if (h.catalog.suiteId !== loaded.id) {
       return yield* configError("study.id", `the output root ${root} belongs to "${h.catalog.suiteId}", not study "${loaded.id}"`)
     }
-    return yield* Effect.flatMap(frozenInputOf(loaded, some(version)), (input) => f(input, loaded)).pipe(Effect.provideService(StudyCatalog, h.study), Effect.provideService(SuiteCatalog, h.catalog))
+    // a root the cluster engine ran keeps its pipelines in the cluster's Postgres store: read there (--database)
+    let stores = { catalog: h.catalog, study: h.study }
+    const fs = yield* FileSystem.FileSystem
+    if (Option.isSome(database) || (yield* fs.exists(nodePath.join(root, CLUSTER_MARKER)).pipe(Effect.orElseSucceed(() => false)))) {
+      const cluster = yield* loadClusterStudy
+      const swap = yield* cluster.readViews(root, database)
+      if (swap !== undefined) stores = swap(stores)
+    }
+    return yield* Effect.flatMap(frozenInputOf(loaded, some(version)), (input) => f(input, loaded)).pipe(
+      Effect.provideService(StudyCatalog, stores.study),
+      Effect.provideService(SuiteCatalog, stores.catalog)
+    )
   }))
 
 /**
@@ -138,11 +151,13 @@ const withRoot = <A>(
 export const report = (args: {
   readonly file: string
   readonly outputRoot: Option.Option<string>
+  /** `--database URL`: the cluster's store, for a study the cluster engine ran (since 0.15.0). */
+  readonly database?: Option.Option<string> | undefined
   readonly format: "text" | "markdown" | "json"
   readonly version: Option.Option<number>
   readonly seed: Option.Option<number>
 }): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
-  withRoot(args.file, args.outputRoot, args.version, (input, loaded) =>
+  withRoot(args.file, args.outputRoot, args.database ?? Option.none(), args.version, (input, loaded) =>
     Effect.gen(function*() {
       const c = yield* StudyCompare.compare(input, { version: some(args.version), seed: some(args.seed) })
       // without --protocol-version the study's current version is shown: when the file's
@@ -176,12 +191,14 @@ export const evidence = (args: {
   readonly metric: string
   readonly variant: string
   readonly outputRoot: Option.Option<string>
+  /** `--database URL`: the cluster's store, for a study the cluster engine ran (since 0.15.0). */
+  readonly database?: Option.Option<string> | undefined
   readonly version: Option.Option<number>
   readonly worst: number
   readonly best: number
   readonly json: boolean
 }): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
-  withRoot(args.file, args.outputRoot, args.version, (input) =>
+  withRoot(args.file, args.outputRoot, args.database ?? Option.none(), args.version, (input) =>
     Effect.gen(function*() {
       const e = yield* StudyCompare.evidence(input, args.metric, args.variant, {
         version: some(args.version),
@@ -201,6 +218,11 @@ const version = Options.integer("protocol-version").pipe(
   Options.withDescription("The protocol version to report (default: the current one)."),
   Options.optional
 )
+const database = Options.text("database").pipe(
+  Options.withPseudoName("URL"),
+  Options.optional,
+  Options.withDescription("For a study run with --engine cluster: the cluster's PostgreSQL database, where its pipelines are.")
+)
 const count = (name: string, what: string) =>
   Options.integer(name).pipe(Options.withDescription(`How many ${what} cases to list (default 5).`), Options.withDefault(5))
 
@@ -214,6 +236,7 @@ export const subcommands = [
   Command.make("report", {
     file,
     outputRoot,
+    database,
     version,
     format: Options.choice("format", ["text", "markdown", "json"]).pipe(
       Options.withDescription("text (default), markdown, or json (the StudyComparison)."),
@@ -228,6 +251,7 @@ export const subcommands = [
     metric: Args.text({ name: "METRIC" }).pipe(Args.withDescription("A metric: declared, built in, or named by an objective.")),
     variant: Args.text({ name: "VARIANT" }).pipe(Args.withDescription("A variant id, e.g. v02.")),
     outputRoot,
+    database,
     version,
     worst: count("worst", "worst"),
     best: count("best", "best"),

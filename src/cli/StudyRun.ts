@@ -40,6 +40,7 @@ import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import type * as FileSystem from "@effect/platform/FileSystem"
+import * as FileSystemTag from "@effect/platform/FileSystem"
 import { Clock, Console, Context, Effect, Layer, Option } from "effect"
 import * as os from "node:os"
 import * as nodePath from "node:path"
@@ -61,6 +62,8 @@ import { changedParts, inWords, StudyCatalog, type StudyRecordStatus } from "../
 import { SuiteCatalog } from "../services/SuiteCatalog.js"
 import { callsServedText, formatCost, formatStudyUsd, STUDY_COST } from "../services/internal/money.js"
 import { shellQuote } from "../services/internal/processRunner.js"
+import { ModuleLoader } from "../layers/ModuleLoader.js"
+import { redactUrl } from "./ClusterCommand.js"
 import { ExitCode, ExitWith } from "./Exit.js"
 import * as Flags from "./Flags.js"
 
@@ -228,6 +231,15 @@ export interface RunStudyArgs {
   readonly cache?: Flags.CacheFlags | undefined
   /** What the named `trials` are called in the exit line (default `named trial`; `confirmation trial` for `study confirm`). */
   readonly namedWhat?: string | undefined
+  /**
+   * `--engine cluster` (since 0.15.0; default `local`): the trials' pipelines run on `assay
+   * runner -c FILE` processes, the study's driver in this process (`ClusterStudy.ts`).
+   */
+  readonly engine?: "local" | "cluster" | undefined
+  /** `--database URL`: the cluster's PostgreSQL database (with `--engine cluster` only). */
+  readonly database?: Option.Option<string> | undefined
+  /** `--max-admitted N`: pipelines admitted to the cluster at once (with `--engine cluster` only). */
+  readonly maxAdmitted?: Option.Option<number> | undefined
 }
 
 /**
@@ -274,6 +286,11 @@ export const resumeCommand = (args: RunStudyArgs): string => {
   if (args.version !== undefined && Option.isSome(args.version)) out.push("--protocol-version", String(args.version.value))
   for (const t of args.trials) out.push("--trial", t)
   if (args.strictEnv) out.push("--strict-env")
+  if (args.engine === "cluster") {
+    out.push("--engine", "cluster")
+    if (args.database !== undefined && Option.isSome(args.database)) out.push("--database", redactUrl(args.database.value))
+    if (args.maxAdmitted !== undefined && Option.isSome(args.maxAdmitted)) out.push("--max-admitted", String(args.maxAdmitted.value))
+  }
   const c = args.cache
   if (c !== undefined) {
     if (c.cache) out.push("--cache")
@@ -337,6 +354,93 @@ export const startupInterruptText = (
     ? `stopped before any trial started: protocol version ${stage.version} is registered, nothing ran; continue with: ${resumeCommand(args)}`
     : "stopped before any trial started; nothing was stored"
 
+/** The module that runs a study on the cluster engine (`ClusterStudy.ts`), as its URL next to this one. */
+const clusterStudyUrl = (): string => {
+  try {
+    return new URL("./ClusterStudy.js", import.meta.url).href
+  } catch {
+    // inside the CLI's bundle (no module URL): its loader refuses any URL anyway
+    return "assay:cluster-study"
+  }
+}
+
+/**
+ * `ClusterStudy.ts`, loaded through the `ModuleLoader` when `--engine cluster` is given, or a
+ * study root the cluster engine ran is read (the cluster packages stay out of the CLI's fast
+ * start bundle, as `ClusterCommand.loadClusterRun`).
+ *
+ * @internal
+ */
+export const loadClusterStudy: Effect.Effect<typeof import("./ClusterStudy.js"), unknown> = Effect.flatMap(
+  ModuleLoader,
+  (loader) => Effect.map(loader.load(clusterStudyUrl()), (m) => m as unknown as typeof import("./ClusterStudy.js"))
+)
+
+/** The first call cache flag given, by name (`undefined`: none). */
+const cacheFlagGiven = (c: Flags.CacheFlags | undefined): string | undefined =>
+  c === undefined
+    ? undefined
+    : c.cache
+    ? "--cache"
+    : Option.isSome(c.cacheMode)
+    ? "--cache-mode"
+    : Option.isSome(c.cacheDb)
+    ? "--cache-db"
+    : Option.isSome(c.cacheTtl)
+    ? "--cache-ttl"
+    : undefined
+
+/** `--engine cluster`'s arguments: `--database` is required (exit 2 naming it). */
+const clusterArgsOf = (args: RunStudyArgs) =>
+  args.database === undefined || Option.isNone(args.database)
+    ? Effect.fail(configError("--database", "--engine cluster needs --database postgres://user@host:port/db (the cluster's database)"))
+    : Effect.succeed({
+      file: args.file,
+      database: args.database.value,
+      maxAdmitted: args.maxAdmitted ?? Option.none(),
+      quiet: args.quiet,
+      cacheFlag: cacheFlagGiven(args.cache)
+    })
+
+/**
+ * The file a study root the cluster engine ran holds (`ClusterStudy.MARKER`): its pipelines are
+ * in the cluster's Postgres store.
+ *
+ * @internal
+ */
+export const CLUSTER_MARKER = "cluster.json"
+
+/**
+ * Refuses (exit 2, at `--engine`) to run a study root on the other engine than the one that
+ * ran it: the cluster's root keeps its pipelines in Postgres (an embedded run would run them
+ * again in the root), an embedded root keeps them in the root (the cluster would not see them).
+ */
+const refuseOtherEngine = (root: string, cluster: boolean) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystemTag.FileSystem
+    const marked = yield* fs.exists(nodePath.join(root, CLUSTER_MARKER)).pipe(Effect.orElseSucceed(() => false))
+    if (!cluster && marked) {
+      return yield* configError(
+        "--engine",
+        `the study in ${root} ran on the cluster engine (its pipelines are in the cluster's store): continue it with --engine cluster --database URL`
+      )
+    }
+    if (cluster && !marked && (yield* SuiteStore.isSuiteRoot(root))) {
+      return yield* configError(
+        "--engine",
+        `the study in ${root} ran on the embedded engine (its pipelines are in that root): continue it without --engine cluster, or give another --output-root`
+      )
+    }
+  })
+
+/** `--database` and `--max-admitted` apply to `--engine cluster` only (exit 2 naming the flag). */
+const refuseClusterFlags = (args: RunStudyArgs) =>
+  args.database !== undefined && Option.isSome(args.database)
+    ? Effect.fail(configError("--database", "--database applies with --engine cluster only"))
+    : args.maxAdmitted !== undefined && Option.isSome(args.maxAdmitted)
+    ? Effect.fail(configError("--max-admitted", "--max-admitted applies with --engine cluster only (the embedded engine reads run.maxAdmitted)"))
+    : Effect.void
+
 const runStudyStages = (
   deps: StudyCommandDeps,
   args: RunStudyArgs,
@@ -348,7 +452,11 @@ const runStudyStages = (
       newVersion: args.newVersion,
       ...(Option.isSome(args.outputRoot) ? { outputRoot: nodePath.resolve(args.outputRoot.value) } : {})
     }
+    const cluster = args.engine === "cluster" ? yield* clusterArgsOf(args) : undefined
+    if (cluster === undefined) yield* refuseClusterFlags(args)
     let loaded = yield* deps.load(args.file, loadOptions)
+    // the confirmation trials registered beyond the declared ones (the cluster engine refuses them)
+    let extraTrials: ReadonlyArray<{ readonly variantId: string; readonly repeat: number }> = []
     if (!args.newVersion) {
       // the version's confirmation trials are its trials too: run, resume and report tally the
       // same ones (tester16 F10.1: resume said 12 of 18 where report said 14 of 20)
@@ -361,6 +469,7 @@ const runStudyStages = (
       if (registered.version !== null) {
         const known = new Set(loaded.trialsFor(registered.version).map((t) => `${t.variant.id}\u0000${t.repeat}`))
         const extra = registered.trials.filter((t) => !known.has(`${t.variantId}\u0000${t.repeat}`))
+        extraTrials = extra
         if (extra.length > 0) loaded = yield* deps.load(args.file, { ...loadOptions, extraTrials: [...registered.trials] })
       }
     }
@@ -376,6 +485,11 @@ const runStudyStages = (
       })
     }
     const first = loaded.suiteFor(1)
+    // what the cluster engine does not carry out is refused before anything is frozen or run
+    const clusterStudy = cluster === undefined ? undefined : yield* loadClusterStudy
+    if (clusterStudy !== undefined && cluster !== undefined) yield* clusterStudy.refuse(cluster, loaded, first, extraTrials)
+    // one engine per root: its pipelines are in the cluster's store, or in the root
+    yield* refuseOtherEngine(first.output.root, cluster !== undefined)
     for (const u of first.unresolvedEnv) {
       yield* Console.error(Words.unsetEnvWarning(u))
     }
@@ -393,6 +507,7 @@ const runStudyStages = (
     for (const codec of first.plugins.codecs) registry = registry.register(codec)
 
     const report = yield* Effect.scoped(Effect.gen(function*() {
+      const session = clusterStudy === undefined || cluster === undefined ? undefined : yield* clusterStudy.open(cluster, first)
       const h = yield* SuiteStore.make({
         root: first.output.root,
         suiteId: loaded.id,
@@ -421,6 +536,16 @@ const runStudyStages = (
           `study ${loaded.id}: protocol version ${prepared.version}${prepared.created ? " (new)" : ""}; ` +
             Study.toRunText(prepared)
         )
+      }
+      if (session !== undefined) {
+        // the cluster engine: the submitter is the runner, the store's views the catalog's (ClusterStudy.ts)
+        const context = yield* session.environment(
+          Context.make(SuiteCatalog, h.catalog).pipe(Context.add(StudyCatalog, h.study)),
+          loaded.id,
+          prepared.version
+        )
+        reached({ at: "running" })
+        return yield* Study.execute(prepared, options).pipe(Effect.provide(context))
       }
       // the pools of the version's suite (shared by every trial), the runner on the root's store
       const env = Runner.layer(input).pipe(
@@ -751,6 +876,21 @@ const version = Options.integer("protocol-version").pipe(
   Options.optional,
   Options.withDescription("Continue this earlier protocol version (the file's protocol must be that version's).")
 )
+const engine = Options.choice("engine", ["local", "cluster"]).pipe(
+  Options.withDefault("local" as const),
+  Options.withDescription(
+    "local (default): this process runs the trials; cluster: the trials' pipelines run on `assay runner -c FILE` processes (needs --database)."
+  )
+)
+const database = Options.text("database").pipe(
+  Options.withPseudoName("URL"),
+  Options.optional,
+  Options.withDescription("With --engine cluster: the cluster's PostgreSQL database (postgres://user@host:port/db).")
+)
+const maxAdmitted = Options.integer("max-admitted").pipe(
+  Options.optional,
+  Options.withDescription("With --engine cluster: pipelines admitted to the cluster at once (default run.maxAdmitted, else 256).")
+)
 const cancel = Options.boolean("cancel").pipe(Options.withDescription("Cancel the running trials (resumable) instead of letting them finish."))
 
 /**
@@ -763,7 +903,7 @@ const cancel = Options.boolean("cancel").pipe(Options.withDescription("Cancel th
  */
 export const subcommands = (deps: StudyCommandDeps) => {
   const runLike = (resume: boolean) =>
-    Command.make(resume ? "resume" : "run", { file, newVersion, version, outputRoot, trial, strictEnv, json, quiet, ...Flags.cacheOptions }, (o) =>
+    Command.make(resume ? "resume" : "run", { file, newVersion, version, outputRoot, trial, strictEnv, json, quiet, engine, database, maxAdmitted, ...Flags.cacheOptions }, (o) =>
       runStudy(deps, {
         file: o.file,
         resume,
@@ -774,7 +914,10 @@ export const subcommands = (deps: StudyCommandDeps) => {
         strictEnv: o.strictEnv,
         json: o.json,
         quiet: o.quiet,
-        cache: { cache: o.cache, cacheMode: o.cacheMode, cacheDb: o.cacheDb, cacheTtl: o.cacheTtl }
+        cache: { cache: o.cache, cacheMode: o.cacheMode, cacheDb: o.cacheDb, cacheTtl: o.cacheTtl },
+        engine: o.engine,
+        database: o.database,
+        maxAdmitted: o.maxAdmitted
       })).pipe(
         Command.withDescription(
           resume

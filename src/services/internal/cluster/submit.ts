@@ -22,7 +22,7 @@ import * as RunnerStorage from "@effect/cluster/RunnerStorage"
 import * as Sharding from "@effect/cluster/Sharding"
 import type * as Workflow from "@effect/workflow/Workflow"
 import type { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
-import { Cause, Chunk, Clock, Context, Duration, Effect, Exit, Option, Random, Stream } from "effect"
+import { Cause, Chunk, Clock, Context, Duration, Effect, Exit, Fiber, Option, Random, Stream } from "effect"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { messageOf } from "../../../domain/internal/errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
@@ -122,6 +122,15 @@ export interface SubmitOptions {
    * it is: submitting again admits it) and counted in {@link SubmitProgress} `withheld`.
    */
   readonly mayAdmit?: ((spec: AnySpec) => boolean) | undefined
+  /**
+   * Admit each chunk the source gives as it comes (split into `admitBatch` pieces), instead of
+   * gathering `admitBatch` specs first, and follow the running pipelines' rows every
+   * `pollInterval` while the source is read, so that `onSettled` / `onProgress` are told while
+   * the source waits. For a source that waits for admitted pipelines to settle before it gives
+   * more (a study's trial window): gathered batches and a follow paused on the source would
+   * wait for each other forever. Default off (the behaviour above is unchanged).
+   */
+  readonly admitAsTheyCome?: boolean | undefined
 }
 
 /**
@@ -440,7 +449,7 @@ export const submit = <SE, SR>(
     })
 
     /** Reads the rows of running pipelines once (one query); drops the terminal ones. */
-    const refresh = Effect.gen(function*() {
+    const refreshOnce = Effect.gen(function*() {
       polls++
       const askResults = polls % resultEvery === 0
       const ids = Array.from(running)
@@ -462,6 +471,9 @@ export const submit = <SE, SR>(
       yield* store.heartbeat(runId, yield* Clock.currentTimeMillis)
       if (options.onProgress !== undefined) yield* options.onProgress(progress())
     })
+    // one follow at a time: with `admitAsTheyCome` a background follow runs beside admission's
+    const following = yield* Effect.makeSemaphore(1)
+    const refresh = following.withPermits(1)(refreshOnce)
     const waitBelow = (n: number) =>
       Effect.whileLoop({
         while: () => running.size > n && !stopped(),
@@ -615,10 +627,21 @@ export const submit = <SE, SR>(
         halt()
         return false
       }
-      yield* Stream.runForEach(
-        Stream.grouped(Stream.takeWhile(specs, admitting), admitBatchSize),
-        (chunk) => admitBatch(Chunk.toReadonlyArray(chunk))
-      )
+      const source = Stream.takeWhile(specs, admitting)
+      if (options.admitAsTheyCome === true) {
+        // the rows are followed while the source waits (see `admitAsTheyCome`); stopped once it ended
+        const follow = yield* Effect.fork(
+          Effect.forever(Effect.zipRight(Effect.sleep(poll), Effect.when(refresh, () => running.size > 0)))
+        )
+        yield* Stream.runForEach(Stream.chunks(source), (chunk) =>
+          Effect.forEach(
+            Chunk.toReadonlyArray(Chunk.chunksOf(chunk, admitBatchSize)),
+            (piece) => admitBatch(Chunk.toReadonlyArray(piece)),
+            { discard: true }
+          )).pipe(Effect.ensuring(Fiber.interrupt(follow)))
+      } else {
+        yield* Stream.runForEach(Stream.grouped(source, admitBatchSize), (chunk) => admitBatch(Chunk.toReadonlyArray(chunk)))
+      }
       // after a refusal, the pipelines already admitted are followed to their end
       yield* Effect.whileLoop({
         while: () => running.size > 0,

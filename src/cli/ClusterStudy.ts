@@ -1,0 +1,266 @@
+/**
+ * `assay study run|resume FILE --engine cluster --database URL`: a study whose pipelines run on
+ * `assay runner -c FILE` processes (issue 17 §3). Loaded only by `StudyRun.ts` when
+ * `--engine cluster` is given, through the `ModuleLoader` (the cluster packages stay out of the
+ * CLI's fast start bundle, as for `ClusterRun.ts`).
+ *
+ * The study's driver stays in this process, unchanged: `Study.prepare` and `Study.execute` run
+ * over the study's local root (its protocol versions, trials, ledger and settlement: the
+ * `StudyCatalog` and the `SuiteCatalog` of `output.root`, one process per study as on the
+ * embedded engine) with two services swapped:
+ *
+ * - the `Runner` is the cluster submitter (`services/internal/cluster/submitRunner.ts`): the
+ *   trial window's specs are admitted in windows to the runners, the window learns each
+ *   pipeline's end from its row;
+ * - the catalog's read views (`SuiteCatalog.view`, what settlement, metrics, status and report
+ *   read) are the Postgres store's, where the runners write the trials' pipelines.
+ *
+ * The root records that its pipelines live in Postgres (`cluster.json`, without the password):
+ * `study report` / `compare` / `status` on such a root then need `--database` to read them.
+ *
+ * @internal
+ */
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Context, Duration, Effect, Layer, Option, type Scope } from "effect"
+import * as nodePath from "node:path"
+import type { LoadedSuite } from "../config/internal/suite.js"
+import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import { readOnlyView } from "../domain/TaskStore.js"
+import * as ClusterEngine from "../layers/ClusterEngine.js"
+import * as PgStore from "../layers/PgStore.js"
+import * as SubmitRunner from "../services/internal/cluster/submitRunner.js"
+import { Runner } from "../services/Runner.js"
+import { Store } from "../services/Store.js"
+import type * as Study from "../services/Study.js"
+import { StudyCatalog } from "../services/StudyCatalog.js"
+import { SuiteCatalog } from "../services/SuiteCatalog.js"
+import { checkDatabase, redactUrl } from "./ClusterCommand.js"
+import {
+  checkMigrated,
+  currentStudyVersion,
+  followProgress,
+  pgLayer,
+  refuseRunFields,
+  sharedStoreLayer,
+  studyVersionKey,
+  suiteHosted
+} from "./ClusterRun.js"
+
+const configError = (path: string, message: string) => new ConfigError({ message: `${path}: ${message}`, issues: [{ path, message }] })
+
+/**
+ * The file in a study's output root that says its pipelines live in a Postgres store (the
+ * cluster engine ran it): `{ engine: "cluster", database }` (the URL without its password).
+ *
+ * @internal
+ */
+export const MARKER = "cluster.json"
+
+/**
+ * What `--engine cluster` takes from `study run` / `resume`.
+ *
+ * @internal
+ */
+export interface ClusterStudyArgs {
+  readonly file: string
+  readonly database: string
+  readonly maxAdmitted: Option.Option<number>
+  readonly quiet: boolean
+  /** The call cache flags given (refused: the runners read `run.cache` from the study file). */
+  readonly cacheFlag: string | undefined
+}
+
+/** The study fields the cluster engine does not carry out: their path and why, or none. */
+const notCarriedOut = (study: Study.StudyInput): { readonly path: string; readonly why: string } | undefined => {
+  for (const scope of ["perTrial", "total"] as const) {
+    const figures = study.budget?.[scope] ?? {}
+    for (const [k, v] of Object.entries(figures)) {
+      if (v === undefined || v === null) continue
+      return {
+        path: `budget.${scope}.${k === "timeMs" ? "time" : k}`,
+        why: "the leases and calls a budget meters happen on the runners, out of the submitter's sight"
+      }
+    }
+  }
+  for (const [i, s] of study.stop.entries()) {
+    if (s.when === "budget") return { path: `stop[${i}].when`, why: "a study budget is not metered on the cluster engine" }
+    if (s.running === "cancel") {
+      return { path: `stop[${i}].running`, why: "the submitter cannot interrupt pipelines running on the runners (drain is carried out)" }
+    }
+  }
+  return undefined
+}
+
+/**
+ * Refuses (exit 2, naming the field or flag) what the cluster engine does not carry out for a
+ * study: budgets, a `budget` stop, `running: cancel`, `run.stopAfterFailures` and
+ * `run.stopAfter`, a `run` field other than the cluster submitter's
+ * (`ClusterRun.refuseRunFields`), the call cache flags, and confirmation trials
+ * (`extra`: the runners serve the declared trials only).
+ *
+ * @internal
+ */
+export const refuse = (
+  args: ClusterStudyArgs,
+  study: Study.StudyInput,
+  first: LoadedSuite,
+  extra: ReadonlyArray<{ readonly variantId: string; readonly repeat: number }>
+): Effect.Effect<void, ConfigError> =>
+  Effect.gen(function*() {
+    const field = notCarriedOut(study)
+    if (field !== undefined) {
+      return yield* configError(
+        field.path,
+        `not supported on the cluster engine yet (${field.why}): remove it to run with --engine cluster, or run on the embedded engine`
+      )
+    }
+    // `run.trialConcurrency` is the study's trial window: the driver's, carried out here
+    const { trialConcurrency: _window, ...run } = first.run as Readonly<Record<string, unknown>>
+    // the submitter's stop rules are an experiment's or a suite's: a study's run does not pass them on yet
+    for (const field of ["stopAfterFailures", "stopAfter"] as const) {
+      if (run[field] === undefined) continue
+      return yield* configError(
+        `run.${field}`,
+        `run.${field} is not supported for a study on the cluster engine yet: remove it to run with --engine cluster, or run on the embedded engine`
+      )
+    }
+    yield* refuseRunFields(run)
+    if (args.cacheFlag !== undefined) {
+      return yield* configError(
+        args.cacheFlag,
+        "the call cache flags do not apply with --engine cluster: the runners read run.cache from the study file"
+      )
+    }
+    if (extra.length > 0) {
+      return yield* configError(
+        "--engine",
+        `the study has ${extra.length} confirmation trial(s) (${
+          extra.slice(0, 3).map((t) => `${t.variantId} r${t.repeat}`).join(", ")
+        }): the cluster engine runs the declared trials only (variants × repeats); run it on the embedded engine`
+      )
+    }
+  })
+
+/**
+ * An open cluster session of a study run: the Postgres store and the cluster's client, and
+ * `environment(stores, version)`: the services `Study.execute` runs on (the cluster-backed
+ * `Runner`, the root's catalogs with the store's read views).
+ *
+ * @internal
+ */
+export interface ClusterStudySession {
+  readonly environment: (
+    stores: Context.Context<SuiteCatalog | StudyCatalog>,
+    studyId: string,
+    version: number
+  ) => Effect.Effect<Context.Context<Runner | SuiteCatalog | StudyCatalog>, StoreUnavailable>
+}
+
+/**
+ * Opens the study's cluster session in the current scope (see {@link ClusterStudySession}):
+ * the database must be migrated (`assay migrate`) and the store a Postgres one; records the
+ * root's {@link MARKER}.
+ *
+ * @internal
+ */
+export const open = (
+  args: ClusterStudyArgs,
+  first: LoadedSuite
+): Effect.Effect<ClusterStudySession, ConfigError | StoreUnavailable, Scope.Scope | FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const database = yield* checkDatabase(args.database)
+    const { layer: store, target } = yield* sharedStoreLayer(suiteHosted(first), Option.none(), database)
+    if (target._tag !== "Postgres") {
+      return yield* configError("--database", "a study on the cluster engine needs a Postgres store")
+    }
+    yield* checkMigrated(database)
+    const context = yield* Layer.build(Layer.mergeAll(
+      ClusterEngine.clientLayer().pipe(Layer.provide(pgLayer(database))),
+      store,
+      pgLayer(database)
+    )).pipe(
+      Effect.mapError((e) =>
+        e instanceof ConfigError || e instanceof StoreUnavailable
+          ? e
+          : new StoreUnavailable({ message: `cannot reach the cluster's database ${redactUrl(database)}: ${String(e)}` })
+      )
+    )
+    const fs = yield* FileSystem.FileSystem
+    const root = first.output.root
+    yield* fs.makeDirectory(root, { recursive: true }).pipe(
+      Effect.zipRight(fs.writeFileString(nodePath.join(root, MARKER), JSON.stringify({ engine: "cluster", database: redactUrl(database) }) + "\n")),
+      Effect.mapError((e) => new StoreUnavailable({ message: `cannot write ${nodePath.join(root, MARKER)}: ${e.message}` }))
+    )
+    const pg = Context.get(context, Store)
+    const sql = Context.get(context, SqlClient.SqlClient)
+    return {
+      environment: (stores, studyId, version) =>
+        Effect.gen(function*() {
+          // the runners serve every version up to the one recorded here (never lowered)
+          const recorded = yield* currentStudyVersion(studyId).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          yield* sql.unsafe(
+            `INSERT INTO assay_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,
+            [studyVersionKey(studyId), JSON.stringify(Math.max(recorded, version))]
+          )
+          const runner = yield* SubmitRunner.make({
+            ...(Option.isSome(args.maxAdmitted) ? { maxAdmitted: args.maxAdmitted.value } : first.run.maxAdmitted === undefined ? {} : { maxAdmitted: first.run.maxAdmitted }),
+            pollInterval: Duration.millis(500),
+            ...(first.run.label === undefined ? {} : { label: first.run.label }),
+            ...(first.run.notes === undefined ? {} : { notes: first.run.notes }),
+            meta: { ...first.run.meta, study: { id: studyId, version } },
+            ...followProgress({ quiet: args.quiet, config: args.file }, database)
+          }).pipe(Effect.provide(context))
+          const view = readOnlyView(pg)
+          const catalog = Context.get(stores, SuiteCatalog)
+          const studyCatalog = Context.get(stores, StudyCatalog)
+          return Context.make(Runner, runner).pipe(
+            Context.add(SuiteCatalog, { ...catalog, view: () => Effect.succeed(view) }),
+            // the root's own aggregate counts its own (empty) pipeline table: read the store's view instead
+            Context.add(StudyCatalog, { ...studyCatalog, pipelineStates: undefined })
+          )
+        }).pipe(
+          Effect.catchTag("SqlError", (e) =>
+            Effect.fail(new StoreUnavailable({ message: `cannot record the study's version in the cluster's database: ${e.message}` })))
+        )
+    }
+  })
+
+/**
+ * The read views of a study root whose pipelines the cluster engine ran: when the root has a
+ * {@link MARKER}, `--database` must be given (`ConfigError` at `--database` otherwise) and the
+ * returned function swaps the catalogs' read views for the Postgres store's; `undefined` when
+ * the root ran on the embedded engine (and `--database` was not given).
+ *
+ * @internal
+ */
+export const readViews = (
+  root: string,
+  database: Option.Option<string>
+): Effect.Effect<
+  | ((stores: { readonly catalog: Context.Tag.Service<SuiteCatalog>; readonly study: Context.Tag.Service<StudyCatalog> }) => {
+    readonly catalog: Context.Tag.Service<SuiteCatalog>
+    readonly study: Context.Tag.Service<StudyCatalog>
+  })
+  | undefined,
+  ConfigError | StoreUnavailable,
+  Scope.Scope | FileSystem.FileSystem
+> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const marked = yield* fs.exists(nodePath.join(root, MARKER)).pipe(Effect.orElseSucceed(() => false))
+    if (!marked && Option.isNone(database)) return undefined
+    if (Option.isNone(database)) {
+      return yield* configError(
+        "--database",
+        `the study in ${root} ran on the cluster engine: its pipelines are in the cluster's Postgres store; give --database postgres://… to read them`
+      )
+    }
+    const url = yield* checkDatabase(database.value)
+    const context = yield* Layer.build(PgStore.layerReadOnly(url))
+    const view = readOnlyView(Context.get(context, Store))
+    return (stores) => ({
+      catalog: { ...stores.catalog, view: () => Effect.succeed(view) },
+      study: { ...stores.study, pipelineStates: undefined }
+    })
+  })

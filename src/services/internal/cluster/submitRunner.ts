@@ -1,0 +1,285 @@
+/**
+ * A `Runner` service whose runs go to the cluster engine: `start(source, options)` hands the
+ * specs to the cluster submitter ({@link Submit.submit}) and maps the run's hooks
+ * (`Runner.RunHooks`) onto what the submitter sees, so that a driver written against the
+ * `Runner` (a suite's trial window, a study's `Study.execute`) runs unchanged in the submitting
+ * process while the pipelines run on the runners.
+ *
+ * What each hook becomes (the differences with the embedded engine are in docs/scale-out.md,
+ * "Studies on the cluster engine"):
+ *
+ * - `startGate(spec)`: asked when the submitter reads the spec from the source, before it is
+ *   admitted (the embedded engine asks once the pipeline holds a worker slot): a reason leaves
+ *   the spec out (no row written: a later run admits it) and counts it `ended`; so a gate
+ *   closes admission, and the pipelines admitted before it closed still run (at most
+ *   `maxAdmitted`);
+ * - `ended(spec)` / `failureDecided(spec)`: told once the submitter sees the pipeline's row
+ *   terminal (`onSettled`), at most one poll interval after it committed; a pipeline already
+ *   succeeded in the store (skipped at admission) is `ended` too (its gate said yes);
+ * - `onPipelineFinished(record, output)`: called on the next poll after the pipeline settled,
+ *   with its stored record and its final output as stored (JSON; `Option.none()` when failed);
+ * - `memberPools`, `memberMetric`, `cancelWhen`: not called: the leases, metrics and fibers
+ *   are the runners'. Callers that need them refuse to run here (the study's budgets and
+ *   `running: cancel`);
+ * - `stop(reason)`: the first call stops admission (the source is read no further; admitted
+ *   pipelines are followed to their end), the second stops following (the admitted pipelines
+ *   go on on the runners; the run ends `interrupted`). The run's `stopReason` is the first
+ *   reason.
+ *
+ * @internal
+ */
+import type { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
+import { Cause, Chunk, Clock, Context, Deferred, Effect, Exit, Fiber, Option, Predicate, Stream } from "effect"
+import { ConfigError } from "../../../domain/Errors.js"
+import type { PipelineId, RunId } from "../../../domain/Ids.js"
+import type * as Pipeline from "../../../domain/Pipeline.js"
+import type { PipelineRecord } from "../../../domain/Records.js"
+import { schemaCodecName } from "../../../domain/Codec.js"
+import type * as Runner from "../../Runner.js"
+import { Store, type StoreService } from "../../Store.js"
+import { decodePayload } from "../export.js"
+import { makeReport } from "../runner/report.js"
+import { memberMetricName } from "../suite/metric.js"
+import * as Submit from "./submit.js"
+
+type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
+
+/**
+ * What the cluster-backed runner passes to every submission: `maxAdmitted`, `pollInterval`,
+ * `label`, `notes`, `meta` and the progress/warning callbacks (see `Submit.SubmitOptions`).
+ *
+ * @internal
+ */
+export type SubmitRunnerOptions = Pick<
+  Submit.SubmitOptions,
+  "maxAdmitted" | "window" | "pollInterval" | "label" | "notes" | "meta" | "onProgress" | "onWarning" | "noRunnerAfter"
+>
+
+const utf8 = new TextDecoder("utf-8", { fatal: true })
+
+/** A pipeline's final output as stored (JSON of a Schema-encoded output, else as exported). */
+const finalOutput = (store: StoreService, pipelineId: PipelineId) =>
+  Effect.map(store.loadBundles([pipelineId], { payloads: "final", artifacts: "final", tasks: false }), (bundles) => {
+    const b = bundles.get(pipelineId)
+    const a = b?.artifacts.find((x) => x.artifact.active && x.artifact.seq >= 0 && x.artifact.isFinal)
+    if (a === undefined) return Option.none<unknown>()
+    if (a.payload !== undefined && a.artifact.codec === schemaCodecName) {
+      try {
+        return Option.some<unknown>(JSON.parse(utf8.decode(a.payload)))
+      } catch {
+        return Option.none<unknown>()
+      }
+    }
+    return Option.some(decodePayload(a.artifact, a.payload))
+  })
+
+const toStream = <S, E, R>(source: Runner.SpecSource<any, E, R>): Stream.Stream<S, E, R> => {
+  if (Predicate.hasProperty(source, Stream.StreamTypeId)) return source as unknown as Stream.Stream<S, E, R>
+  if (Predicate.hasProperty(source, Symbol.asyncIterator)) {
+    return Stream.fromAsyncIterable(source as AsyncIterable<S>, (e) => e as E)
+  }
+  return Stream.fromIterable(source as Iterable<S>)
+}
+
+/**
+ * Makes the cluster-backed runner (see the module docs) over the `Store` and the cluster's
+ * `WorkflowEngine` in context (resolved once: its methods have no requirements beyond the
+ * source's).
+ *
+ * @internal
+ */
+export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.RunnerService, never, Store | WorkflowEngine> =>
+  Effect.gen(function*() {
+    const env = yield* Effect.context<Store | WorkflowEngine>()
+    const store = Context.get(env, Store)
+    let latest: Runner.RunHandle<any> | undefined
+    const going = new Set<Runner.RunHandle<any>>()
+
+    const start = <S extends AnySpec, SE, SR>(source: Runner.SpecSource<S, SE, SR>, overrides?: Runner.RunOptions) =>
+      Effect.gen(function*() {
+        const hooks = overrides?.hooks
+        const startedAt = yield* Clock.currentTimeMillis
+        const runId: RunId = yield* Submit.makeRunId(startedAt)
+        const maxAdmitted = overrides?.maxAdmitted ?? base.maxAdmitted
+        let stopReason: string | null = null
+        let stops = 0
+        const stopped = yield* Deferred.make<void>()
+        const specOf = new Map<PipelineId, AnySpec>()
+        const finished: Array<PipelineId> = []
+        let last: Submit.SubmitProgress = {
+          runId,
+          admitted: 0,
+          skipped: 0,
+          succeeded: 0,
+          failed: 0,
+          refused: 0,
+          running: 0,
+          withheld: 0
+        }
+        const onFinished = overrides?.onPipelineFinished
+        /** The pipelines settled since the last poll, to `onPipelineFinished` (each once). */
+        const drainFinished = Effect.uninterruptible(Effect.gen(function*() {
+          if (onFinished === undefined) return
+          while (finished.length > 0) {
+            const id = finished.shift()!
+            const rows = yield* store.getPipelines([id]).pipe(Effect.orElseSucceed(() => new Map<PipelineId, PipelineRecord>()))
+            const record = rows.get(id)
+            if (record === undefined) continue
+            const output = record.state === "succeeded"
+              ? yield* finalOutput(store, id).pipe(Effect.orElseSucceed(() => Option.none<unknown>()))
+              : Option.none<unknown>()
+            yield* onFinished(record, output).pipe(
+              Effect.catchAllCause((cause) => Effect.logWarning(`the finished-pipeline callback failed: ${Cause.pretty(cause)}`))
+            )
+          }
+        }))
+        // the gate at admission: a spec it refuses is left out and its end told at once
+        const gated: Stream.Stream<AnySpec, SE, SR> = Stream.mapChunksEffect(
+          Stream.interruptWhen(toStream<AnySpec, SE, SR>(source), Deferred.await(stopped)),
+          (chunk) =>
+            Effect.map(Effect.filter(chunk, (spec) => {
+              const gate = hooks?.startGate
+              const keep = () => {
+                specOf.set(spec.pipelineId, spec)
+                return true
+              }
+              if (gate === undefined) return Effect.sync(keep)
+              return Effect.map(gate(spec), (reason) => {
+                if (reason === undefined) return keep()
+                hooks?.ended?.(spec)
+                return false
+              })
+            }), Chunk.unsafeFromArray)
+        )
+        const submission = Submit.submit(gated, {
+          ...base,
+          runId,
+          ...(maxAdmitted === undefined ? {} : { maxAdmitted }),
+          ...(overrides?.label === undefined ? {} : { label: overrides.label }),
+          admitAsTheyCome: true,
+          mayAdmit: () => stops === 0,
+          onSettled: (id, outcome) => {
+            const spec = specOf.get(id)
+            if (spec === undefined) return
+            specOf.delete(id)
+            if (outcome === "failed") hooks?.failureDecided?.(spec)
+            hooks?.ended?.(spec)
+            if (outcome !== "skipped") finished.push(id)
+          },
+          onProgress: (p) =>
+            Effect.zipRight(
+              Effect.sync(() => {
+                last = p
+              }),
+              Effect.zipRight(drainFinished, base.onProgress === undefined ? Effect.void : base.onProgress(p))
+            )
+        }).pipe(Effect.provide(env))
+        const fiber = yield* Effect.forkScoped(submission)
+        const stop = (reason = "user") =>
+          Effect.suspend(() => {
+            stops++
+            if (stops === 1) {
+              stopReason = reason
+              return Deferred.succeed(stopped, undefined)
+            }
+            return stops === 2 ? Fiber.interrupt(fiber).pipe(Effect.asVoid) : Effect.void
+          })
+        const awaited = Effect.gen(function*() {
+          const exit = yield* Fiber.await(fiber)
+          yield* drainFinished
+          going.delete(handle)
+          if (Exit.isFailure(exit) && !Exit.isInterrupted(exit)) return yield* Effect.failCause(exit.cause)
+          const report = Exit.isSuccess(exit) ? exit.value : undefined
+          const endedAt = yield* Clock.currentTimeMillis
+          const interrupted = stopReason !== null || report === undefined || report.status === "interrupted"
+          const reason = stopReason ?? report?.stopReason ?? (report === undefined ? "user" : null)
+          // the submitter closed the run `completed` when its source ended: a stop ended it early
+          if (interrupted && report?.status === "completed") {
+            yield* store.finishRun(runId, { status: "interrupted", endedAt, stopReason: reason })
+          }
+          const stats = yield* store.stats(runId)
+          return makeReport({
+            runId,
+            status: interrupted ? "interrupted" : "completed",
+            startedAt,
+            durationMs: endedAt - startedAt,
+            stats,
+            skipped: report?.skipped ?? last.skipped,
+            repairFailures: 0,
+            leasesLeaked: 0,
+            retries: 0,
+            handoffsTotal: 0,
+            handoffsBudgeted: 0,
+            stopReason: reason,
+            heldByOtherRuns: [],
+            staleAfterMs: 0
+          })
+        })
+        const cached = yield* Effect.cached(awaited)
+        const handle: Runner.RunHandle<SE> = {
+          runId,
+          stats: Effect.sync(() => liveStats(last, stops > 0, maxAdmitted ?? 256)),
+          stop,
+          reportMetric: (name, value, options) =>
+            Effect.gen(function*() {
+              if (options?.pipelineId != null && options.experiment !== undefined) {
+                return yield* new ConfigError({
+                  message: "reportMetric: give a pipelineId or an experiment, not both",
+                  issues: [{ path: "experiment", message: "not with a pipelineId" }]
+                })
+              }
+              yield* store.reportMetric({
+                runId,
+                pipelineId: options?.pipelineId ?? null,
+                name: options?.experiment === undefined ? name : memberMetricName(options.experiment, name),
+                value,
+                label: options?.label ?? null,
+                ...(options?.display === undefined ? {} : { display: options.display }),
+                updatedAt: yield* Clock.currentTimeMillis
+              })
+            }),
+          await: cached as Effect.Effect<Runner.RunReport, Runner.RunError | SE>
+        }
+        going.add(handle)
+        latest = handle
+        return handle
+      })
+
+    const service: Runner.RunnerService = {
+      start: start as Runner.RunnerService["start"],
+      run: ((source: Runner.SpecSource<AnySpec, any, any>, overrides?: Runner.RunOptions) =>
+        Effect.scoped(Effect.flatMap(start(source, overrides), (h) => h.await))) as unknown as Runner.RunnerService["run"],
+      stats: Effect.suspend(() => latest === undefined ? Effect.succeed(liveStats(undefined, false, base.maxAdmitted ?? 256)) : latest.stats),
+      stop: (reason) => Effect.forEach(Array.from(going), (h) => h.stop(reason), { discard: true }),
+      reportMetric: (name, value, options) =>
+        latest === undefined
+          ? Effect.fail(new ConfigError({ message: "reportMetric: no run has started", issues: [{ path: "run", message: "no run" }] }))
+          : latest.reportMetric(name, value, options)
+    }
+    return service
+  })
+
+/** The live figures the submitter knows: admitted, settled, running (no worker, pool or retry figures: the runners'). */
+const liveStats = (p: Submit.SubmitProgress | undefined, stopping: boolean, maxAdmitted: number): Runner.LiveStats => ({
+  runId: p?.runId ?? null,
+  stopping,
+  inFlight: p?.running ?? 0,
+  delayed: 0,
+  admitted: p?.running ?? 0,
+  maxAdmitted,
+  concurrency: 0,
+  counters: {
+    admitted: p?.admitted ?? 0,
+    succeeded: p?.succeeded ?? 0,
+    failed: p?.failed ?? 0,
+    interrupted: 0,
+    skipped: p?.skipped ?? 0,
+    retries: 0,
+    leasesLeaked: 0,
+    repairFailures: 0,
+    handoffs: 0
+  },
+  peakInFlight: 0,
+  peakAdmitted: 0,
+  pools: {}
+})

@@ -38,6 +38,7 @@ import type * as Task from "../../../domain/Task.js"
 import { executionToken, inputOf, registryFor, retryOnFailure, runWindowedTask, type TaskEnv, type WindowedTask, type WindowRun } from "./task.js"
 import type { WindowClaims } from "./windowClaims.js"
 import { runControlled } from "./controlled.js"
+import { installAttemptServices } from "../runner/attemptScope.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
@@ -287,7 +288,13 @@ const windowExecution = (
       const rows = yield* read(pending)
       const results = yield* Effect.forEach(
         pending,
-        (i) => retryOnFailure(runPipeline(env, specs[i]!, rows.get(specs[i]!.pipelineId), live, tookOver), env.infraRetry),
+        // one fiber per pipeline, the attempt services installed in it once (as the embedded
+        // engine's pipeline fibers): its tasks run in it one after another (`runWindowedTask`)
+        (i) =>
+          Effect.zipRight(
+            installAttemptServices,
+            retryOnFailure(runPipeline(env, specs[i]!, rows.get(specs[i]!.pipelineId), live, tookOver), env.infraRetry)
+          ),
         { concurrency: "unbounded" }
       )
       // 4. a window past its deadline: claimed again, and only what did not end runs again

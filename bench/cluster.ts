@@ -7,7 +7,7 @@
  *
  * 1. `sqlite`: one process, `assay run --store FILE` (the embedded engine, run.concurrency 64);
  * 2. `cluster`: three `assay runner` processes and the `assay run --engine cluster` submitter
- *    (`--max-admitted 256`) on a throwaway Postgres 15 (test/support/pgServer.ts; fsync off),
+ *    (`--max-admitted 256`, or `BENCH_CLUSTER_MAX_ADMITTED`) on a throwaway Postgres 15 (test/support/pgServer.ts; fsync off),
  *    the pool global (PgPools slot rows) and the store `PgStore`.
  *
  * Printed per round: wall time, tasks/s, the ratio to the bound (target ≥ 0.8) and to the
@@ -43,7 +43,8 @@
  * through NODE_OPTIONS: a `cluster.ops` line with operations per task per process kind over the
  * submission, the runners' also less their idle rate, measured for 3 s before the submission;
  * `BENCH_CLUSTER_OPS_TOP=N` adds the N continuations most evaluated by the runners, sampled 1 in 97:
- * BENCHMARKS.md pg17z, pg17ac. A steadier measure than CPU per pipeline on a loaded machine).
+ * BENCHMARKS.md pg17z, pg17ac. A steadier measure than CPU per pipeline on a loaded machine),
+ * `BENCH_CLUSTER_MAX_ADMITTED` (default 256: the submitter's `--max-admitted`).
  */
 import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -64,6 +65,7 @@ const WINDOW_CLAIMS = process.env.BENCH_CLUSTER_WINDOW_CLAIMS === "1"
 const BLOCK_LEASES = WINDOW_CLAIMS && process.env.BENCH_CLUSTER_BLOCK_LEASES === "1"
 const RUNNER_LOGS = process.env.BENCH_CLUSTER_RUNNER_LOGS
 const OPS = process.env.BENCH_CLUSTER_OPS === "1"
+const MAX_ADMITTED = Number(process.env.BENCH_CLUSTER_MAX_ADMITTED ?? 256)
 const OPS_TOP = Number(process.env.BENCH_CLUSTER_OPS_TOP ?? 0)
 if (RUNNER_LOGS !== undefined) fs.mkdirSync(RUNNER_LOGS, { recursive: true })
 /** How to start `bin/assay` (under `node --cpu-prof` when profiling: Node 20 refuses it in NODE_OPTIONS). */
@@ -347,7 +349,7 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
       }
     }, 5_000)
     const sub = await timed(
-      ["run", "-c", file, "--engine", "cluster", "--database", url, "--max-admitted", "256", "--quiet"],
+      ["run", "-c", file, "--engine", "cluster", "--database", url, "--max-admitted", String(MAX_ADMITTED), "--quiet"],
       env,
       dir,
       "submitter"
@@ -528,7 +530,7 @@ const embeddedPgRound = async (round: number, sqliteTasksPerS: number | undefine
   }
 }
 
-emit({ bench: "cluster.setup", pipelines: N, tasks: N * TASKS, window_claims: WINDOW_CLAIMS, block_leases: BLOCK_LEASES, capacity: CAPACITY, task_ms: TASK_MS, bound_tasks_per_s: BOUND, cores: os.cpus().length, load: uptime() })
+emit({ bench: "cluster.setup", pipelines: N, max_admitted: MAX_ADMITTED, tasks: N * TASKS, window_claims: WINDOW_CLAIMS, block_leases: BLOCK_LEASES, capacity: CAPACITY, task_ms: TASK_MS, bound_tasks_per_s: BOUND, cores: os.cpus().length, load: uptime() })
 for (let round = 1; round <= ROUNDS; round++) {
   const sqlite = ONLY === "cluster" ? undefined : await sqliteRound(round)
   if (ONLY !== "sqlite" && ONLY !== "embedded-pg") await clusterRound(round, sqlite)

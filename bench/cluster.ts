@@ -7,7 +7,7 @@
  *
  * 1. `sqlite`: one process, `assay run --store FILE` (the embedded engine, run.concurrency 64);
  * 2. `cluster`: three `assay runner` processes and the `assay run --engine cluster` submitter
- *    (`--max-admitted 256`) on a throwaway Postgres 15 (test/support/pgServer.ts; fsync off),
+ *    (`--max-admitted 256`, or `BENCH_CLUSTER_MAX_ADMITTED`) on a throwaway Postgres 15 (test/support/pgServer.ts; fsync off),
  *    the pool global (PgPools slot rows) and the store `PgStore`.
  *
  * Printed per round: wall time, tasks/s, the ratio to the bound (target ≥ 0.8) and to the
@@ -38,7 +38,13 @@
  * --expected-runners 3`, each holding a block of every resource's slots and serving its tasks
  * from it in memory; BENCHMARKS.md pg17r), `BENCH_CLUSTER_RUNNER_LOGS=DIR` (each runner's standard
  * error written whole to DIR/runner0.log, …; with `ASSAY_BLOCK_TRACE=1` in the environment they
- * hold one `block trace` line per block and renewal, BENCHMARKS.md pg17u).
+ * hold one `block trace` line per block and renewal, BENCHMARKS.md pg17u), `BENCH_CLUSTER_OPS=1` (the
+ * runners and the submitter count the Effect operations they evaluate, `bench/lib/effectOps.mjs`
+ * through NODE_OPTIONS: a `cluster.ops` line with operations per task per process kind over the
+ * submission, the runners' also less their idle rate, measured for 3 s before the submission;
+ * `BENCH_CLUSTER_OPS_TOP=N` adds the N continuations most evaluated by the runners, sampled 1 in 97:
+ * BENCHMARKS.md pg17z, pg17ac. A steadier measure than CPU per pipeline on a loaded machine),
+ * `BENCH_CLUSTER_MAX_ADMITTED` (default 256: the submitter's `--max-admitted`).
  */
 import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -58,6 +64,9 @@ const EMBEDDED_PROCS = Number(process.env.BENCH_CLUSTER_EMBEDDED_PROCS ?? 1)
 const WINDOW_CLAIMS = process.env.BENCH_CLUSTER_WINDOW_CLAIMS === "1"
 const BLOCK_LEASES = WINDOW_CLAIMS && process.env.BENCH_CLUSTER_BLOCK_LEASES === "1"
 const RUNNER_LOGS = process.env.BENCH_CLUSTER_RUNNER_LOGS
+const OPS = process.env.BENCH_CLUSTER_OPS === "1"
+const MAX_ADMITTED = Number(process.env.BENCH_CLUSTER_MAX_ADMITTED ?? 256)
+const OPS_TOP = Number(process.env.BENCH_CLUSTER_OPS_TOP ?? 0)
 if (RUNNER_LOGS !== undefined) fs.mkdirSync(RUNNER_LOGS, { recursive: true })
 /** How to start `bin/assay` (under `node --cpu-prof` when profiling: Node 20 refuses it in NODE_OPTIONS). */
 const assayCommand = (name: string, args: ReadonlyArray<string>): [string, Array<string>] =>
@@ -73,6 +82,14 @@ const BOUND = CAPACITY / (TASK_MS / 1000)
 const root = path.resolve(import.meta.dirname, "..")
 const bin = path.join(root, "bin/assay")
 const TICK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
+
+/** What `bench/lib/effectOps.mjs` writes: a process's Effect operations so far. */
+interface OpsCount {
+  readonly pid: number
+  readonly ops: number
+  readonly byOp: Record<string, number>
+  readonly top: ReadonlyArray<[number, string]>
+}
 
 const emit = (o: Record<string, unknown>) => console.log(JSON.stringify(o))
 const uptime = () => fs.readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).map(Number)
@@ -125,11 +142,15 @@ const timed = (args: ReadonlyArray<string>, env: Record<string, string>, cwd: st
     })
   })
 
-const experiment = (dir: string, part?: { readonly index: number; readonly of: number }) => {
+/**
+ * The experiment file. `cluster`: without `run.concurrency`, which the cluster engine refuses
+ * (each runner's `--concurrency` sets its attempts at once).
+ */
+const experiment = (dir: string, part?: { readonly index: number; readonly of: number }, cluster = false) => {
   const file = path.join(dir, part === undefined ? "exp.json" : `exp-${part.index}.json`)
   const capacity = part === undefined ? CAPACITY : Math.floor(CAPACITY / part.of)
   fs.writeFileSync(file, JSON.stringify({
-    run: { concurrency: capacity },
+    ...(cluster ? {} : { run: { concurrency: capacity } }),
     pools: { cpu: { resources: [{ id: "slots", capacity }] } },
     pipeline: {
       name: "bench",
@@ -181,13 +202,23 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
     await pg.createDatabase("bench")
     const url = pg.url("bench")
     const sql = (q: string) => pg.psql("bench", q).trim()
-    const file = experiment(dir)
-    const env = {
+    const file = experiment(dir, undefined, true)
+    const opsDir = path.join(dir, "ops")
+    if (OPS) fs.mkdirSync(opsDir)
+    const clusterEnv = {
       SHARDS_PER_GROUP: "300",
       ENTITY_MESSAGE_POLL_INTERVAL: "1 second",
       REFRESH_ASSIGNMENTS_INTERVAL: "1 second"
     }
-    execFileSync(bin, ["migrate", "--database", url], { env: { ...process.env, ...env }, stdio: "ignore" })
+    execFileSync(bin, ["migrate", "--database", url], { env: { ...process.env, ...clusterEnv }, stdio: "ignore" })
+    const env: Record<string, string> = OPS
+      ? {
+        ...clusterEnv,
+        NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} --import=${path.join(root, "bench/lib/effectOps.mjs")}`.trim(),
+        BENCH_OPS_DIR: opsDir,
+        BENCH_OPS_TOP: String(OPS_TOP)
+      }
+      : clusterEnv
     if (STATEMENTS) sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     const runners: Array<ReturnType<typeof spawn>> = []
     const startRunner = async () => {
@@ -241,6 +272,28 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
     await startRunner()
     for (let i = 0; i < 600 && healthy() < 3; i++) await sleep(200)
     await sleep(3_000) // shard assignment settles
+    // the runners' operation counts now: written by each runner on SIGUSR2
+    const opsOf = async (pids: ReadonlyArray<number>): Promise<Array<OpsCount>> => {
+      for (const pid of pids) fs.rmSync(path.join(opsDir, `${pid}.json`), { force: true })
+      for (const pid of pids) process.kill(pid, "SIGUSR2")
+      const out: Array<OpsCount> = []
+      for (const pid of pids) {
+        const f = path.join(opsDir, `${pid}.json`)
+        for (let i = 0; i < 200 && !fs.existsSync(f); i++) await sleep(25)
+        out.push(JSON.parse(fs.readFileSync(f, "utf8")) as OpsCount)
+      }
+      return out
+    }
+    const runnerPids = runners.map((r) => r.pid!)
+    let idleOpsPerS = 0
+    if (OPS) {
+      const a = await opsOf(runnerPids)
+      const ta = performance.now()
+      await sleep(3_000)
+      const b = await opsOf(runnerPids)
+      idleOpsPerS = b.reduce((s, c, i) => s + c.ops - a[i]!.ops, 0) / ((performance.now() - ta) / 1000)
+    }
+    const ops0 = OPS ? await opsOf(runnerPids) : []
     let idleRunnerCpuPerS: number | undefined
     if (IDLE_S > 0 && STATEMENTS) sql("SELECT pg_stat_statements_reset()")
     if (IDLE_S > 0) {
@@ -296,12 +349,13 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
       }
     }, 5_000)
     const sub = await timed(
-      ["run", "-c", file, "--engine", "cluster", "--database", url, "--max-admitted", "256", "--quiet"],
+      ["run", "-c", file, "--engine", "cluster", "--database", url, "--max-admitted", String(MAX_ADMITTED), "--quiet"],
       env,
       dir,
       "submitter"
     )
     clearInterval(timeline)
+    const ops1 = OPS ? await opsOf(runnerPids) : []
     const runnerCpu = runners.map((r, i) => cpuOf(r.pid!) - runnerCpu0[i]!)
     const pgCpuS = pgCpu(postmaster) - pgCpu0
     if (sub.code !== 0) throw new Error(`cluster run failed (${sub.code}): ${sub.stderr}`)
@@ -358,6 +412,42 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
       load_before: load,
       load_after: uptime()
     })
+    if (OPS) {
+      const tasks = N * TASKS
+      const runnerOps = ops1.map((c, i) => c.ops - ops0[i]!.ops)
+      const runnersTotal = runnerOps.reduce((a, b) => a + b, 0)
+      // the submitter wrote its count at exit: the one file that is not a runner's
+      const submitter = fs.readdirSync(opsDir)
+        .filter((f) => !runnerPids.some((pid) => f === `${pid}.json`))
+        .map((f) => JSON.parse(fs.readFileSync(path.join(opsDir, f), "utf8")) as OpsCount)
+        .reduce((a, c) => a + c.ops, 0)
+      const byOp: Record<string, number> = {}
+      for (const [i, c] of ops1.entries()) {
+        for (const [op, k] of Object.entries(c.byOp)) byOp[op] = (byOp[op] ?? 0) + k - (ops0[i]!.byOp[op] ?? 0)
+      }
+      const sites = new Map<string, number>()
+      for (const [i, c] of ops1.entries()) {
+        const before = new Map(ops0[i]!.top.map(([k, site]) => [site, k]))
+        for (const [k, site] of c.top) sites.set(site, (sites.get(site) ?? 0) + k - (before.get(site) ?? 0))
+      }
+      emit({
+        bench: "cluster.ops",
+        pipelines: N,
+        tasks,
+        ops_per_task: {
+          runners: Math.round(runnersTotal / tasks),
+          runners_less_idle: Math.round((runnersTotal - idleOpsPerS * s) / tasks),
+          // the whole process, start to exit (0: it ran on the CLI bundle, which is not counted)
+          submitter: Math.round(submitter / tasks)
+        },
+        runners_ops: runnerOps,
+        runners_idle_ops_per_s: Math.round(idleOpsPerS),
+        runners_by_op_per_task: Object.fromEntries(Object.entries(byOp).map(([op, k]) => [op, +(k / tasks).toFixed(1)])),
+        ...(OPS_TOP > 0
+          ? { runners_top_per_task: [...sites].sort((a, b) => b[1] - a[1]).slice(0, OPS_TOP).map(([site, k]) => [+(k / tasks).toFixed(2), site]) }
+          : {})
+      })
+    }
     if (STATEMENTS) {
       const rows = (order: string) =>
         sql(
@@ -440,7 +530,7 @@ const embeddedPgRound = async (round: number, sqliteTasksPerS: number | undefine
   }
 }
 
-emit({ bench: "cluster.setup", pipelines: N, tasks: N * TASKS, window_claims: WINDOW_CLAIMS, block_leases: BLOCK_LEASES, capacity: CAPACITY, task_ms: TASK_MS, bound_tasks_per_s: BOUND, cores: os.cpus().length, load: uptime() })
+emit({ bench: "cluster.setup", pipelines: N, max_admitted: MAX_ADMITTED, tasks: N * TASKS, window_claims: WINDOW_CLAIMS, block_leases: BLOCK_LEASES, capacity: CAPACITY, task_ms: TASK_MS, bound_tasks_per_s: BOUND, cores: os.cpus().length, load: uptime() })
 for (let round = 1; round <= ROUNDS; round++) {
   const sqlite = ONLY === "cluster" ? undefined : await sqliteRound(round)
   if (ONLY !== "sqlite" && ONLY !== "embedded-pg") await clusterRound(round, sqlite)

@@ -30,7 +30,7 @@
  *
  * @internal
  */
-import { Deferred, Effect, Either, Exit, FiberId, Option, Schedule, type Scope } from "effect"
+import { Deferred, Effect, Either, FiberId, Option, Schedule, type Scope } from "effect"
 import { CorruptCheckpoint, type StoreUnavailable } from "../../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
 import type { Lease, AcquireOptions } from "../../../domain/Lease.js"
@@ -49,6 +49,7 @@ import * as PgPools from "../pool/pg/pools.js"
 import type { LeaseLost } from "../pool/pg/errors.js"
 import { executionToken, registryFor, stateOf, type TaskEnv } from "./task.js"
 import { memberSharedOf } from "./member.js"
+import { makeLossGuard } from "./lossGuard.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
@@ -326,21 +327,19 @@ const once = (env: TaskEnv, spec: AnySpec, own: Ownership) =>
     const { clock, store } = env
     const state = yield* stateOf(env, runId)
     const lost = Deferred.unsafeMake<void>(FiberId.none)
-    // a global lease lost mid-call fails the running attempt with `LeaseLost` (as `task.ts`)
-    const attemptLost: { current: Deferred.Deferred<never, LeaseLost> | undefined } = { current: undefined }
+    // a global lease lost mid-call fails the running attempt with `LeaseLost` and interrupts
+    // its body (the same guard as `task.ts`: `lossGuard.ts`)
+    const lossGuard = makeLossGuard()
     const watch = (lease: Lease<any>) =>
       Effect.suspend(() => {
-        const signal = attemptLost.current
-        return signal === undefined ? Effect.void : PgPools.onLost(lease, (l) => Deferred.unsafeDone(signal, Exit.fail(l)))
+        const lose = lossGuard.current()
+        return lose === undefined ? Effect.void : PgPools.onLost(lease, lose)
       })
     // an attempt does not begin once the ownership is gone (nothing is recorded for it)
     const guardBody = <A, E>(body: Effect.Effect<A, E>): Effect.Effect<A, E | LeaseLost> =>
-      Effect.suspend(() => {
-        if (!own.live()) return Effect.zipRight(Deferred.succeed(lost, undefined), Effect.never)
-        const signal = Deferred.unsafeMake<never, LeaseLost>(FiberId.none)
-        attemptLost.current = signal
-        return Effect.raceFirst(body, Deferred.await(signal))
-      })
+      Effect.suspend(() =>
+        own.live() ? lossGuard.guard(body) : Effect.zipRight(Deferred.succeed(lost, undefined), Effect.never)
+      )
     const shared: AttemptShared = {
       runId,
       bus: env.bus,

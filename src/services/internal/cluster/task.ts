@@ -590,6 +590,10 @@ export const runTask = (
  * finishes and commits (first writer wins). On `"done"` by this execution,
  * `windowed.committed` holds the output it committed (encoded).
  *
+ * Unlike {@link runTask}, it runs in the calling fiber: the caller is the window's execution
+ * (a fiber of the process's scope, the only one of its window in this process), which has
+ * installed the attempt services (`installAttemptServices`) in the fiber.
+ *
  * @internal
  */
 export const runWindowedTask = (
@@ -597,7 +601,13 @@ export const runWindowedTask = (
   spec: AnySpec,
   seq: number,
   windowed: WindowedTask
-): Effect.Effect<TaskVerdict | "lost", StoreUnavailable> => runTaskWith(env, spec, seq, undefined, windowed)
+): Effect.Effect<TaskVerdict | "lost", StoreUnavailable> =>
+  // in the calling fiber (the window's pipeline fiber, with the attempt services installed
+  // once: `window.ts`): the window's execution is already a fiber of the process's scope that
+  // the activities only await, and one process runs one execution of a window at a time
+  // (`env.windows`), so one of a (pipeline, task): no fiber, registration or observer of its
+  // own per task (pg17ac)
+  retryOnFailure(runTaskOnce(env, spec, seq, unclaimed(), windowed), env.infraRetry)
 
 /**
  * One execution of a claimed window in this process (`window.ts`): what it settles (`done`),
@@ -860,12 +870,33 @@ const startClaimed = (
     return { runId, taskStarted, input: input.value }
   })
 
+/**
+ * One try of a task's execution (an L5 retry runs it again). A task with a task claim
+ * (`env.claims`, not windowed) runs in a scope of its own, which the claim's heartbeat is
+ * forked into (interrupted when the try ends); a task of a claimed window has no claim and no
+ * heartbeat, so no scope is opened: the fiber's context keeps the attempt services' `Scope`
+ * (`installAttemptServices`), and the attempts take their fast path (`attemptScoped` finds
+ * the services installed instead of providing them again around every attempt: pg17ac).
+ */
 const runTaskOnce = (
   env: TaskEnv,
   spec: AnySpec,
   seq: number,
   claim: ClaimState,
   windowed: WindowedTask | undefined
+): Effect.Effect<TaskVerdict | "lost", StoreUnavailable> =>
+  windowed !== undefined || env.claims === undefined
+    ? taskTry(env, spec, seq, claim, windowed, undefined)
+    : Effect.scoped(Effect.flatMap(Effect.scope, (scope) => taskTry(env, spec, seq, claim, windowed, scope)))
+
+const taskTry = (
+  env: TaskEnv,
+  spec: AnySpec,
+  seq: number,
+  claim: ClaimState,
+  windowed: WindowedTask | undefined,
+  /** The try's own scope (the heartbeat's): given when the task holds a task claim. */
+  scope: Scope.Scope | undefined
 ): Effect.Effect<TaskVerdict | "lost", StoreUnavailable> =>
   Effect.gen(function*() {
     const { clock, slots, store } = env
@@ -880,7 +911,7 @@ const runTaskOnce = (
     let input: unknown
     claim.fence.lost = false
     claim.fence.stale = false
-    const found = yield* Deferred.make<TaskVerdict>()
+    const found = Deferred.unsafeMake<TaskVerdict>(FiberId.none)
     /** The input read back from the store (the claim's input then needs no check). */
     const reload = Effect.map(inputOf(env, spec, seq), (loaded) => {
       if (claim.current !== undefined) claim.current = { ...claim.current, input: undefined }
@@ -976,14 +1007,15 @@ const runTaskOnce = (
       taskName: task.name,
       seq
     }
-    if (claims !== undefined) {
+    if (claims !== undefined && scope !== undefined) {
       // the claim is renewed while the execution runs (a renewal that cannot reach the
       // database is skipped: the claim goes stale only after `ttl` without one)
-      yield* Effect.forkScoped(
+      yield* Effect.forkIn(
         Effect.repeat(
           Effect.ignore(Effect.suspend(() => claims.renew(pipelineId, claim.token, claim.attempt))),
           Schedule.spaced(claims.heartbeat)
-        ).pipe(Effect.delay(claims.heartbeat))
+        ).pipe(Effect.delay(claims.heartbeat)),
+        scope
       )
     }
     const state = yield* stateOf(env, runId)
@@ -1157,4 +1189,4 @@ const runTaskOnce = (
       const other = yield* acquireClaim(env, claims!, spec, seq, task.name, runId, current.taskRunId, claim)
       if (other !== undefined) return other
     }
-  }).pipe(Effect.scoped)
+  })

@@ -30,7 +30,7 @@
  * @internal
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Deferred, Effect, FiberId, Option } from "effect"
+import { Deferred, Effect, Exit, FiberId, Option } from "effect"
 import { StoreUnavailable } from "../../../domain/Errors.js"
 import type { RunId } from "../../../domain/Ids.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
@@ -38,6 +38,7 @@ import type * as Task from "../../../domain/Task.js"
 import { executionToken, inputOf, registryFor, retryOnFailure, runWindowedTask, type TaskEnv, type WindowedTask, type WindowRun } from "./task.js"
 import type { WindowClaims } from "./windowClaims.js"
 import { runControlled } from "./controlled.js"
+import { installAttemptServices } from "../runner/attemptScope.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
@@ -285,11 +286,24 @@ const windowExecution = (
       }
       // 2. one read of the window's rows and their last checkpoints; 3. the pipelines
       const rows = yield* read(pending)
-      const results = yield* Effect.forEach(
+      const exits = yield* Effect.forEach(
         pending,
-        (i) => retryOnFailure(runPipeline(env, specs[i]!, rows.get(specs[i]!.pipelineId), live, tookOver), env.infraRetry),
+        // one fiber per pipeline, the attempt services installed in it once (as the embedded
+        // engine's pipeline fibers): its tasks run in it one after another (`runWindowedTask`).
+        // A pipeline's failure (its store unreachable past L5, a defect) does not interrupt the
+        // others: each ends on its own (a call under way commits), then the window fails
+        // with the first failure (pg17v: a task's call in its pipeline's fiber must not be cut
+        // by a sibling's failure; before pg17ac each task ran in a fiber of its own for it)
+        (i) =>
+          Effect.exit(Effect.zipRight(
+            installAttemptServices,
+            retryOnFailure(runPipeline(env, specs[i]!, rows.get(specs[i]!.pipelineId), live, tookOver), env.infraRetry)
+          )),
         { concurrency: "unbounded" }
       )
+      const failed = exits.find(Exit.isFailure)
+      if (failed !== undefined) return yield* Effect.failCause((failed as Exit.Failure<unknown, StoreUnavailable>).cause)
+      const results = exits.map((e) => (e as Exit.Success<PipelineVerdict | "lost", StoreUnavailable>).value)
       // 4. a window past its deadline: claimed again, and only what did not end runs again
       const left: Array<number> = []
       results.forEach((r, k) => {

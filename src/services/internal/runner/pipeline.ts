@@ -355,9 +355,10 @@ export interface PipelineEnv {
   /** The call cache (see `cache.ts`); `undefined`: no task is ever served from a cache. */
   readonly cache?: CacheEnv | undefined
   /**
-   * Wraps each attempt's body (its scope included, inside its timeout and budget): the cluster
-   * engine fails an attempt whose global pool lease is lost mid-call (`cluster/task.ts`).
-   * Absent in the embedded runner (its fast path is kept).
+   * Wraps each attempt's body (inside its timeout and budget; its scope included, except on
+   * the fast path of an Effect task with nothing else around its body, where the attempt's
+   * scope closes with the guard's exit right after it): the cluster engine fails an attempt
+   * whose global pool lease is lost mid-call (`cluster/task.ts`). Absent in the embedded runner.
    */
   readonly guardBody?: (<A, E>(body: Effect.Effect<A, E>) => Effect.Effect<A, unknown>) | undefined
   /**
@@ -1323,19 +1324,20 @@ const runBody = (
     const maxTotal = task.options.retry.maxTotal
     // The common Effect task (nothing wraps its body): the attempt, its scope's close and its
     // end in one uninterruptible region (see `attemptExit`): no span, timeout or budget to
-    // put between the body and its exit.
-    if (
-      task.scoped && timeout === null && maxTotal === undefined && !env.traceAttempts && !task.options.evaluator &&
-      env.guardBody === undefined
-    ) {
+    // put between the body and its exit. A body guard (the cluster's loss guard) goes around
+    // the body inside the attempt: its fiber inherits the attempt (its scope and generator),
+    // and the attempt's scope closes once the guard ended, with the guard's exit (pg17ac).
+    if (task.scoped && timeout === null && maxTotal === undefined && !env.traceAttempts && !task.options.evaluator) {
       // (a `Task.make` body is called as `run` would call it, without its `Effect.suspend`:
       // `attemptExit` calls it inside the attempt and makes a throw a defect, as `suspend` does)
       const direct = effectBodyOf(task.run)
+      const call = direct === undefined
+        ? () => task.run(input, ctx) as Effect.Effect<unknown, unknown, never>
+        : () => direct(input, ctx as never) as Effect.Effect<unknown, unknown, never>
+      const guard = env.guardBody
       return attemptExit(
         new AttemptGenerator(ctx),
-        direct === undefined
-          ? () => task.run(input, ctx) as Effect.Effect<unknown, unknown, never>
-          : () => direct(input, ctx as never) as Effect.Effect<unknown, unknown, never>,
+        guard === undefined ? call : () => guard(call()),
         (exit: Exit.Exit<unknown, unknown>) => attemptEnd(env, task, ctx, exit, startedAt, slot)
       )
     }

@@ -6,6 +6,7 @@ import { makeLossGuard } from "../../../../src/services/internal/cluster/lossGua
 import { retryOnFailure } from "../../../../src/services/internal/cluster/task.js"
 import {
   AttemptGenerator,
+  attemptExit,
   attemptScoped,
   installAttemptServices
 } from "../../../../src/services/internal/runner/attemptScope.js"
@@ -70,6 +71,34 @@ describe("loss guard (one forked fiber per attempt)", () => {
       const scope = yield* Scope.make()
       const seen = yield* Scope.extend(guard.guard(Effect.map(Effect.serviceOption(Scope.Scope), (s) => Option.isSome(s) && s.value === scope)), scope)
       assert.isTrue(seen)
+    }))
+
+  // pg17ac: the attempt fast path (`attemptExit`) takes a guarded body; the guard's fiber runs
+  // inside the attempt, and the attempt's scope closes after it, with the guard's exit
+  it.effect("inside attemptExit (the fast path): a loss interrupts the body, then the attempt's finalizers run with the LeaseLost, then its end", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      const started = yield* Deferred.make<void>()
+      const guard = makeLossGuard()
+      const generator = new AttemptGenerator({ seed: 1 })
+      // the body's Scope is the attempt's (installed services), added to from the guard's fiber
+      const body = Effect.gen(function*() {
+        yield* Effect.addFinalizer((exit) => Effect.sync(() => log.push(`finalizer ${exit._tag}`)))
+        yield* Deferred.succeed(started, undefined)
+        return yield* Effect.onInterrupt(Effect.never, () => Effect.sync(() => log.push("body interrupted")))
+      }) as unknown as Effect.Effect<number>
+      const attempt = yield* Effect.fork(Effect.zipRight(
+        installAttemptServices,
+        attemptExit(generator, () => guard.guard(body), (exit) => {
+          log.push(`end ${exit._tag}`)
+          return { exit }
+        })
+      ))
+      yield* Deferred.await(started)
+      guard.current()!(lost)
+      const { exit } = yield* Fiber.join(attempt)
+      assert.deepStrictEqual(exit, Exit.fail(lost))
+      assert.deepStrictEqual(log, ["body interrupted", "finalizer Failure", "end Failure"])
     }))
 })
 

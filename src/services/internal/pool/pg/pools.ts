@@ -663,8 +663,9 @@ export class Gate {
     return name === "leastBusy"
   }
 
-  targetPool(opts: AcquireOptions, holder: Holder): Effect.Effect<string | undefined> {
-    return Effect.map(this.local.names, (names) => opts.pool ?? holder.defaultPool ?? (names.length === 1 ? names[0] : undefined))
+  /** The pool an acquire asks for among the local pools `names` (`undefined`: any of them). */
+  targetOf(opts: AcquireOptions, holder: Holder, names: ReadonlyArray<string>): string | undefined {
+    return opts.pool ?? holder.defaultPool ?? (names.length === 1 ? names[0] : undefined)
   }
 
   sleepBackoff(n: number): Effect.Effect<void> {
@@ -681,10 +682,10 @@ export class Gate {
     const gate = this
     const opts: AcquireOptions = typeof options === "string" ? { pool: options } : options ?? {}
     const userWhere = opts.where
-    const attempt: Effect.Effect<PgLease, AcquireError> = Effect.gen(function*() {
+    // the pool names and the acquire's target, resolved once (the block-mode demand count below
+    // needs them too: pg17ac)
+    const attempt = (pools: ReadonlyArray<string>, target: string | undefined): Effect.Effect<PgLease, AcquireError> => Effect.gen(function*() {
       const startedAt = yield* gate.nowMs
-      const target = yield* gate.targetPool(opts, holder)
-      const pools = yield* gate.local.names
       let n = 0
       // the first try goes without the global view when the algorithm does not rank by it: the
       // slot claim checks capacity, death, cooldown and throttle itself, so the view is read
@@ -782,7 +783,7 @@ export class Gate {
                 if (Either.isLeft(charges)) yield* restore(gate.sleepBackoff(n))
                 return Option.none<PgLease>()
               }
-              const lost = yield* Deferred.make<never, LeaseLost>()
+              const lost = Deferred.unsafeMake<never, LeaseLost>(FiberId.none)
               const pg = new PgLease(lease, slot, charges.right, lost, holder.owner, raw, releaseLocal(lease), gate)
               pg.block = block
               pg.deadline = block.deadline
@@ -879,9 +880,10 @@ export class Gate {
       }
     })
     // block leases: an acquire under way counts in its pools' demand until it ends
-    const loop = this.blockMode === undefined ? attempt : Effect.flatMap(
-      Effect.zip(gate.targetPool(opts, holder), gate.local.names),
-      ([target, names]) => {
+    const loop = Effect.flatMap(gate.local.names, (names) => {
+      const target = gate.targetOf(opts, holder, names)
+      if (this.blockMode === undefined) return attempt(names, target)
+      {
         const counted = target === undefined ? names : [target]
         const add = (n: number) => {
           for (const p of counted) gate.pending.set(p, (gate.pending.get(p) ?? 0) + n)
@@ -894,14 +896,14 @@ export class Gate {
         return Effect.uninterruptibleMask((restore) =>
           Effect.suspend(() => {
             add(1)
-            return Effect.matchCauseEffect(restore(attempt), {
+            return Effect.matchCauseEffect(restore(attempt(names, target)), {
               onFailure: (cause) => Effect.zipRight(ended, Effect.failCause(cause)),
               onSuccess: (lease) => Effect.as(ended, lease)
             })
           })
         )
       }
-    )
+    })
     if (opts.timeout === undefined) return loop
     const timeout = Duration.decode(opts.timeout)
     return Effect.timeoutFail(loop, {

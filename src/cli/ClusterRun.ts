@@ -22,6 +22,7 @@ import type * as Pipeline from "../domain/Pipeline.js"
 import { memberDigest, memberDigestOf, memberPath, tagSpec } from "../domain/Suite.js"
 import * as Words from "../domain/internal/words.js"
 import * as PgSuites from "../layers/internal/pg/suites.js"
+import { redactUrlsIn, scrub } from "../layers/internal/pg/url.js"
 import * as InternalSubmit from "../services/internal/cluster/submit.js"
 import { oneLine } from "../services/internal/suiteViews.js"
 import * as Suite from "../services/Suite.js"
@@ -109,8 +110,8 @@ export const sharedStoreLayer = (experiment: Hosted, store: Option.Option<string
     Effect.mapError((e) =>
       e._tag === "ConfigError"
         ? new ConfigError({
-          message: redactUrl(e.message),
-          issues: e.issues.map((i) => ({ ...i, message: redactUrl(i.message) }))
+          message: redactUrlsIn(e.message),
+          issues: e.issues.map((i) => ({ ...i, message: redactUrlsIn(i.message) }))
         })
         : e
     )
@@ -164,9 +165,17 @@ const MIGRATED_TABLES = [...CLUSTER_TABLES, WindowClaims.TABLE] as const
 /** The advisory lock the cluster migration holds: "asy" and 3 (the store's holds 1, the pools' 2). */
 const CLUSTER_MIGRATION_LOCK = [0x617379, 3] as const
 
+/**
+ * A failure on the cluster's tables as `StoreUnavailable`: the URL shown without its password
+ * (the message as a whole is scrubbed: `redactUrl` of a message that merely contains the URL
+ * masks nothing), with the server's own reason (down, no such database, …).
+ */
 const unavailable = (database: string, what: string) => (e: unknown) =>
   new StoreUnavailable({
-    message: redactUrl(`cluster tables of ${database}: ${what}: ${e instanceof Error ? e.message : Cause.isCause(e) ? Cause.pretty(e) : String(e)}`),
+    message: redactUrlsIn(scrub(
+      `cluster tables of ${database}: ${what}: ${e instanceof Error ? e.message : Cause.isCause(e) ? Cause.pretty(e) : String(e)}`,
+      database
+    )),
     path: redactUrl(database)
   })
 

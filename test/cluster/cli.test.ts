@@ -10,6 +10,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Either, Option } from "effect"
 import * as path from "node:path"
 import { blockLeasesOf, leaseTiming } from "../../src/cli/ClusterCommand.js"
+import { checkMigrated } from "../../src/cli/ClusterRun.js"
 import { assay, tempDir, write } from "../support/cli.js"
 
 const experiment = (dir: string, store?: string) =>
@@ -93,6 +94,19 @@ describe("cluster engine flags", () => {
       assert.strictEqual(listen.code, 2, listen.stderr)
       assert.include(listen.stderr, "--listen")
       assert.notInclude(listen.stderr + listen.stdout, "s3cret")
+      // a well-formed URL whose server cannot be reached: the error quotes the URL, masked
+      const down = yield* assay(["run", "-c", file, "--engine", "cluster", "--database", "postgres://me:s3cret@127.0.0.1:1/db"])
+      assert.strictEqual(down.code, 1, down.stderr)
+      assert.include(down.stderr, "postgres://me:***@127.0.0.1:1/db")
+      assert.notInclude(down.stderr + down.stdout, "s3cret")
+    }))
+
+  it.effect("the cluster tables' check of an unreachable database names the URL without its password", () =>
+    Effect.gen(function*() {
+      const e = yield* Effect.flip(checkMigrated("postgres://me:s3cret@127.0.0.1:1/db"))
+      assert.strictEqual(e._tag, "StoreUnavailable")
+      assert.include(e.message, "postgres://me:***@127.0.0.1:1/db")
+      assert.notInclude(e.message, "s3cret")
     }))
 
   it.scopedLive("an SQLite store is refused: every process must write the same store", () =>

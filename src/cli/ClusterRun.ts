@@ -448,7 +448,15 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
       // commit, and the task's next owner would call again: chaos C8)
       const stopped = yield* Deferred.make<Signals.StopSignal>()
       yield* (yield* Signals.Signals).handle((signal) =>
-        Effect.zipRight(Effect.sync(callGate.close), Deferred.succeed(stopped, signal))
+        Effect.sync(callGate.close).pipe(
+          // said, as the embedded run says why it stopped: a signal is a stop, not a crash
+          // (exit 130 for every stop signal, as the embedded `assay run`)
+          Effect.zipRight(Console.error(
+            `runner: ${signal} received: stopping (no call starts any more; this runner leaves the cluster and ` +
+              `its shards go to the other runners; exit 130)`
+          )),
+          Effect.zipRight(Deferred.succeed(stopped, signal))
+        )
       )
       yield* Effect.raceFirst(
         Deferred.await(stopped),

@@ -103,6 +103,8 @@ describe("cluster operations on the command line", () => {
       assert.notStrictEqual(stopped.signal, "SIGKILL")
       // the signal closes the runner's call gate and stops it as an interruption
       assert.strictEqual(stopped.code, 130, runner.stderr())
+      // and says so (tester17ad F12): 130 for every stop signal, as the embedded `assay run`
+      assert.include(stopped.stderr, "runner: SIGTERM received: stopping (no call starts any more")
     }), 180_000)
 
   it.scopedLive("--lease-ttl 2 seconds: the runner's held slot is renewed, and a kill -9 frees it within 2 s", () =>

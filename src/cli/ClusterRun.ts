@@ -56,6 +56,8 @@ const configError = (path: string, message: string) => new ConfigError({ message
 export interface Hosted {
   /** `run.store` as written (an experiment's; a suite has none). */
   readonly written: unknown
+  /** Whether a suite file was loaded (its store must be Postgres: a plugin store is refused). */
+  readonly suite?: boolean | undefined
   readonly plugins: Experiment.Experiment["plugins"]
   readonly baseDir: string
   readonly run: Experiment.Experiment["run"]
@@ -93,7 +95,9 @@ export const sharedStoreLayer = (experiment: Hosted, store: Option.Option<string
     if (target._tag === "Memory" || target._tag === "Sqlite") {
       return yield* configError(
         field,
-        `the cluster engine needs a store every process writes (postgres://..., or a plugin store), not ${
+        `the cluster engine needs a store every process writes (${
+          experiment.suite === true ? "postgres://..., where a suite's members and runs are kept" : "postgres://..., or a plugin store"
+        }), not ${
           target._tag === "Memory" ? ":memory:" : `the SQLite file ${target.filename}`
         }`
       )
@@ -536,6 +540,7 @@ export {
  */
 export const suiteHosted = (loaded: SuiteConfig.LoadedSuite): Hosted => ({
   written: undefined,
+  suite: true,
   plugins: loaded.plugins,
   baseDir: loaded.baseDir,
   run: loaded.run,

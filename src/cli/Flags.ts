@@ -40,7 +40,8 @@ export const withDefault: {
 
 /**
  * An integer flag `--NAME` that must be at least `min`. A smaller value is refused (exit 2)
- * with `--NAME must be an integer >= MIN (got V)` instead of the schema's anonymous
+ * with `error: --NAME must be an integer >= MIN (got V)` (the prefix of every refusal the
+ * commands print) instead of the schema's anonymous
  * refinement message. A non-integer is refused by `Options.integer` itself.
  *
  * @param name the flag name without dashes (`"limit"`)
@@ -54,7 +55,7 @@ export const integerAtLeast = (name: string, min: number): Options.Options<numbe
     Options.mapEffect((n) =>
       Number.isInteger(n) && n >= min
         ? Effect.succeed(n)
-        : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${name} must be an integer >= ${min} (got ${n})`)))
+        : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`error: --${name} must be an integer >= ${min} (got ${n})`)))
     )
   )
 

@@ -61,6 +61,9 @@ describe("the suite catalog of a Postgres store", () => {
         const refused = yield* Effect.flip(catalog.registerMembers([registration("b", "d-b2", "t2")], 3_000))
         assert.strictEqual(refused._tag, "ConfigError")
         assert.include(refused.message, `the definition of member "b" changed: its pipeline definition`)
+        // the cluster's suite lives in its database: no output root to change (tester17ad F8)
+        assert.include(refused.message, "use a new member id or another database (--database)")
+        assert.notInclude(refused.message, "output root")
         assert.deepStrictEqual(refused._tag === "ConfigError" ? refused.issues.map((i) => i.path) : [], ["experiments.b"])
         // a member id differing only in case is refused as on a suite root
         const cased = yield* Effect.exit(catalog.registerMembers([registration("A", "d-a", "t1")], 3_000))

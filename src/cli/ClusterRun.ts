@@ -15,7 +15,7 @@ import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as path from "node:path"
-import { Cause, Chunk, Clock, Console, Context, Deferred, Duration, Effect, Layer, Option, Redacted, Stream } from "effect"
+import { Cause, Chunk, Clock, Console, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Redacted, Stream } from "effect"
 import * as StudyConfig from "../config/Study.js"
 import * as SuiteConfig from "../config/Suite.js"
 import type * as Pipeline from "../domain/Pipeline.js"
@@ -548,6 +548,38 @@ export const suiteHosted = (loaded: SuiteConfig.LoadedSuite): Hosted => ({
   pools: loaded.pools
 })
 
+/**
+ * A submission's report as the submitter prints it: on a stop signal, `stopReason` is the
+ * signal's name in lower case (`sigint`, `sigterm`, `sighup`), as the embedded run says it.
+ */
+type Shown = Omit<InternalSubmit.SubmitReport, "stopReason"> & { readonly stopReason: string | null }
+
+/**
+ * Runs `submit` with the stop signals claimed: the first one interrupts it (admission stops,
+ * the run is closed `interrupted`; its admitted pipelines go on on the runners), and the
+ * submitter then prints what it had seen, as the embedded run prints its report on Ctrl-C
+ * (tester17ad F4). Succeeds with the report, or, after a signal, with the report the
+ * submission gave `onInterrupted` (its `stopReason` the signal's name) and `stopped: true`;
+ * any other failure or interruption is the submission's own.
+ */
+const withStopSignals = <E, R>(
+  submit: (onInterrupted: (r: InternalSubmit.SubmitReport) => Effect.Effect<void>) => Effect.Effect<InternalSubmit.SubmitReport, E, R>
+): Effect.Effect<{ readonly report: Shown; readonly stopped: boolean }, E, R> =>
+  Effect.scoped(Effect.gen(function*() {
+    let signal: Signals.StopSignal | undefined
+    let partial: InternalSubmit.SubmitReport | undefined
+    const fiber = yield* Effect.fork(submit((r) => Effect.sync(() => void (partial = r))))
+    yield* (yield* Signals.Signals).handle((s) =>
+      Effect.zipRight(Effect.sync(() => void (signal ??= s)), Effect.asVoid(Fiber.interrupt(fiber)))
+    )
+    const exit = yield* Fiber.await(fiber)
+    if (Exit.isSuccess(exit)) return { report: exit.value, stopped: false }
+    if (signal !== undefined && partial !== undefined && Exit.isInterrupted(exit)) {
+      return { report: { ...partial, stopReason: signal.toLowerCase() }, stopped: true }
+    }
+    return yield* Effect.failCause(exit.cause)
+  }))
+
 /** What Ctrl-C on a submitter says (an experiment's or a suite's). */
 const STOPPED_MESSAGE =
   "stopped: no more pipelines are admitted; the admitted ones go on on the runners. Run the same command again to follow them and admit the rest."
@@ -610,7 +642,7 @@ export interface SubmitArgs {
  * `cluster` (`admitted`, `refused`, `withheld`, `causes`), plus `engine: "cluster"` and the
  * store (without its password).
  */
-const clusterJson = (report: InternalSubmit.SubmitReport, store: string): Record<string, unknown> => ({
+const clusterJson = (report: Shown, store: string): Record<string, unknown> => ({
   runId: report.runId,
   engine: "cluster",
   status: report.status,
@@ -692,7 +724,7 @@ const stoppedMessage = (n: number, failed: number) =>
  * the embedded engine: the exit code follows the pipelines' outcome (1 when some failed).
  */
 const stopSaid = (
-  report: InternalSubmit.SubmitReport,
+  report: Shown,
   stopAfterFailures: number | undefined,
   stopAfter: Duration.Duration | undefined
 ) =>
@@ -723,16 +755,19 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
     const maxAdmitted = Option.getOrElse(args.maxAdmitted, () => experiment.run.maxAdmitted ?? 256)
     const stopAfterFailures = Option.getOrElse(args.stopAfterFailures ?? Option.none(), () => experiment.run.stopAfterFailures)
     const stopAfter = stopAfterOf(args.stopAfter, experiment.run.stopAfter)
-    const report = yield* ClusterEngine.submit(experiment.pipelines(Option.getOrUndefined(args.limit)), {
-      maxAdmitted,
-      label: Option.getOrElse(args.label, () => experiment.run.label),
-      notes: experiment.run.notes,
-      meta: experiment.run.meta,
-      stopAfterFailures,
-      stopAfter,
-      pollInterval: Duration.seconds(1),
-      ...followProgress(args, database)
-    }).pipe(
+    const { report, stopped } = yield* withStopSignals((onInterrupted) =>
+      ClusterEngine.submit(experiment.pipelines(Option.getOrUndefined(args.limit)), {
+        maxAdmitted,
+        label: Option.getOrElse(args.label, () => experiment.run.label),
+        notes: experiment.run.notes,
+        meta: experiment.run.meta,
+        stopAfterFailures,
+        stopAfter,
+        pollInterval: Duration.seconds(1),
+        onInterrupted,
+        ...followProgress(args, database)
+      })
+    ).pipe(
       Effect.onInterrupt(() => Console.error(STOPPED_MESSAGE)),
       Effect.provide(Layer.merge(ClusterEngine.clientLayer().pipe(Layer.provide(pgLayer(database))), store))
     )
@@ -744,6 +779,11 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
       )
     }
     for (const cause of report.causes) yield* Console.error(`  ${cause}`)
+    // a stop signal: what was seen is printed above, then the stop is said (exit 130)
+    if (stopped) {
+      yield* Console.error(STOPPED_MESSAGE)
+      return yield* Effect.fail(new ExitWith(ExitCode.Interrupted))
+    }
     yield* stopSaid(report, stopAfterFailures, stopAfter)
     if (report.failed > 0) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
   })
@@ -887,8 +927,9 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
         ...(limit === undefined ? {} : { limit }),
         ...(budgetOf.size === 0 ? {} : { failuresReached: memberReached })
       }).pipe(Stream.provideService(SuiteCatalog, catalog))
-      const report = yield* ClusterEngine.submit(specs, {
+      const { report, stopped } = yield* withStopSignals((onInterrupted) => ClusterEngine.submit(specs, {
         runId,
+        onInterrupted,
         maxAdmitted,
         label: Option.getOrElse(args.label, () => loaded.run.label),
         notes: loaded.run.notes,
@@ -911,12 +952,12 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
           if (c !== undefined) c[o]++
         },
         ...followProgress(args, database)
-      }).pipe(Effect.onInterrupt(() => Console.error(STOPPED_MESSAGE)))
+      })).pipe(Effect.onInterrupt(() => Console.error(STOPPED_MESSAGE)))
       const now = yield* Clock.currentTimeMillis
       for (const [id, c] of outcome) yield* catalog.recordOutcome(report.runId, id, c, now)
-      return { report, members: yield* catalog.runMembership(report.runId) }
+      return { report, stopped, members: yield* catalog.runMembership(report.runId) }
     })
-    const { members, report } = yield* body.pipe(
+    const { members, report, stopped } = yield* body.pipe(
       Effect.provide(Layer.mergeAll(
         ClusterEngine.clientLayer().pipe(Layer.provide(pgLayer(database))),
         store,
@@ -993,6 +1034,11 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
       }
     }
     for (const cause of report.causes) yield* Console.error(`  ${cause}`)
+    // a stop signal: what was seen is printed above, then the stop is said (exit 130)
+    if (stopped) {
+      yield* Console.error(STOPPED_MESSAGE)
+      return yield* Effect.fail(new ExitWith(ExitCode.Interrupted))
+    }
     yield* stopSaid(report, stopAfterFailures, stopAfter)
     for (const m of members) {
       if (m.sourceError !== null) yield* Console.error(`error: member ${m.experimentId}: its source failed: ${m.sourceError}`)

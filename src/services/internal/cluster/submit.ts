@@ -131,6 +131,12 @@ export interface SubmitOptions {
    * wait for each other forever. Default off (the behaviour above is unchanged).
    */
   readonly admitAsTheyCome?: boolean | undefined
+  /**
+   * Told, when the submission is interrupted (Ctrl-C), what it had seen by then: the counts,
+   * `status` `interrupted` (`stopReason` null: the caller knows which signal), the time since
+   * it started; after the run was closed. What the submitter's summary on Ctrl-C is made of.
+   */
+  readonly onInterrupted?: ((report: SubmitReport) => Effect.Effect<void>) | undefined
 }
 
 /**
@@ -673,6 +679,11 @@ export const submit = <SE, SR>(
               counters: progress(),
               ...cache
             }))),
-          Effect.catchAll((e) => Effect.logWarning(`could not close the run: ${e.message}`))
+          Effect.catchAll((e) => Effect.logWarning(`could not close the run: ${e.message}`)),
+          Effect.zipRight(
+            Exit.isInterrupted(exit) && options.onInterrupted !== undefined
+              ? options.onInterrupted({ ...progress(), status: "interrupted", stopReason: null, durationMs: endedAt - startedAt, causes })
+              : Effect.void
+          )
         )))
   })

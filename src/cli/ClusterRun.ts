@@ -895,7 +895,7 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
       const budget = budgetOf.get(id)
       return budget !== undefined && (outcome.get(id)?.failed ?? 0) >= budget
     }
-    /** Specs of each member read from its source but withheld once its budget was spent. */
+    /** Specs of each member read from its source but not admitted (any stop, or its own budget spent). */
     const withheldOf = new Map<string, number>()
     const body = Effect.gen(function*() {
       const catalog = PgSuites.make(yield* SqlClient.SqlClient, {
@@ -940,11 +940,14 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
         ...(budgetOf.size === 0 ? {} : {
           mayAdmit: (spec: AnySpec) => {
             const id = spec.member?.experimentId
-            if (id === undefined || !memberReached(id)) return true
-            withheldOf.set(id, (withheldOf.get(id) ?? 0) + 1)
-            return false
+            return id === undefined || !memberReached(id)
           }
         }),
+        // every spec read but not admitted, by member (tester17ad F5: the members' figures add up)
+        onWithheld: (spec: AnySpec) => {
+          const id = spec.member?.experimentId
+          if (id !== undefined) withheldOf.set(id, (withheldOf.get(id) ?? 0) + 1)
+        },
         pollInterval: Duration.seconds(1),
         onSettled: (pipelineId, o) => {
           const id = byDigest.get(memberDigestOf(pipelineId) ?? "")
@@ -1006,7 +1009,8 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
         total.failed += c.failed
         total.skipped += c.skipped
       }
-      yield* Console.log(`suite ${oneLine(loaded.id)}: submitted ${total.submitted} · ${line(total)}`)
+      const heldAll = [...withheldOf.values()].reduce((a, b) => a + b, 0)
+      yield* Console.log(`suite ${oneLine(loaded.id)}: submitted ${total.submitted} · ${line(total)}${heldAll > 0 ? ` · withheld ${heldAll}` : ""}`)
       for (const m of suite.experiments) {
         const name = oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)
         const f = facts.get(m.id)
@@ -1019,15 +1023,15 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
         const source = f.sourceError !== null
           ? `source failed: ${oneLine(f.sourceError)}`
           : memberReached(m.id)
-          ? `stopped by its own stopAfterFailures (${budgetOf.get(m.id)}; ${
-            withheld > 0 ? `${withheld} read but not admitted; ` : ""
-          }pipelines admitted before still ran; submitting again continues it)`
+          ? `stopped by its own stopAfterFailures (${budgetOf.get(m.id)}; pipelines admitted before still ran; submitting again continues it)`
           : f.sourceExhausted
           ? "source exhausted"
           : f.limitReached
           ? "limit reached (source not exhausted)"
           : "source not exhausted"
-        yield* Console.log(`  ${name}: submitted ${f.admitted} · ${line(c)} · ${source}`)
+        // submitted = succeeded + failed + already done + withheld (+ still running on a stop)
+        const held = withheld > 0 ? ` · withheld ${withheld} (read, not admitted: submitting again admits them)` : ""
+        yield* Console.log(`  ${name}: submitted ${f.admitted} · ${line(c)}${held} · ${source}`)
       }
       for (const m of loaded.leftOut ?? []) {
         yield* Console.log(`  ${oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)}: not selected, left out: ${oneLine(m.problems.join("; "))}`)

@@ -15,13 +15,14 @@ import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as path from "node:path"
-import { Cause, Chunk, Clock, Console, Context, Deferred, Duration, Effect, Layer, Option, Redacted, Stream } from "effect"
+import { Cause, Chunk, Clock, Console, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Redacted, Stream } from "effect"
 import * as StudyConfig from "../config/Study.js"
 import * as SuiteConfig from "../config/Suite.js"
 import type * as Pipeline from "../domain/Pipeline.js"
 import { memberDigest, memberDigestOf, memberPath, tagSpec } from "../domain/Suite.js"
 import * as Words from "../domain/internal/words.js"
 import * as PgSuites from "../layers/internal/pg/suites.js"
+import { redactUrlsIn, scrub } from "../layers/internal/pg/url.js"
 import * as InternalSubmit from "../services/internal/cluster/submit.js"
 import { oneLine } from "../services/internal/suiteViews.js"
 import * as Suite from "../services/Suite.js"
@@ -55,6 +56,8 @@ const configError = (path: string, message: string) => new ConfigError({ message
 export interface Hosted {
   /** `run.store` as written (an experiment's; a suite has none). */
   readonly written: unknown
+  /** Whether a suite file was loaded (its store must be Postgres: a plugin store is refused). */
+  readonly suite?: boolean | undefined
   readonly plugins: Experiment.Experiment["plugins"]
   readonly baseDir: string
   readonly run: Experiment.Experiment["run"]
@@ -92,7 +95,9 @@ export const sharedStoreLayer = (experiment: Hosted, store: Option.Option<string
     if (target._tag === "Memory" || target._tag === "Sqlite") {
       return yield* configError(
         field,
-        `the cluster engine needs a store every process writes (postgres://..., or a plugin store), not ${
+        `the cluster engine needs a store every process writes (${
+          experiment.suite === true ? "postgres://..., where a suite's members and runs are kept" : "postgres://..., or a plugin store"
+        }), not ${
           target._tag === "Memory" ? ":memory:" : `the SQLite file ${target.filename}`
         }`
       )
@@ -109,8 +114,8 @@ export const sharedStoreLayer = (experiment: Hosted, store: Option.Option<string
     Effect.mapError((e) =>
       e._tag === "ConfigError"
         ? new ConfigError({
-          message: redactUrl(e.message),
-          issues: e.issues.map((i) => ({ ...i, message: redactUrl(i.message) }))
+          message: redactUrlsIn(e.message),
+          issues: e.issues.map((i) => ({ ...i, message: redactUrlsIn(i.message) }))
         })
         : e
     )
@@ -164,9 +169,17 @@ const MIGRATED_TABLES = [...CLUSTER_TABLES, WindowClaims.TABLE] as const
 /** The advisory lock the cluster migration holds: "asy" and 3 (the store's holds 1, the pools' 2). */
 const CLUSTER_MIGRATION_LOCK = [0x617379, 3] as const
 
+/**
+ * A failure on the cluster's tables as `StoreUnavailable`: the URL shown without its password
+ * (the message as a whole is scrubbed: `redactUrl` of a message that merely contains the URL
+ * masks nothing), with the server's own reason (down, no such database, …).
+ */
 const unavailable = (database: string, what: string) => (e: unknown) =>
   new StoreUnavailable({
-    message: redactUrl(`cluster tables of ${database}: ${what}: ${e instanceof Error ? e.message : Cause.isCause(e) ? Cause.pretty(e) : String(e)}`),
+    message: redactUrlsIn(scrub(
+      `cluster tables of ${database}: ${what}: ${e instanceof Error ? e.message : Cause.isCause(e) ? Cause.pretty(e) : String(e)}`,
+      database
+    )),
     path: redactUrl(database)
   })
 
@@ -439,7 +452,15 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
       // commit, and the task's next owner would call again: chaos C8)
       const stopped = yield* Deferred.make<Signals.StopSignal>()
       yield* (yield* Signals.Signals).handle((signal) =>
-        Effect.zipRight(Effect.sync(callGate.close), Deferred.succeed(stopped, signal))
+        Effect.sync(callGate.close).pipe(
+          // said, as the embedded run says why it stopped: a signal is a stop, not a crash
+          // (exit 130 for every stop signal, as the embedded `assay run`)
+          Effect.zipRight(Console.error(
+            `runner: ${signal} received: stopping (no call starts any more; this runner leaves the cluster and ` +
+              `its shards go to the other runners; exit 130)`
+          )),
+          Effect.zipRight(Deferred.succeed(stopped, signal))
+        )
       )
       yield* Effect.raceFirst(
         Deferred.await(stopped),
@@ -519,12 +540,45 @@ export {
  */
 export const suiteHosted = (loaded: SuiteConfig.LoadedSuite): Hosted => ({
   written: undefined,
+  suite: true,
   plugins: loaded.plugins,
   baseDir: loaded.baseDir,
   run: loaded.run,
   taskCacheOn: taskCacheOn(loaded.members.map((m) => m.experiment)),
   pools: loaded.pools
 })
+
+/**
+ * A submission's report as the submitter prints it: on a stop signal, `stopReason` is the
+ * signal's name in lower case (`sigint`, `sigterm`, `sighup`), as the embedded run says it.
+ */
+type Shown = Omit<InternalSubmit.SubmitReport, "stopReason"> & { readonly stopReason: string | null }
+
+/**
+ * Runs `submit` with the stop signals claimed: the first one interrupts it (admission stops,
+ * the run is closed `interrupted`; its admitted pipelines go on on the runners), and the
+ * submitter then prints what it had seen, as the embedded run prints its report on Ctrl-C
+ * (tester17ad F4). Succeeds with the report, or, after a signal, with the report the
+ * submission gave `onInterrupted` (its `stopReason` the signal's name) and `stopped: true`;
+ * any other failure or interruption is the submission's own.
+ */
+const withStopSignals = <E, R>(
+  submit: (onInterrupted: (r: InternalSubmit.SubmitReport) => Effect.Effect<void>) => Effect.Effect<InternalSubmit.SubmitReport, E, R>
+): Effect.Effect<{ readonly report: Shown; readonly stopped: boolean }, E, R> =>
+  Effect.scoped(Effect.gen(function*() {
+    let signal: Signals.StopSignal | undefined
+    let partial: InternalSubmit.SubmitReport | undefined
+    const fiber = yield* Effect.fork(submit((r) => Effect.sync(() => void (partial = r))))
+    yield* (yield* Signals.Signals).handle((s) =>
+      Effect.zipRight(Effect.sync(() => void (signal ??= s)), Effect.asVoid(Fiber.interrupt(fiber)))
+    )
+    const exit = yield* Fiber.await(fiber)
+    if (Exit.isSuccess(exit)) return { report: exit.value, stopped: false }
+    if (signal !== undefined && partial !== undefined && Exit.isInterrupted(exit)) {
+      return { report: { ...partial, stopReason: signal.toLowerCase() }, stopped: true }
+    }
+    return yield* Effect.failCause(exit.cause)
+  }))
 
 /** What Ctrl-C on a submitter says (an experiment's or a suite's). */
 const STOPPED_MESSAGE =
@@ -588,7 +642,7 @@ export interface SubmitArgs {
  * `cluster` (`admitted`, `refused`, `withheld`, `causes`), plus `engine: "cluster"` and the
  * store (without its password).
  */
-const clusterJson = (report: InternalSubmit.SubmitReport, store: string): Record<string, unknown> => ({
+const clusterJson = (report: Shown, store: string): Record<string, unknown> => ({
   runId: report.runId,
   engine: "cluster",
   status: report.status,
@@ -670,7 +724,7 @@ const stoppedMessage = (n: number, failed: number) =>
  * the embedded engine: the exit code follows the pipelines' outcome (1 when some failed).
  */
 const stopSaid = (
-  report: InternalSubmit.SubmitReport,
+  report: Shown,
   stopAfterFailures: number | undefined,
   stopAfter: Duration.Duration | undefined
 ) =>
@@ -701,16 +755,19 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
     const maxAdmitted = Option.getOrElse(args.maxAdmitted, () => experiment.run.maxAdmitted ?? 256)
     const stopAfterFailures = Option.getOrElse(args.stopAfterFailures ?? Option.none(), () => experiment.run.stopAfterFailures)
     const stopAfter = stopAfterOf(args.stopAfter, experiment.run.stopAfter)
-    const report = yield* ClusterEngine.submit(experiment.pipelines(Option.getOrUndefined(args.limit)), {
-      maxAdmitted,
-      label: Option.getOrElse(args.label, () => experiment.run.label),
-      notes: experiment.run.notes,
-      meta: experiment.run.meta,
-      stopAfterFailures,
-      stopAfter,
-      pollInterval: Duration.seconds(1),
-      ...followProgress(args, database)
-    }).pipe(
+    const { report, stopped } = yield* withStopSignals((onInterrupted) =>
+      ClusterEngine.submit(experiment.pipelines(Option.getOrUndefined(args.limit)), {
+        maxAdmitted,
+        label: Option.getOrElse(args.label, () => experiment.run.label),
+        notes: experiment.run.notes,
+        meta: experiment.run.meta,
+        stopAfterFailures,
+        stopAfter,
+        pollInterval: Duration.seconds(1),
+        onInterrupted,
+        ...followProgress(args, database)
+      })
+    ).pipe(
       Effect.onInterrupt(() => Console.error(STOPPED_MESSAGE)),
       Effect.provide(Layer.merge(ClusterEngine.clientLayer().pipe(Layer.provide(pgLayer(database))), store))
     )
@@ -722,6 +779,11 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
       )
     }
     for (const cause of report.causes) yield* Console.error(`  ${cause}`)
+    // a stop signal: what was seen is printed above, then the stop is said (exit 130)
+    if (stopped) {
+      yield* Console.error(STOPPED_MESSAGE)
+      return yield* Effect.fail(new ExitWith(ExitCode.Interrupted))
+    }
     yield* stopSaid(report, stopAfterFailures, stopAfter)
     if (report.failed > 0) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
   })
@@ -833,7 +895,7 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
       const budget = budgetOf.get(id)
       return budget !== undefined && (outcome.get(id)?.failed ?? 0) >= budget
     }
-    /** Specs of each member read from its source but withheld once its budget was spent. */
+    /** Specs of each member read from its source but not admitted (any stop, or its own budget spent). */
     const withheldOf = new Map<string, number>()
     const body = Effect.gen(function*() {
       const catalog = PgSuites.make(yield* SqlClient.SqlClient, {
@@ -865,8 +927,9 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
         ...(limit === undefined ? {} : { limit }),
         ...(budgetOf.size === 0 ? {} : { failuresReached: memberReached })
       }).pipe(Stream.provideService(SuiteCatalog, catalog))
-      const report = yield* ClusterEngine.submit(specs, {
+      const { report, stopped } = yield* withStopSignals((onInterrupted) => ClusterEngine.submit(specs, {
         runId,
+        onInterrupted,
         maxAdmitted,
         label: Option.getOrElse(args.label, () => loaded.run.label),
         notes: loaded.run.notes,
@@ -877,11 +940,14 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
         ...(budgetOf.size === 0 ? {} : {
           mayAdmit: (spec: AnySpec) => {
             const id = spec.member?.experimentId
-            if (id === undefined || !memberReached(id)) return true
-            withheldOf.set(id, (withheldOf.get(id) ?? 0) + 1)
-            return false
+            return id === undefined || !memberReached(id)
           }
         }),
+        // every spec read but not admitted, by member (tester17ad F5: the members' figures add up)
+        onWithheld: (spec: AnySpec) => {
+          const id = spec.member?.experimentId
+          if (id !== undefined) withheldOf.set(id, (withheldOf.get(id) ?? 0) + 1)
+        },
         pollInterval: Duration.seconds(1),
         onSettled: (pipelineId, o) => {
           const id = byDigest.get(memberDigestOf(pipelineId) ?? "")
@@ -889,12 +955,12 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
           if (c !== undefined) c[o]++
         },
         ...followProgress(args, database)
-      }).pipe(Effect.onInterrupt(() => Console.error(STOPPED_MESSAGE)))
+      })).pipe(Effect.onInterrupt(() => Console.error(STOPPED_MESSAGE)))
       const now = yield* Clock.currentTimeMillis
       for (const [id, c] of outcome) yield* catalog.recordOutcome(report.runId, id, c, now)
-      return { report, members: yield* catalog.runMembership(report.runId) }
+      return { report, stopped, members: yield* catalog.runMembership(report.runId) }
     })
-    const { members, report } = yield* body.pipe(
+    const { members, report, stopped } = yield* body.pipe(
       Effect.provide(Layer.mergeAll(
         ClusterEngine.clientLayer().pipe(Layer.provide(pgLayer(database))),
         store,
@@ -943,7 +1009,8 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
         total.failed += c.failed
         total.skipped += c.skipped
       }
-      yield* Console.log(`suite ${oneLine(loaded.id)}: submitted ${total.submitted} · ${line(total)}`)
+      const heldAll = [...withheldOf.values()].reduce((a, b) => a + b, 0)
+      yield* Console.log(`suite ${oneLine(loaded.id)}: submitted ${total.submitted} · ${line(total)}${heldAll > 0 ? ` · withheld ${heldAll}` : ""}`)
       for (const m of suite.experiments) {
         const name = oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)
         const f = facts.get(m.id)
@@ -956,21 +1023,26 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
         const source = f.sourceError !== null
           ? `source failed: ${oneLine(f.sourceError)}`
           : memberReached(m.id)
-          ? `stopped by its own stopAfterFailures (${budgetOf.get(m.id)}; ${
-            withheld > 0 ? `${withheld} read but not admitted; ` : ""
-          }pipelines admitted before still ran; submitting again continues it)`
+          ? `stopped by its own stopAfterFailures (${budgetOf.get(m.id)}; pipelines admitted before still ran; submitting again continues it)`
           : f.sourceExhausted
           ? "source exhausted"
           : f.limitReached
           ? "limit reached (source not exhausted)"
           : "source not exhausted"
-        yield* Console.log(`  ${name}: submitted ${f.admitted} · ${line(c)} · ${source}`)
+        // submitted = succeeded + failed + already done + withheld (+ still running on a stop)
+        const held = withheld > 0 ? ` · withheld ${withheld} (read, not admitted: submitting again admits them)` : ""
+        yield* Console.log(`  ${name}: submitted ${f.admitted} · ${line(c)}${held} · ${source}`)
       }
       for (const m of loaded.leftOut ?? []) {
         yield* Console.log(`  ${oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)}: not selected, left out: ${oneLine(m.problems.join("; "))}`)
       }
     }
     for (const cause of report.causes) yield* Console.error(`  ${cause}`)
+    // a stop signal: what was seen is printed above, then the stop is said (exit 130)
+    if (stopped) {
+      yield* Console.error(STOPPED_MESSAGE)
+      return yield* Effect.fail(new ExitWith(ExitCode.Interrupted))
+    }
     yield* stopSaid(report, stopAfterFailures, stopAfter)
     for (const m of members) {
       if (m.sourceError !== null) yield* Console.error(`error: member ${m.experimentId}: its source failed: ${m.sourceError}`)

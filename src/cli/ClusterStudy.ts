@@ -35,6 +35,7 @@ import { Store } from "../services/Store.js"
 import type * as Study from "../services/Study.js"
 import { StudyCatalog } from "../services/StudyCatalog.js"
 import { SuiteCatalog } from "../services/SuiteCatalog.js"
+import { redactUrlsIn, scrub } from "../layers/internal/pg/url.js"
 import { checkDatabase, redactUrl } from "./ClusterCommand.js"
 import {
   checkMigrated,
@@ -183,7 +184,7 @@ export const open = (
       Effect.mapError((e) =>
         e instanceof ConfigError || e instanceof StoreUnavailable
           ? e
-          : new StoreUnavailable({ message: `cannot reach the cluster's database ${redactUrl(database)}: ${String(e)}` })
+          : new StoreUnavailable({ message: redactUrlsIn(scrub(`cannot reach the cluster's database ${redactUrl(database)}: ${String(e)}`, database)) })
       )
     )
     const fs = yield* FileSystem.FileSystem

@@ -13,6 +13,7 @@ import * as nodePath from "node:path"
 import { cacheModes, ttlMessage } from "../domain/CallCache.js"
 import { ConfigError } from "../domain/Errors.js"
 import { RunId } from "../domain/Ids.js"
+import { decodeDurationText } from "../domain/internal/durationText.js"
 import { closest } from "../domain/internal/suggest.js"
 import * as SqliteCallCache from "../layers/SqliteCallCache.js"
 import { isMissingFile, openReadOnlyDb } from "../layers/internal/sqlite/callCache.js"
@@ -39,7 +40,8 @@ export const withDefault: {
 
 /**
  * An integer flag `--NAME` that must be at least `min`. A smaller value is refused (exit 2)
- * with `--NAME must be an integer >= MIN (got V)` instead of the schema's anonymous
+ * with `error: --NAME must be an integer >= MIN (got V)` (the prefix of every refusal the
+ * commands print) instead of the schema's anonymous
  * refinement message. A non-integer is refused by `Options.integer` itself.
  *
  * @param name the flag name without dashes (`"limit"`)
@@ -53,12 +55,13 @@ export const integerAtLeast = (name: string, min: number): Options.Options<numbe
     Options.mapEffect((n) =>
       Number.isInteger(n) && n >= min
         ? Effect.succeed(n)
-        : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${name} must be an integer >= ${min} (got ${n})`)))
+        : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`error: --${name} must be an integer >= ${min} (got ${n})`)))
     )
   )
 
 /**
- * The value of a duration flag `--NAME` (a number and a unit: `"30 seconds"`, `"500 millis"`),
+ * The value of a duration flag `--NAME` (a number and a unit: `"30 seconds"`, `"500 millis"`, or
+ * the compact form assay prints, `"30s"`, `"1m 30s"`),
  * `undefined` when the flag is absent. Text that is not a finite duration fails with a
  * `ConfigError` naming `--NAME` (CLI exit 2); with `positive`, so does a zero duration. What
  * every duration flag of the CLI goes through (`run --stop-after`, `runner --lease-ttl`, …).
@@ -78,7 +81,7 @@ export const durationFlag = (
   const text = value.value
   const refuse = (message: string, suggestion: string) =>
     Either.left(new ConfigError({ message: `--${name}: ${message}`, issues: [{ path: `--${name}`, message, suggestion }] }))
-  const d = Option.filter(Duration.decodeUnknown(text.trim()), Duration.isFinite)
+  const d = Option.filter(decodeDurationText(text), Duration.isFinite)
   if (Option.isNone(d)) {
     return refuse(
       `"${text}" is not a duration: write a number and a unit, e.g. "5 seconds" or "500 millis"`,

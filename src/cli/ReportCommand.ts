@@ -23,13 +23,15 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import { Console, Effect, Option } from "effect"
+import { Console, Context, Effect, Layer, Option } from "effect"
 import * as nodePath from "node:path"
+import { idKey } from "../domain/Suite.js"
 import * as StudyTables from "../layers/internal/study/tables.js"
 import * as PgLoad from "../layers/internal/pg/load.js"
 import * as PgSuites from "../layers/internal/pg/suites.js"
 import * as Manifest from "../layers/internal/suite/manifest.js"
 import * as Report from "../services/Report.js"
+import { Store } from "../services/Store.js"
 import * as StudyHeader from "../services/internal/studyHeader.js"
 import * as SuiteViews from "../services/internal/suiteViews.js"
 import * as Flags from "./Flags.js"
@@ -104,7 +106,15 @@ export const report = Command.make("report", {
       const text = SuiteViews.renderSuiteText(data)
       return yield* Console.log(header === undefined ? text : `${StudyHeader.renderStudyHeader(header)}\n\n${text}`)
     }
-    const opened = yield* StoreArgs.openAll(o.stores, o.plugin)
+    // a Postgres store's suite member (--experiment ID): its pipelines alone, read as a store
+    // (an unknown or ambiguous member is refused, exit 2), as export, watch and serve show it
+    const member = StoreArgs.pgMember(o.stores, experiment) ? experiment : undefined
+    const opened = member === undefined
+      ? yield* StoreArgs.openAll(o.stores, o.plugin)
+      : [{
+        source: `${StoreArgs.displayOf(o.stores[0]!)} [member ${member}]`,
+        store: Context.get(yield* Layer.build(StoreArgs.readLayer(o.stores[0]!, o.plugin, member)), Store)
+      }]
     const data = yield* Report.buildReport(opened, {
       // no id is each store's latest run already
       runId: selection._tag === "run" ? selection.runId : selection._tag === "all" ? "all" : undefined,
@@ -115,7 +125,12 @@ export const report = Command.make("report", {
     // a Postgres store that holds suites run on the cluster engine: their members, each with its
     // pipelines by state and its facts in the suite's latest run (`layers/internal/pg/suites.ts`)
     const url = o.stores.length === 1 && /^postgres(ql)?:\/\//.test(o.stores[0]!) ? o.stores[0]! : undefined
-    const suites = url === undefined ? [] : yield* Effect.flatMap(PgLoad.loadPgSuiteReport, (m) => m.readSuites(url))
+    const every = url === undefined ? [] : yield* Effect.flatMap(PgLoad.loadPgSuiteReport, (m) => m.readSuites(url))
+    // with --experiment, the suite section keeps that member's line alone
+    const suites = member === undefined ? every : every.flatMap((s) => {
+      const members = s.members.filter((m) => idKey(m.experimentId) === idKey(member))
+      return members.length === 0 ? [] : [{ ...s, members }]
+    })
     if (o.json) return yield* Console.log(JSON.stringify(suites.length === 0 ? data : { ...data, suites }, null, 2))
     const text = Report.renderText(data)
     yield* Console.log(suites.length === 0 ? text : `${text}\n\n${PgSuites.renderSummaries(suites)}`)

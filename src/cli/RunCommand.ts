@@ -1097,24 +1097,29 @@ const clusterSubmit = (args: RunArgs, resume: boolean, suite: boolean): Effect.E
   if (Option.isNone(args.database)) {
     return Effect.fail(configError("--database", "--engine cluster needs --database postgres://user@host:port/db (the cluster's database)"))
   }
+  // each refused flag with the reason that holds for it (tester17ad F9)
+  const spread = "the runners share the pipelines: start more `assay runner` processes to run more at once"
+  const again = "submitting again resumes what is unfinished"
   const refused = (
     [
-      ["--shard", Option.isSome(args.shard)],
-      ["--shards", Option.isSome(args.shards)],
-      ["--jobs", Option.isSome(args.jobs)],
+      ["--shard", Option.isSome(args.shard), spread],
+      ["--shards", Option.isSome(args.shards), spread],
+      ["--jobs", Option.isSome(args.jobs), spread],
       // a suite selects its members with it; an experiment file has none
-      ["--experiment", !suite && args.experiment.length > 0],
+      ["--experiment", !suite && args.experiment.length > 0, `it selects a suite's members, and ${args.config} is an experiment file`],
       // a suite's storage on the cluster engine is the Postgres store, not an output root
-      ["--output-root", Option.isSome(args.outputRoot)],
-      ["--resume", resume || args.resume],
-      ["--fresh-restart", args.freshRestart],
-      ["--retry-succeeded", args.retrySucceeded]
+      [
+        "--output-root",
+        Option.isSome(args.outputRoot),
+        "a suite's members and runs are kept in the --database store; to keep a suite apart, use another database"
+      ],
+      ["--resume", resume || args.resume, again],
+      ["--fresh-restart", args.freshRestart, again],
+      ["--retry-succeeded", args.retrySucceeded, `${again}; failed pipelines are admitted again, succeeded ones are kept`]
     ] as const
   ).find(([, given]) => given)
   if (refused !== undefined) {
-    return Effect.fail(
-      configError(refused[0], `${refused[0]} does not apply with --engine cluster (submitting again resumes what is unfinished)`)
-    )
+    return Effect.fail(configError(refused[0], `${refused[0]} does not apply with --engine cluster (${refused[2]})`))
   }
   // the runners run the tasks with the experiment file's `run.cache`: a flag given to the
   // submitter would reach none of them

@@ -20,6 +20,7 @@ import * as Option from "effect/Option"
 import { stripVTControlCharacters } from "node:util"
 import { ModuleLoader, type ModuleLoaderService, NeedsFullRuntime } from "../layers/ModuleLoader.js"
 import { afterStdioDrained } from "../layers/internal/flushStdio.js"
+import { redactUrlsIn } from "../layers/internal/pg/url.js"
 import * as Signals from "../services/Signals.js"
 import { exitCodeOf } from "./Exit.js"
 import * as Help from "./Help.js"
@@ -273,7 +274,8 @@ export const main = (argv: ReadonlyArray<string>, options: MainOptions = {}): vo
         options.onNeedsFullRuntime(fallback.value)
         return
       }
-      const code = exitCodeOf(exit, (line) => process.stderr.write(`${line}\n`))
+      // the last line of defence for a connection URL quoted in an error: never its password
+      const code = exitCodeOf(exit, (line) => process.stderr.write(`${redactUrlsIn(line)}\n`))
       // a large output piped into a slow reader is still queued: exiting now would cut it
       process.exitCode = code
       afterStdioDrained(() => process.exit(code))

@@ -15,6 +15,7 @@
  */
 import { Clock, Duration, Effect, Option, ParseResult, Predicate, Random, Schema } from "effect"
 import { classify, ErrorClass, errorTypeOf, retryableClasses, retryAfterOf } from "./Errors.js"
+import { decodeDurationText } from "./internal/durationText.js"
 import { serverDelayMessage } from "./internal/errors.js"
 import type { Json } from "./Json.js"
 
@@ -27,7 +28,8 @@ const durationHint = "write a duration with a unit, for example \"500 millis\", 
 /**
  * A non-negative, finite duration written as a string with a unit (`"500 millis"`,
  * `"30 seconds"`, `"2 minutes"`; units as in Effect's `Duration`: nanos, micros, millis,
- * seconds, minutes, hours, days, weeks). A bare number is refused, because `0.5` could mean
+ * seconds, minutes, hours, days, weeks), or in the compact form assay prints durations in
+ * (`"2s"`, `"1m 30s"`, `"500ms"`). A bare number is refused, because `0.5` could mean
  * seconds or milliseconds; the error message says to write a unit. Encodes as
  * `"<n> millis"`.
  *
@@ -49,7 +51,7 @@ export const DurationFromString: Schema.Schema<Duration.Duration, string> = Sche
     decode: (s, _, ast) => {
       // Effect's Duration clamps a negative amount to zero: refuse it instead of meaning 0
       if (/^\s*-/.test(s)) return ParseResult.fail(new ParseResult.Type(ast, s, `"${s}" is negative: a duration is 0 or more`))
-      const d = Duration.decodeUnknown(s.trim())
+      const d = decodeDurationText(s)
       if (Option.isNone(d)) {
         return ParseResult.fail(new ParseResult.Type(ast, s, `"${s}" is not a duration: ${durationHint}`))
       }

@@ -379,7 +379,7 @@ export const memberOf = (
     }
     if (found.length > 1) {
       return yield* refuse(
-        `member "${experimentId}" is in several suites of ${redactUrl(url)} (${found.map((m) => m.suiteId).join(", ")}); export, watch and serve read one suite's member`
+        `member "${experimentId}" is in several suites of ${redactUrl(url)} (${found.map((m) => m.suiteId).join(", ")}); report, export, watch and serve read one suite's member`
       )
     }
     const m = found[0]!

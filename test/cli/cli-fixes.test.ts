@@ -122,10 +122,10 @@ describe("flag errors", () => {
       const file = write(dir, "e.json", delayExperiment(2, 1, 1))
       const store = path.join(dir, "n.db")
       const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
-        [["--limit", "-1"], "--limit must be an integer >= 0 (got -1)"],
-        [["--concurrency", "0"], "--concurrency must be an integer >= 1 (got 0)"],
-        [["--shards", "0"], "--shards must be an integer >= 1 (got 0)"],
-        [["--stop-after-failures", "0"], "--stop-after-failures must be an integer >= 1 (got 0)"],
+        [["--limit", "-1"], "error: --limit must be an integer >= 0 (got -1)"],
+        [["--concurrency", "0"], "error: --concurrency must be an integer >= 1 (got 0)"],
+        [["--shards", "0"], "error: --shards must be an integer >= 1 (got 0)"],
+        [["--stop-after-failures", "0"], "error: --stop-after-failures must be an integer >= 1 (got 0)"],
         [["--jobs", "2"], "--jobs only applies with --shards"]
       ]
       for (const [flags, message] of cases) {

@@ -66,7 +66,7 @@ describe("cluster operations on the command line", () => {
       const url = pg.url("norunner")
       const m = yield* assay(["migrate", "--database", url])
       assert.strictEqual(m.code, 0, m.stderr)
-      const sub = start(["run", "-c", file, "--engine", "cluster", "--database", url])
+      const sub = start(["run", "-c", file, "--engine", "cluster", "--database", url, "--summary", "json"])
       const warned = yield* until(() => sub.stderr().includes("no cluster runner"), 40_000)
       assert.isTrue(warned, sub.stderr())
       assert.include(sub.stderr(), `assay runner -c ${file} --database ${url}`)
@@ -74,6 +74,9 @@ describe("cluster operations on the command line", () => {
       const r = yield* Effect.promise(() => sub.done)
       assert.strictEqual(r.code, 130, r.stderr)
       assert.include(r.stderr, "Run the same command again")
+      // what it had seen is printed, as the embedded run prints its report on Ctrl-C (tester17ad F4)
+      const summary = JSON.parse(r.stdout) as { status: string; stopReason: string; cluster: { admitted: number } }
+      assert.deepStrictEqual([summary.status, summary.stopReason, summary.cluster.admitted], ["interrupted", "sigint", 3])
       assert.strictEqual(pg.psql("norunner", "SELECT status FROM assay_runs").trim(), "interrupted")
       // the admitted pipelines stay running in the store, to be followed by the next submission
       assert.strictEqual(pg.psql("norunner", "SELECT count(*) FROM assay_pipelines WHERE state = 'running'").trim(), "3")
@@ -103,6 +106,8 @@ describe("cluster operations on the command line", () => {
       assert.notStrictEqual(stopped.signal, "SIGKILL")
       // the signal closes the runner's call gate and stops it as an interruption
       assert.strictEqual(stopped.code, 130, runner.stderr())
+      // and says so (tester17ad F12): 130 for every stop signal, as the embedded `assay run`
+      assert.include(stopped.stderr, "runner: SIGTERM received: stopping (no call starts any more")
     }), 180_000)
 
   it.scopedLive("--lease-ttl 2 seconds: the runner's held slot is renewed, and a kill -9 frees it within 2 s", () =>

@@ -10,6 +10,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Either, Option } from "effect"
 import * as path from "node:path"
 import { blockLeasesOf, leaseTiming } from "../../src/cli/ClusterCommand.js"
+import { checkMigrated } from "../../src/cli/ClusterRun.js"
 import { assay, tempDir, write } from "../support/cli.js"
 
 const experiment = (dir: string, store?: string) =>
@@ -93,6 +94,45 @@ describe("cluster engine flags", () => {
       assert.strictEqual(listen.code, 2, listen.stderr)
       assert.include(listen.stderr, "--listen")
       assert.notInclude(listen.stderr + listen.stdout, "s3cret")
+      // a well-formed URL whose server cannot be reached: the error quotes the URL, masked
+      const down = yield* assay(["run", "-c", file, "--engine", "cluster", "--database", "postgres://me:s3cret@127.0.0.1:1/db"])
+      assert.strictEqual(down.code, 1, down.stderr)
+      assert.include(down.stderr, "postgres://me:***@127.0.0.1:1/db")
+      assert.notInclude(down.stderr + down.stdout, "s3cret")
+    }))
+
+  it.effect("the cluster tables' check of an unreachable database names the URL without its password", () =>
+    Effect.gen(function*() {
+      const e = yield* Effect.flip(checkMigrated("postgres://me:s3cret@127.0.0.1:1/db"))
+      assert.strictEqual(e._tag, "StoreUnavailable")
+      assert.include(e.message, "postgres://me:***@127.0.0.1:1/db")
+      assert.notInclude(e.message, "s3cret")
+    }))
+
+  it.scopedLive("a refused flag or store gives the reason that holds for it (tester17ad F9)", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("cluster-cli")
+      const file = experiment(dir)
+      const suite = write(dir, "suite.json", { suite: { id: "s" }, output: { root: "out" }, experiments: { a: { config: "exp.json" } } })
+      const url = "postgres://me:pw@127.0.0.1:1/db"
+      // --experiment applies to a suite: refused here because the file is an experiment's
+      const exp = yield* assay(["run", "-c", file, "--engine", "cluster", "--database", url, "--experiment", "a"])
+      assert.strictEqual(exp.code, 2, exp.stderr)
+      assert.include(exp.stderr, `--experiment does not apply with --engine cluster (it selects a suite's members, and ${file} is an experiment file)`)
+      // a suite's storage on the cluster is the database
+      const root = yield* assay(["run", "-c", suite, "--engine", "cluster", "--database", url, "--output-root", path.join(dir, "o")])
+      assert.strictEqual(root.code, 2, root.stderr)
+      assert.include(root.stderr, "use another database")
+      assert.notInclude(root.stderr, "resumes what is unfinished")
+      // a suite is never offered a plugin store (it is refused for a suite)
+      const sqlite = yield* assay(["run", "-c", suite, "--engine", "cluster", "--database", url, "--store", path.join(dir, "s.db")])
+      assert.strictEqual(sqlite.code, 2, sqlite.stderr)
+      assert.include(sqlite.stderr, "store every process writes")
+      assert.notInclude(sqlite.stderr, "plugin store")
+      // a flag out of range carries the prefix of every refusal
+      const zero = yield* assay(["run", "-c", suite, "--engine", "cluster", "--database", url, "--stop-after-failures", "0"])
+      assert.strictEqual(zero.code, 2, zero.stderr)
+      assert.include(zero.stderr, "error: --stop-after-failures must be an integer >= 1 (got 0)")
     }))
 
   it.scopedLive("an SQLite store is refused: every process must write the same store", () =>
@@ -119,7 +159,8 @@ describe("cluster engine flags", () => {
       for (
         const [flags, named, says] of [
           [["--lease-ttl", "soon"], "--lease-ttl", "is not a duration"],
-          [["--lease-ttl", "2s"], "--lease-ttl", "is not a duration"],
+          // (2s, the form the messages print, is read since tester17ad F11: a unit it does not know is not)
+          [["--lease-ttl", "2x"], "--lease-ttl", "is not a duration"],
           [["--lease-ttl", "0 seconds"], "--lease-ttl", "must be longer than 0"],
           [["--renew-every", "0 millis"], "--renew-every", "must be longer than 0"],
           [["--lease-ttl", "3 seconds", "--renew-every", "3 seconds"], "--renew-every", "not shorter than the lease TTL (3s, --lease-ttl)"],

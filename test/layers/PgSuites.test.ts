@@ -30,6 +30,7 @@ import type { AttemptShared } from "../../src/services/internal/runner/attemptCo
 import * as Rows from "../../src/services/internal/runner/rows.js"
 import * as Pool from "../../src/services/Pool.js"
 import { Store } from "../../src/services/Store.js"
+import { assay } from "../support/cli.js"
 import { usePostgres } from "../support/postgres.js"
 
 const pg = usePostgres()
@@ -60,6 +61,9 @@ describe("the suite catalog of a Postgres store", () => {
         const refused = yield* Effect.flip(catalog.registerMembers([registration("b", "d-b2", "t2")], 3_000))
         assert.strictEqual(refused._tag, "ConfigError")
         assert.include(refused.message, `the definition of member "b" changed: its pipeline definition`)
+        // the cluster's suite lives in its database: no output root to change (tester17ad F8)
+        assert.include(refused.message, "use a new member id or another database (--database)")
+        assert.notInclude(refused.message, "output root")
         assert.deepStrictEqual(refused._tag === "ConfigError" ? refused.issues.map((i) => i.path) : [], ["experiments.b"])
         // a member id differing only in case is refused as on a suite root
         const cased = yield* Effect.exit(catalog.registerMembers([registration("A", "d-a", "t1")], 3_000))
@@ -160,6 +164,20 @@ describe("a suite member's view of a Postgres store (export, watch, serve --expe
       // the whole store, for comparison
       const all = yield* Effect.map(Store, (s) => s.stats()).pipe(Effect.flatten, Effect.provide(PgStore.layerReadOnly(url)), Effect.scoped)
       assert.strictEqual(all.pipelines, 6)
+      // `assay report URL --experiment ID` too: the member's pipelines and suite line alone;
+      // an unknown member refused (exit 2), never the whole store's report (tester17ad F3)
+      const report = yield* assay(["report", url, "--experiment", "A", "--json"])
+      assert.strictEqual(report.code, 0, report.stderr)
+      const data = JSON.parse(report.stdout) as { pipelines: number; suites?: Array<{ members: Array<{ experimentId: string }> }> }
+      assert.strictEqual(data.pipelines, 3)
+      assert.deepStrictEqual(data.suites?.flatMap((x) => x.members.map((m) => m.experimentId)), ["a"])
+      const text = yield* assay(["report", url, "--experiment", "b"])
+      assert.strictEqual(text.code, 0, text.stderr)
+      assert.include(text.stdout, "[member b]")
+      assert.notMatch(text.stdout, /\n {2}a: /)
+      const nobody = yield* assay(["report", url, "--experiment", "nobody"])
+      assert.strictEqual(nobody.code, 2, nobody.stderr)
+      assert.include(nobody.stderr, `no suite member "nobody"`)
       const unknown = yield* Effect.flip(PgStore.memberOf(url, "c"))
       assert.strictEqual(unknown._tag, "ConfigError")
       assert.include(unknown.message, `no suite member "c" (members: cmp/a, cmp/b)`)

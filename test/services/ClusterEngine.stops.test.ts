@@ -178,6 +178,37 @@ describe("ClusterEngine: stop rules (in process)", () => {
       }).pipe(Effect.provide(hostOf(specs)))
     }))
 
+  it.effect("stopAfter: every spec read is admitted or withheld, a chunk in hand at the stop included (tester17ad F5)", () =>
+    Effect.gen(function*() {
+      const { gate, options, seen, specs } = yield* gated(12)
+      const told: Array<string> = []
+      yield* Effect.gen(function*() {
+        // a source that gives its specs 3 at a time, as a suite's members' sources do
+        let read = 0
+        const source = Stream.rechunk(Stream.fromIterable(specs), 3).pipe(Stream.mapChunks((c) => {
+          read += Chunk.size(c)
+          return c
+        }))
+        const fiber = yield* Effect.fork(ClusterEngine.submit(source, {
+          ...options,
+          admitBatch: 2,
+          onWithheld: (spec: AnySpec) => void told.push(spec.pipelineId)
+        }))
+        yield* tickUntil(() => (seen.at(-1)?.admitted ?? 0) === 2)
+        yield* TestClock.adjust("10 seconds")
+        yield* Deferred.succeed(gate, undefined)
+        yield* tickUntil(() => fiber.unsafePoll() !== null)
+        const report = yield* Fiber.join(fiber)
+        assert.strictEqual(report.stopReason, "stop_after")
+        assert.strictEqual(report.admitted, 2)
+        assert.isAbove(report.withheld, 0)
+        // the source was read up to the chunk in hand: 2 admitted, the rest of those chunks withheld
+        assert.strictEqual(report.admitted + report.withheld, read, "every spec read is admitted or withheld")
+        assert.strictEqual(told.length, report.withheld, "each withheld spec is told")
+        assert.strictEqual(new Set(told).size, told.length)
+      }).pipe(Effect.provide(hostOf(specs)))
+    }))
+
   it.effect("stopAfter: a deadline passing once everything is admitted stops nothing (completed)", () =>
     Effect.gen(function*() {
       const { gate, options, seen, specs } = yield* gated(2)

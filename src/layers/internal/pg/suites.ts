@@ -146,7 +146,8 @@ export const make = (
     registerMembers: (ms, nowMs) =>
       Effect.gen(function*() {
         const check = (registered: ReadonlyArray<MemberRecord>) => {
-          const issues = registrationIssues(registered, ms)
+          // a cluster suite has no output root: its members live in the database
+          const issues = registrationIssues(registered, ms, "another database (--database)")
           return issues.length === 0
             ? Effect.void
             : Effect.fail(new ConfigError({ message: issues.map((i) => `${i.path}: ${i.message}`).join("\n"), issues }))

@@ -144,7 +144,9 @@ export const changedParts = (
 export const definitionChangeMessage = (
   id: string,
   registered: Pick<MemberRecord, "definitionDigest" | "definitionParts">,
-  now: Pick<MemberRecord, "definitionDigest" | "definitionParts">
+  now: Pick<MemberRecord, "definitionDigest" | "definitionParts">,
+  /** Where else the suite could start afresh: "another output root" (a suite root), "another database" (the cluster). */
+  elsewhere = "another output root"
 ): string => {
   const parts = changedParts(registered.definitionParts, now.definitionParts)
   const what = parts.length > 0
@@ -152,7 +154,7 @@ export const definitionChangeMessage = (
     : `changed (stored digest ${registered.definitionDigest}, now ${now.definitionDigest}; ` +
       `the root does not record the digest's parts, so it cannot tell which part)`
   return `the definition of member "${id}" ${what}. A member id keeps its definition for life: ` +
-    `use a new member id or another output root`
+    `use a new member id or ${elsewhere}`
 }
 
 /**
@@ -178,7 +180,9 @@ export const matchesRegistered = (
  */
 export const registrationIssues = (
   registered: ReadonlyArray<MemberRecord>,
-  ms: ReadonlyArray<Pick<MemberRegistration, "experimentId" | "definitionDigest" | "definitionParts" | "previousDigests">>
+  ms: ReadonlyArray<Pick<MemberRegistration, "experimentId" | "definitionDigest" | "definitionParts" | "previousDigests">>,
+  /** As {@link definitionChangeMessage}'s: where else the suite could start afresh. */
+  elsewhere = "another output root"
 ): ReadonlyArray<{ readonly path: string; readonly message: string }> => {
   // ids are compared ignoring case: they name directories, one directory on some file systems
   const known = new Map(registered.map((m) => [idKey(m.experimentId), m]))
@@ -194,7 +198,7 @@ export const registrationIssues = (
     }
     return k === undefined || matchesRegistered(k, m) ? [] : [{
       path: memberPath(m.experimentId),
-      message: definitionChangeMessage(m.experimentId, k, m)
+      message: definitionChangeMessage(m.experimentId, k, m, elsewhere)
     }]
   })
 }

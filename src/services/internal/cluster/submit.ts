@@ -131,6 +131,18 @@ export interface SubmitOptions {
    * wait for each other forever. Default off (the behaviour above is unchanged).
    */
   readonly admitAsTheyCome?: boolean | undefined
+  /**
+   * Told, when the submission is interrupted (Ctrl-C), what it had seen by then: the counts,
+   * `status` `interrupted` (`stopReason` null: the caller knows which signal), the time since
+   * it started; after the run was closed. What the submitter's summary on Ctrl-C is made of.
+   */
+  readonly onInterrupted?: ((report: SubmitReport) => Effect.Effect<void>) | undefined
+  /**
+   * Told synchronously of each spec the submission read from the source but did not admit (a
+   * stop, or `mayAdmit`): the ones counted in {@link SubmitProgress} `withheld`, so that every
+   * spec read is admitted, skipped or withheld. A suite's submitter counts them per member.
+   */
+  readonly onWithheld?: ((spec: AnySpec) => void) | undefined
 }
 
 /**
@@ -343,6 +355,11 @@ export const submit = <SE, SR>(
     )
     const running = new Set<PipelineId>()
     const counts = { admitted: 0, skipped: 0, succeeded: 0, failed: 0, refused: 0, withheld: 0 }
+    /** Specs read but not admitted: counted, and told to `onWithheld`. */
+    const withhold = (specs: ReadonlyArray<AnySpec>) => {
+      counts.withheld += specs.length
+      if (options.onWithheld !== undefined) for (const spec of specs) options.onWithheld(spec)
+    }
     const stopAfterFailures = options.stopAfterFailures
     /** Admission stops for good: a runner refused pipelines, or the failures reached the count. */
     const failuresReached = () => stopAfterFailures !== undefined && counts.failed >= stopAfterFailures
@@ -533,7 +550,7 @@ export const submit = <SE, SR>(
       Effect.gen(function*() {
         if (stopped()) {
           halt()
-          counts.withheld += batch.length
+          withhold(batch)
           return
         }
         const control = batch.findIndex((spec) => refuseControl(spec, store) !== undefined)
@@ -553,14 +570,14 @@ export const submit = <SE, SR>(
           yield* waitBelow(maxAdmitted - Math.min(windowSize, pending.length))
           if (stopped()) {
             halt()
-            counts.withheld += pending.length
+            withhold(pending)
             return
           }
           if (options.mayAdmit !== undefined) {
             const gate = options.mayAdmit
-            const before = pending.length
-            pending = pending.filter((spec) => gate(spec))
-            counts.withheld += before - pending.length
+            const refused: Array<AnySpec> = []
+            pending = pending.filter((spec) => gate(spec) || (refused.push(spec), false))
+            withhold(refused)
             if (pending.length === 0) break
           }
           const room = maxAdmitted - running.size
@@ -627,7 +644,13 @@ export const submit = <SE, SR>(
         halt()
         return false
       }
-      const source = Stream.takeWhile(specs, admitting)
+      // whole chunks: a chunk the source gave is read (a suite counts its specs as read), so
+      // when the stop comes between chunks the one in hand is withheld, never dropped unseen
+      const source = specs.pipe(
+        Stream.chunks,
+        Stream.takeWhile((chunk) => admitting() || (withhold(Chunk.toReadonlyArray(chunk)), false)),
+        Stream.flattenChunks
+      )
       if (options.admitAsTheyCome === true) {
         // the rows are followed while the source waits (see `admitAsTheyCome`); stopped once it ended
         const follow = yield* Effect.fork(
@@ -673,6 +696,11 @@ export const submit = <SE, SR>(
               counters: progress(),
               ...cache
             }))),
-          Effect.catchAll((e) => Effect.logWarning(`could not close the run: ${e.message}`))
+          Effect.catchAll((e) => Effect.logWarning(`could not close the run: ${e.message}`)),
+          Effect.zipRight(
+            Exit.isInterrupted(exit) && options.onInterrupted !== undefined
+              ? options.onInterrupted({ ...progress(), status: "interrupted", stopReason: null, durationMs: endedAt - startedAt, causes })
+              : Effect.void
+          )
         )))
   })

@@ -276,9 +276,9 @@ export const suiteRootOf = (
     if (roots.length === 0 && experiment !== undefined && !pgMember(specs, experiment)) {
       const found = yield* Effect.forEach(specs, SuiteStore.notARootMessage)
       return yield* new ConfigError({
-        message: `--experiment ${experiment}: only a suite root (a directory holding manifest.json), or a Postgres store ` +
-          "given alone (the members of its cluster suites), has members; " +
-          found.join("; "),
+        message: `--experiment ${experiment}: only a suite root (a directory holding manifest.json) has members` +
+          (specs.some(isPostgresUrl) ? " (or a Postgres store given alone: the members of its cluster suites)" : "") +
+          "; " + found.join("; "),
         issues: [{ path: "--experiment", message: `not a suite root: ${found.join("; ")}` }]
       })
     }

@@ -44,6 +44,7 @@ import { oneLine } from "../services/internal/suiteViews.js"
 import { Store } from "../services/Store.js"
 import * as Suite from "../services/Suite.js"
 import { ExitCode, ExitWith, resumeCommandOf } from "./Exit.js"
+import * as ValidateText from "./ValidateText.js"
 
 /**
  * What the suite side of `run` / `resume` reads from the command line: the run overrides
@@ -504,9 +505,7 @@ export const validateSuite = (
       yield* Console.log(JSON.stringify({ valid: true, file: loaded.file, ...described, root }, null, 2))
       return
     }
-    yield* Console.log(`suite ${loaded.id} (${loaded.file}): valid`)
-    yield* Console.log(`output: ${loaded.output.root} (${loaded.output.layout})`)
-    yield* Console.log(JSON.stringify(described, null, 2))
+    yield* Console.log(ValidateText.suiteText(loaded))
     if (root.exists) {
       yield* Console.log(
         `existing root: ${root.matching.length} member(s) match (${root.matching.join(", ") || "none"}), ` +

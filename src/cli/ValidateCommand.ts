@@ -29,99 +29,11 @@ import * as SuiteConfig from "../config/Suite.js"
 import { ConfigError } from "../domain/Errors.js"
 import * as PluginUri from "../layers/PluginUri.js"
 import * as StoreResolver from "../layers/internal/storeResolver.js"
-import { isEnvName } from "../tasks/internal/chat.js"
 import * as DefinitionMatch from "./DefinitionMatch.js"
 import * as Flags from "./Flags.js"
 import * as StudyPlan from "./StudyPlan.js"
 import * as SuiteRun from "./SuiteRun.js"
-
-/**
- * The environment variables the experiment needs and has no value for: its `${VAR}`s without
- * one, and each key variable a resource's `apiKeyEnv` names that is unset or empty (tester18c
- * F6: `unresolved env: none` was printed above the warning that the key's variable is unset).
- */
-const unresolvedOf = (experiment: Experiment.Experiment): ReadonlyArray<{ readonly name: string; readonly path: string }> => [
-  ...experiment.unresolvedEnv,
-  ...experiment.pools.flatMap((pool) =>
-    pool.resources.flatMap((r, j) =>
-      ["apiKeyEnv", "api_key_env"].flatMap((k) => {
-        const name = r.options[k]
-        return typeof name === "string" && isEnvName(name) && (process.env[name] ?? "") === ""
-          ? [{ name, path: `pools.${pool.name}.resources[${j}].options.${k}` }]
-          : []
-      })
-    )
-  )
-]
-
-const text = (experiment: Experiment.Experiment): string => {
-  const d = experiment.describe() as Record<string, any>
-  const lines: Array<string> = [`experiment ${experiment.file} (${experiment.format}): valid`]
-  const p = d["pipeline"] as Record<string, any>
-  lines.push(`pipeline ${p["name"]} (spec ${p["specDigest"]}, includeCode ${p["includeCode"]})`)
-  // A fanout's branches are listed under it, indented one level per nesting.
-  const taskLines = (tasks: Array<Record<string, any>>, depth: number) => {
-    for (const t of tasks) {
-      const retry = t["retry"] as Record<string, any>
-      const children = (t["children"] ?? []) as Array<Record<string, any>>
-      lines.push(
-        `${"  ".repeat(depth + 1)}${depth === 0 ? "task" : "branch"} ${t["name"]}: resource ${t["resource"] ?? "-"}, ` +
-          `algorithm ${t["algorithm"] === null ? "-" : JSON.stringify(t["algorithm"])}, ` +
-          `timeout ${t["timeoutMs"] === null ? "-" : `${t["timeoutMs"]} ms`}, maxAttempts ${retry["maxAttempts"] ?? 1}` +
-          (children.length > 0 ? `, ${children.length} branches` : "")
-      )
-      taskLines(children, depth + 1)
-    }
-  }
-  taskLines(p["tasks"] as Array<Record<string, any>>, 0)
-  // The declared control flow (issue 13): each allowed transition, and the loop budget with the
-  // run's ceiling (the smaller one applies).
-  const control = p["control"] as Record<string, any> | undefined
-  if (control !== undefined) {
-    const ceiling = d["run"]?.["maxHandoffs"] as number | undefined
-    const declared = control["maxHandoffs"] as number | null
-    lines.push(
-      declared === null
-        ? `control: forward only, at most ${ceiling ?? "-"} handoffs per pipeline (run.maxHandoffs)`
-        : `control: maxHandoffs ${declared}, run.maxHandoffs ${ceiling ?? "-"}: at most ${
-          ceiling === undefined ? declared : Math.min(declared, ceiling)
-        } transitions per pipeline`
-    )
-    for (const e of control["edges"] as Array<string>) lines.push(`  edge ${e}`)
-    for (const r of control["rewind"] as Array<string>) lines.push(`  rewind ${r}`)
-    for (const s of control["retryAll"] as Array<string>) lines.push(`  retryAll from ${s}`)
-  }
-  for (const pool of d["pools"] as Array<Record<string, any>>) {
-    lines.push(`pool ${pool["name"]}: algorithm ${JSON.stringify(pool["algorithm"])}`)
-    for (const r of pool["resources"] as Array<Record<string, any>>) {
-      lines.push(`  resource ${r["id"]} (${r["kind"]}), capacity ${r["capacity"]}`)
-    }
-  }
-  lines.push(`source: ${JSON.stringify(d["source"])}`)
-  const checked = d["source"]["keysChecked"] as { rows: number; wholeFile: boolean } | undefined
-  if (checked !== undefined) {
-    lines.push(
-      checked.wholeFile
-        ? `keys: all ${checked.rows} rows have a distinct ${d["source"]["keyField"]}`
-        : `keys: the first ${checked.rows} rows have a distinct ${d["source"]["keyField"]} (the file is large; the run checks the rest as it reads them)`
-    )
-  }
-  lines.push(`run: ${JSON.stringify(d["run"])}`)
-  // the shared call cache file resolved, and as written when that differs (tester18c F9)
-  const db = experiment.cacheDb
-  if (db !== undefined) lines.push(`call cache db: ${db.path}${db.written === db.path ? "" : ` (written ${db.written})`}`)
-  if (d["pricing"] !== undefined) lines.push(`pricing: ${JSON.stringify(d["pricing"])}`)
-  for (const pl of d["plugins"] as Array<Record<string, any>>) {
-    lines.push(`plugin ${pl["specifier"]}: ${pl["error"] === null ? "ok" : `failed: ${pl["error"]}`}`)
-  }
-  const unresolved = unresolvedOf(experiment)
-  lines.push(
-    unresolved.length === 0
-      ? "unresolved env: none"
-      : `unresolved env: ${unresolved.map((u) => `${u.name} (at ${u.path})`).join(", ")}`
-  )
-  return lines.join("\n")
-}
+import { experimentText as text, unresolvedOf } from "./ValidateText.js"
 
 /**
  * The store `validate` compares the definition with: `--store` when given, else `run.store`

@@ -273,6 +273,19 @@ describe("assay run -c SUITE", () => {
       const same = yield* assay(["validate", "-c", s.suite])
       assert.strictEqual(same.code, 0, same.stderr)
       assert.include(same.stdout, "existing root: 2 member(s) match (a, b), 0 new (none)")
+      // the text is a description, not the --json document (tester17ad F14): the shared pool
+      // with who binds it, each member with its pool mapping, the run fields the suite
+      // overrides (member value → effective) and its tasks, one line each
+      const lines = same.stdout.split("\n")
+      assert.include(lines, "shared pool shared: algorithm \"wait\", bound by a (as apis)")
+      assert.include(lines, "  pools: apis → shared (shared)")
+      assert.include(lines, "  pools: apis (its own)")
+      assert.include(lines, "  pool apis: algorithm \"wait\"", "b's own pool is described under b")
+      assert.strictEqual(lines.filter((l) => l.startsWith("  pool apis")).length, 1, "a's bound pool is the shared one: not listed under a")
+      assert.isTrue(lines.some((l) => /^experiment a "A": .*members\/a\.json \(definition [0-9a-f]+\)$/.test(l)), same.stdout)
+      assert.isTrue(lines.some((l) => l.startsWith("  run fields ignored (the suite's apply): ") && l.includes("store (\"ignored.db\" → \"output.root (") && l.includes("concurrency (1 → 4)")), same.stdout)
+      assert.strictEqual(lines.filter((l) => l === "    task work: resource apis, algorithm -, timeout -, maxAttempts 1").length, 2)
+      assert.notInclude(same.stdout, "retryClassified", "no JSON dump of every default")
       // the member's pool resource and source change (b), and a's source: their definition digests change
       const file = path.join(s.dir, "members/b.json")
       const member = JSON.parse(fs.readFileSync(file, "utf8"))

@@ -624,7 +624,9 @@ export const load = (
           .filter((k) => experiment.definition.run !== undefined && k in experiment.definition.run),
         outputDir: root === undefined ? "" : layout === "combined" ? root : path.join(root, "experiments", entry.id)
       })
-      warnings.push(...experiment.warnings)
+      // each member's own warnings name the member (two members with the same key variable
+      // unset gave two identical lines, neither saying which file it was about)
+      warnings.push(...experiment.warnings.map((w) => w.replace(/^warning: /, `warning: experiments.${entry.id}: `)))
     }
     for (const name of sharedNames) {
       if (!boundBy.has(name) && loaded.length === entries.length) warnings.push(`warning: pools.${name} is bound by no member`)

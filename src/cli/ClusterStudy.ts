@@ -26,6 +26,7 @@ import { Context, Duration, Effect, Layer, Option, type Scope } from "effect"
 import * as nodePath from "node:path"
 import type { LoadedSuite } from "../config/internal/suite.js"
 import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import type { RunConfigInput } from "../domain/RunConfig.js"
 import { readOnlyView } from "../domain/TaskStore.js"
 import * as ClusterEngine from "../layers/ClusterEngine.js"
 import * as PgStore from "../layers/PgStore.js"
@@ -95,8 +96,8 @@ const notCarriedOut = (study: Study.StudyInput): { readonly path: string; readon
 
 /**
  * Refuses (exit 2, naming the field or flag) what the cluster engine does not carry out for a
- * study: budgets, a `budget` stop, `running: cancel`, `run.stopAfterFailures` and
- * `run.stopAfter`, a `run` field other than the cluster submitter's
+ * study: budgets, a `budget` stop, `running: cancel`, a `run` field other than the cluster
+ * submitter's
  * (`ClusterRun.refuseRunFields`), the call cache flags, and confirmation trials
  * (`extra`: the runners serve the declared trials only).
  *
@@ -116,16 +117,9 @@ export const refuse = (
         `not supported on the cluster engine yet (${field.why}): remove it to run with --engine cluster, or run on the embedded engine`
       )
     }
-    // `run.trialConcurrency` is the study's trial window: the driver's, carried out here
+    // `run.trialConcurrency` is the study's trial window: the driver's, carried out here;
+    // `run.stopAfterFailures` / `run.stopAfter` are the submitter's (`submitterOptions`)
     const { trialConcurrency: _window, ...run } = first.run as Readonly<Record<string, unknown>>
-    // the submitter's stop rules are an experiment's or a suite's: a study's run does not pass them on yet
-    for (const field of ["stopAfterFailures", "stopAfter"] as const) {
-      if (run[field] === undefined) continue
-      return yield* configError(
-        `run.${field}`,
-        `run.${field} is not supported for a study on the cluster engine yet: remove it to run with --engine cluster, or run on the embedded engine`
-      )
-    }
     yield* refuseRunFields(run)
     if (args.cacheFlag !== undefined) {
       return yield* configError(
@@ -142,6 +136,33 @@ export const refuse = (
       )
     }
   })
+
+/**
+ * The options of the study's submitter (`SubmitRunner.make`) that come from the study file's
+ * `run` section and `--max-admitted`: `maxAdmitted` (the flag, else `run.maxAdmitted`, else
+ * the submitter's default), `label`, `notes`, and the run's stop rules as the embedded engine
+ * reads them for a study (`Runner.layer` over the same `run` section): `stopAfterFailures`
+ * (once that many of the study run's pipelines failed, across its trials, no more are
+ * admitted) and `stopAfter` (a duration as written: once that much time has passed since the
+ * run started, no more are admitted). Either ends the run `interrupted` with `stopReason`
+ * `stop_after_failures` / `stop_after`, and the study settles `interrupted` (a resume admits
+ * the rest), as on the embedded engine; the pipelines already admitted run to their end (the
+ * cluster's stops act at admission: docs/scale-out.md, "Limits today").
+ *
+ * @param run the study's `run` section (of its suite for version 1)
+ * @param maxAdmitted `--max-admitted`, if given
+ * @internal
+ */
+export const submitterOptions = (
+  run: RunConfigInput,
+  maxAdmitted: Option.Option<number>
+): SubmitRunner.SubmitRunnerOptions => ({
+  ...(Option.isSome(maxAdmitted) ? { maxAdmitted: maxAdmitted.value } : run.maxAdmitted === undefined ? {} : { maxAdmitted: run.maxAdmitted }),
+  ...(run.label === undefined ? {} : { label: run.label }),
+  ...(run.notes === undefined ? {} : { notes: run.notes }),
+  ...(run.stopAfterFailures === undefined ? {} : { stopAfterFailures: run.stopAfterFailures }),
+  ...(run.stopAfter === undefined ? {} : { stopAfter: Duration.decode(run.stopAfter) })
+})
 
 /**
  * An open cluster session of a study run: the Postgres store and the cluster's client, and
@@ -205,10 +226,8 @@ export const open = (
             [studyVersionKey(studyId), JSON.stringify(Math.max(recorded, version))]
           )
           const runner = yield* SubmitRunner.make({
-            ...(Option.isSome(args.maxAdmitted) ? { maxAdmitted: args.maxAdmitted.value } : first.run.maxAdmitted === undefined ? {} : { maxAdmitted: first.run.maxAdmitted }),
+            ...submitterOptions(first.run, args.maxAdmitted),
             pollInterval: Duration.millis(500),
-            ...(first.run.label === undefined ? {} : { label: first.run.label }),
-            ...(first.run.notes === undefined ? {} : { notes: first.run.notes }),
             meta: { ...first.run.meta, study: { id: studyId, version } },
             ...followProgress({ quiet: args.quiet, config: args.file }, database)
           }).pipe(Effect.provide(context))

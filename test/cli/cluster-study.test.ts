@@ -13,7 +13,7 @@
  * - resuming runs nothing again; `study report` of the cluster's root needs `--database`; a
  *   root is continued on the engine that ran it only;
  * - what the cluster engine does not carry out is refused (exit 2, naming it): a budget,
- *   `run.stopAfterFailures`, the call cache flags, `--database` without `--engine cluster`; `run -c STUDY --engine cluster`
+ *   `running: cancel`, the call cache flags, `--database` without `--engine cluster`; `run -c STUDY --engine cluster`
  *   points to `study run`.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -118,10 +118,10 @@ describe("a study on --engine cluster", () => {
       assert.strictEqual(budget.code, 2, budget.stderr)
       assert.include(budget.stderr, "budget.perTrial.calls")
       assert.include(budget.stderr, "not supported on the cluster engine yet")
-      const failures = write(dir, "failures.json", studyOf({ run: { trialConcurrency: 2, stopAfterFailures: 3 } }))
-      const stopRule = yield* assay(["study", "run", failures, "--engine", "cluster", "--database", url, "--output-root", path.join(dir, "x")])
-      assert.strictEqual(stopRule.code, 2, stopRule.stderr)
-      assert.include(stopRule.stderr, "run.stopAfterFailures")
+      const cancelled = write(dir, "cancel.json", studyOf({ stop: [{ when: "successfulTrials", count: 1, running: "cancel" }] }))
+      const cancel = yield* assay(["study", "run", cancelled, "--engine", "cluster", "--database", url, "--output-root", path.join(dir, "x")])
+      assert.strictEqual(cancel.code, 2, cancel.stderr)
+      assert.include(cancel.stderr, "stop[0].running")
       const cache = yield* assay(["study", "run", study, "--engine", "cluster", "--database", url, "--cache", "--output-root", path.join(dir, "x")])
       assert.strictEqual(cache.code, 2, cache.stderr)
       assert.include(cache.stderr, "--cache")

@@ -8,13 +8,19 @@
  *   `admitAsTheyCome`; without it the source and the follow wait for each other forever);
  * - the window's start gate closes admission: a refused spec gets no row, and counts as ended;
  * - `stop`: the first stops admission (the admitted pipelines end), the run ends `interrupted`
- *   with the stop's reason.
+ *   with the stop's reason;
+ * - a study's `run.stopAfterFailures` (issue 17, pg17ae): `study run --engine cluster` no longer
+ *   refuses it and hands it to the submitter (`ClusterStudy.submitterOptions`); a study run on
+ *   the submitter stops admitting once that many of its pipelines failed, and settles
+ *   `interrupted` with the trials after it not started, as on the embedded engine.
  */
 import { NodeContext } from "@effect/platform-node"
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as TestRunner from "@effect/cluster/TestRunner"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Layer, Option, Schedule, Stream } from "effect"
+import { Chunk, Deferred, Duration, Effect, Exit, Layer, Option, Schedule, Stream } from "effect"
+import * as ClusterStudy from "../../src/cli/ClusterStudy.js"
+import type { LoadedSuite } from "../../src/config/internal/suite.js"
 import type { RunId } from "../../src/domain/Ids.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
@@ -24,8 +30,12 @@ import * as SubmitRunner from "../../src/services/internal/cluster/submitRunner.
 import * as Pool from "../../src/services/Pool.js"
 import { Runner } from "../../src/services/Runner.js"
 import { Store } from "../../src/services/Store.js"
+import type * as Study from "../../src/services/Study.js"
+import * as StudyRun from "../../src/services/Study.js"
+import * as StudyCatalog from "../../src/services/StudyCatalog.js"
 import * as Suite from "../../src/services/Suite.js"
 import type { AnySpec } from "../support/clusterRunner.js"
+import { makeStudy, studyEnv } from "./studyFixture.js"
 import { fakeCatalog } from "./suiteFixture.js"
 
 /** A runner host in this process over a memory store, for `specs`. */
@@ -139,4 +149,61 @@ describe("ClusterEngine: the submitter as a Runner (in process)", () => {
       assert.strictEqual(run.status, "interrupted")
       assert.strictEqual(run.stopReason, "enough")
     }))
+})
+
+/** The study's settled facts both engines must agree on: its status, each trial's status. */
+const settledOf = (r: Study.StudyReport) => ({
+  status: r.status,
+  stopReason: r.run?.stopReason ?? null,
+  trials: r.trials.map((t) => [t.trialId, t.status] as const)
+})
+
+describe("ClusterEngine: a study's run.stopAfterFailures on the submitter", () => {
+  const args: ClusterStudy.ClusterStudyArgs = { file: "study.json", database: "postgres://x@h/db", maxAdmitted: Option.none(), quiet: true, cacheFlag: undefined }
+  const loaded = (run: Record<string, unknown>) => ({ run }) as unknown as LoadedSuite
+
+  it.effect("study run --engine cluster takes run.stopAfterFailures and run.stopAfter and passes them to the submitter", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ id: "fails", qualities: ["good", "broken"] })
+      for (const run of [{ stopAfterFailures: 2 }, { stopAfter: "10 minutes" }]) {
+        const exit = yield* Effect.exit(ClusterStudy.refuse(args, study, loaded({ trialConcurrency: 1, ...run }), []))
+        assert.isTrue(Exit.isSuccess(exit), JSON.stringify(exit))
+      }
+      const options = ClusterStudy.submitterOptions({ stopAfterFailures: 2, stopAfter: "10 minutes", maxAdmitted: 8 }, Option.none())
+      assert.strictEqual(options.stopAfterFailures, 2)
+      assert.isTrue(Duration.equals(Duration.decode(options.stopAfter!), Duration.minutes(10)))
+      assert.strictEqual(options.maxAdmitted, 8)
+      assert.strictEqual(ClusterStudy.submitterOptions({ maxAdmitted: 8 }, Option.some(3)).maxAdmitted, 3)
+    }))
+
+  it.live("stopAfterFailures 2: the study stops admitting at the second failure and settles interrupted, as on the embedded engine", () =>
+    Effect.gen(function*() {
+      // run order, one trial at a time: v01 r1 (good), v02 r1 (broken: its pipelines fail), v02 r2, v01 r2
+      const fixture = () => makeStudy({ id: "fails", qualities: ["good", "broken"], repeats: 2, cases: 3, trialConcurrency: 1 })
+      const cluster = fixture()
+      const catalog = fakeCatalog("fails").pipe(Layer.provide(MemoryStore.layer()))
+      const all = yield* Stream.runCollect(Suite.pipelines(cluster.study.suiteFor(1), { runId: "r0" as RunId })).pipe(Effect.provide(catalog))
+      const hosted = Chunk.toReadonlyArray(all) as ReadonlyArray<AnySpec>
+      const options = ClusterStudy.submitterOptions({ stopAfterFailures: 2 }, Option.some(1))
+      const runner = Layer.effect(Runner, SubmitRunner.make({ pollInterval: "10 millis", window: 1, ...options }))
+      const env = Layer.mergeAll(runner, fakeCatalog("fails"), StudyCatalog.layerMemory).pipe(Layer.provideMerge(hostOf(hosted)))
+      const { onCluster, rows } = yield* Effect.gen(function*() {
+        const onCluster = yield* StudyRun.run(cluster.study)
+        const rows = yield* (yield* Store).getPipelines(hosted.map((h) => h.pipelineId))
+        return { onCluster, rows }
+      }).pipe(Effect.provide(env))
+
+      const embedded = fixture()
+      const local = yield* StudyRun.run(embedded.study).pipe(
+        Effect.provide(studyEnv("fails", { stopAfterFailures: 2, concurrency: 1, maxAdmitted: 1 }))
+      )
+      assert.strictEqual(onCluster.status, "interrupted", onCluster.summary())
+      assert.strictEqual(onCluster.run?.stopReason, "stop_after_failures")
+      assert.deepStrictEqual(settledOf(onCluster), settledOf(local))
+      // the trials after the broken one never ran: nothing of theirs was admitted
+      const ran = [...cluster.executions.keys()].map((k) => k.split("/")[0])
+      assert.deepStrictEqual([...new Set(ran)].sort(), ["p1-v01-r1", "p1-v02-r1"], JSON.stringify([...cluster.executions]))
+      // v01 r1's three and v02 r1's first two have rows; v02 r1's third was withheld (no row)
+      assert.deepStrictEqual([...rows.values()].map((r) => r.state).sort(), ["failed", "failed", "succeeded", "succeeded", "succeeded"])
+    }), 60_000)
 })

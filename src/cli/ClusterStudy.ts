@@ -43,6 +43,7 @@ import {
   currentStudyVersion,
   followProgress,
   pgLayer,
+  recordStudyTrials,
   refuseRunFields,
   sharedStoreLayer,
   studyVersionKey,
@@ -98,16 +99,14 @@ const notCarriedOut = (study: Study.StudyInput): { readonly path: string; readon
  * Refuses (exit 2, naming the field or flag) what the cluster engine does not carry out for a
  * study: budgets, a `budget` stop, `running: cancel`, a `run` field other than the cluster
  * submitter's
- * (`ClusterRun.refuseRunFields`), the call cache flags, and confirmation trials
- * (`extra`: the runners serve the declared trials only).
+ * (`ClusterRun.refuseRunFields`) and the call cache flags.
  *
  * @internal
  */
 export const refuse = (
   args: ClusterStudyArgs,
   study: Study.StudyInput,
-  first: LoadedSuite,
-  extra: ReadonlyArray<{ readonly variantId: string; readonly repeat: number }>
+  first: LoadedSuite
 ): Effect.Effect<void, ConfigError> =>
   Effect.gen(function*() {
     const field = notCarriedOut(study)
@@ -125,14 +124,6 @@ export const refuse = (
       return yield* configError(
         args.cacheFlag,
         "the call cache flags do not apply with --engine cluster: the runners read run.cache from the study file"
-      )
-    }
-    if (extra.length > 0) {
-      return yield* configError(
-        "--engine",
-        `the study has ${extra.length} confirmation trial(s) (${
-          extra.slice(0, 3).map((t) => `${t.variantId} r${t.repeat}`).join(", ")
-        }): the cluster engine runs the declared trials only (variants × repeats); run it on the embedded engine`
       )
     }
   })
@@ -166,8 +157,11 @@ export const submitterOptions = (
 
 /**
  * An open cluster session of a study run: the Postgres store and the cluster's client, and
- * `environment(stores, version)`: the services `Study.execute` runs on (the cluster-backed
- * `Runner`, the root's catalogs with the store's read views).
+ * `environment(stores, studyId, version, confirmations)`: the services `Study.execute` runs on
+ * (the cluster-backed `Runner`, the root's catalogs with the store's read views), once the
+ * study's version and its confirmation trials (the version's trials beyond the declared
+ * repeats, `study confirm`) are recorded in the cluster's database for the runners
+ * (`ClusterRun.studyVersionKey`, `ClusterRun.studyTrialsKey`).
  *
  * @internal
  */
@@ -175,7 +169,8 @@ export interface ClusterStudySession {
   readonly environment: (
     stores: Context.Context<SuiteCatalog | StudyCatalog>,
     studyId: string,
-    version: number
+    version: number,
+    confirmations: ReadonlyArray<{ readonly variantId: string; readonly repeat: number }>
   ) => Effect.Effect<Context.Context<Runner | SuiteCatalog | StudyCatalog>, StoreUnavailable>
 }
 
@@ -217,7 +212,7 @@ export const open = (
     const pg = Context.get(context, Store)
     const sql = Context.get(context, SqlClient.SqlClient)
     return {
-      environment: (stores, studyId, version) =>
+      environment: (stores, studyId, version, confirmations) =>
         Effect.gen(function*() {
           // the runners serve every version up to the one recorded here (never lowered)
           const recorded = yield* currentStudyVersion(studyId).pipe(Effect.provideService(SqlClient.SqlClient, sql))
@@ -225,6 +220,8 @@ export const open = (
             `INSERT INTO assay_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,
             [studyVersionKey(studyId), JSON.stringify(Math.max(recorded, version))]
           )
+          // the runners serve the declared trials from the study file, the confirmation trials from this record
+          yield* recordStudyTrials(studyId, confirmations).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           const runner = yield* SubmitRunner.make({
             ...submitterOptions(first.run, args.maxAdmitted),
             pollInterval: Duration.millis(500),
@@ -241,7 +238,7 @@ export const open = (
           )
         }).pipe(
           Effect.catchTag("SqlError", (e) =>
-            Effect.fail(new StoreUnavailable({ message: `cannot record the study's version in the cluster's database: ${e.message}` })))
+            Effect.fail(new StoreUnavailable({ message: `cannot record the study's version or trials in the cluster's database: ${e.message}` })))
         )
     }
   })

@@ -83,6 +83,8 @@ export interface LoadedStudyFile extends Study.StudyInput {
   readonly suiteFor: (version: number) => LoadedSuite
   /** Endpoints the study cannot call as configured (see `LoadedStudy.endpointProblems`): the run refuses to start. */
   readonly endpointProblems?: ReadonlyArray<ConfigIssue> | undefined
+  /** The declared repeats (a trial of a higher repeat is a confirmation trial; since 0.15.0; absent: none is). */
+  readonly repeats?: number | undefined
 }
 
 /**
@@ -455,8 +457,7 @@ const runStudyStages = (
     const cluster = args.engine === "cluster" ? yield* clusterArgsOf(args) : undefined
     if (cluster === undefined) yield* refuseClusterFlags(args)
     let loaded = yield* deps.load(args.file, loadOptions)
-    // the confirmation trials registered beyond the declared ones (the cluster engine refuses them)
-    let extraTrials: ReadonlyArray<{ readonly variantId: string; readonly repeat: number }> = []
+    // the confirmation trials registered beyond the declared ones are the version's trials too
     if (!args.newVersion) {
       // the version's confirmation trials are its trials too: run, resume and report tally the
       // same ones (tester16 F10.1: resume said 12 of 18 where report said 14 of 20)
@@ -469,7 +470,6 @@ const runStudyStages = (
       if (registered.version !== null) {
         const known = new Set(loaded.trialsFor(registered.version).map((t) => `${t.variant.id}\u0000${t.repeat}`))
         const extra = registered.trials.filter((t) => !known.has(`${t.variantId}\u0000${t.repeat}`))
-        extraTrials = extra
         if (extra.length > 0) loaded = yield* deps.load(args.file, { ...loadOptions, extraTrials: [...registered.trials] })
       }
     }
@@ -487,7 +487,7 @@ const runStudyStages = (
     const first = loaded.suiteFor(1)
     // what the cluster engine does not carry out is refused before anything is frozen or run
     const clusterStudy = cluster === undefined ? undefined : yield* loadClusterStudy
-    if (clusterStudy !== undefined && cluster !== undefined) yield* clusterStudy.refuse(cluster, loaded, first, extraTrials)
+    if (clusterStudy !== undefined && cluster !== undefined) yield* clusterStudy.refuse(cluster, loaded, first)
     // one engine per root: its pipelines are in the cluster's store, or in the root
     yield* refuseOtherEngine(first.output.root, cluster !== undefined)
     for (const u of first.unresolvedEnv) {
@@ -542,7 +542,9 @@ const runStudyStages = (
         const context = yield* session.environment(
           Context.make(SuiteCatalog, h.catalog).pipe(Context.add(StudyCatalog, h.study)),
           loaded.id,
-          prepared.version
+          prepared.version,
+          // the version's confirmation trials: the runners serve them from the cluster's record
+          prepared.trials.filter((t) => loaded.repeats !== undefined && t.repeat > loaded.repeats).map((t) => ({ variantId: t.variant.id, repeat: t.repeat }))
         )
         reached({ at: "running" })
         return yield* Study.execute(prepared, options).pipe(Effect.provide(context))
@@ -891,6 +893,14 @@ const maxAdmitted = Options.integer("max-admitted").pipe(
   Options.optional,
   Options.withDescription("With --engine cluster: pipelines admitted to the cluster at once (default run.maxAdmitted, else 256).")
 )
+/**
+ * The cluster engine's flags of the study commands that run trials (`run`, `resume`,
+ * `confirm`): `--engine`, `--database`, `--max-admitted`.
+ *
+ * @internal
+ */
+export const clusterFlags = { engine, database, maxAdmitted } as const
+
 const cancel = Options.boolean("cancel").pipe(Options.withDescription("Cancel the running trials (resumable) instead of letting them finish."))
 
 /**

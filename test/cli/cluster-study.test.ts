@@ -12,6 +12,9 @@
  *   metrics, same study status, same `study report` comparison);
  * - resuming runs nothing again; `study report` of the cluster's root needs `--database`; a
  *   root is continued on the engine that ran it only;
+ * - `study confirm --engine cluster` runs a confirmation trial on the runners already up (they
+ *   read the trials recorded in the cluster's database when asked for a pipeline they do not
+ *   know);
  * - what the cluster engine does not carry out is refused (exit 2, naming it): a budget,
  *   `running: cancel`, the call cache flags, `--database` without `--engine cluster`; `run -c STUDY --engine cluster`
  *   points to `study run`.
@@ -212,5 +215,22 @@ describe("a study on --engine cluster", () => {
       assert.strictEqual(clusterOnEmbedded.code, 2, clusterOnEmbedded.stderr)
       assert.include(clusterOnEmbedded.stderr, "ran on the embedded engine")
       assert.deepStrictEqual(events(log), [], "nothing ran")
+
+      // a confirmation trial on the cluster: recorded in the cluster's database, and the
+      // runners (started before it) serve it once asked for a pipeline they did not know
+      const confirmed = yield* assay([
+        "study", "confirm", study, "v02", "--repeats", "1", "--engine", "cluster", "--database", url, "--output-root", clusterRoot, "--json", "--quiet"
+      ])
+      assert.strictEqual(confirmed.code, 0, confirmed.stdout + confirmed.stderr + logs())
+      const withConfirmation = JSON.parse(confirmed.stdout) as Ran
+      assert.strictEqual(withConfirmation.trials.find((t) => t.trialId === "p1-v02-r3")?.status, "succeeded", confirmed.stdout)
+      const confirmStarts = events(log).filter((e) => e[0] === "start")
+      assert.deepStrictEqual(confirmStarts.map((e) => `${e[2]}/${e[3]}`).sort(), ["p1-v02-r3/0", "p1-v02-r3/1", "p1-v02-r3/2"])
+      const runnerPids = new Set(starts.map((e) => e[5]))
+      assert.isTrue(confirmStarts.every((e) => runnerPids.has(e[5])), "ran on the runners that ran the study")
+      assert.deepStrictEqual(
+        JSON.parse(pg.psql("study", "SELECT value FROM assay_meta WHERE key = 'study/cstudy/trials'").trim()),
+        [{ variantId: "v02", repeat: 3 }]
+      )
     }), 240_000)
 })

@@ -12,7 +12,10 @@
  * - a study's `run.stopAfterFailures` (issue 17, pg17ae): `study run --engine cluster` no longer
  *   refuses it and hands it to the submitter (`ClusterStudy.submitterOptions`); a study run on
  *   the submitter stops admitting once that many of its pipelines failed, and settles
- *   `interrupted` with the trials after it not started, as on the embedded engine.
+ *   `interrupted` with the trials after it not started, as on the embedded engine;
+ * - a runner's study catalog grows (`catalogFromStreamReloading`): a pipeline it does not know
+ *   is looked up again in the study's trials once the confirmation trials recorded on the
+ *   cluster changed (test/cli/cluster-study.test.ts runs `study confirm --engine cluster`).
  */
 import { NodeContext } from "@effect/platform-node"
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
@@ -25,6 +28,7 @@ import type { RunId } from "../../src/domain/Ids.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
+import { catalogFromStreamReloading } from "../../src/services/internal/cluster/workflow.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as SubmitRunner from "../../src/services/internal/cluster/submitRunner.js"
 import * as Pool from "../../src/services/Pool.js"
@@ -166,7 +170,7 @@ describe("ClusterEngine: a study's run.stopAfterFailures on the submitter", () =
     Effect.gen(function*() {
       const { study } = makeStudy({ id: "fails", qualities: ["good", "broken"] })
       for (const run of [{ stopAfterFailures: 2 }, { stopAfter: "10 minutes" }]) {
-        const exit = yield* Effect.exit(ClusterStudy.refuse(args, study, loaded({ trialConcurrency: 1, ...run }), []))
+        const exit = yield* Effect.exit(ClusterStudy.refuse(args, study, loaded({ trialConcurrency: 1, ...run })))
         assert.isTrue(Exit.isSuccess(exit), JSON.stringify(exit))
       }
       const options = ClusterStudy.submitterOptions({ stopAfterFailures: 2, stopAfter: "10 minutes", maxAdmitted: 8 }, Option.none())
@@ -182,7 +186,8 @@ describe("ClusterEngine: a study's run.stopAfterFailures on the submitter", () =
       const fixture = () => makeStudy({ id: "fails", qualities: ["good", "broken"], repeats: 2, cases: 3, trialConcurrency: 1 })
       const cluster = fixture()
       const catalog = fakeCatalog("fails").pipe(Layer.provide(MemoryStore.layer()))
-      const all = yield* Stream.runCollect(Suite.pipelines(cluster.study.suiteFor(1), { runId: "r0" as RunId })).pipe(Effect.provide(catalog))
+      const suite = cluster.study.suiteFor(1) as Suite.Suite<AnySpec, never, never>
+      const all = yield* Stream.runCollect(Suite.pipelines(suite, { runId: "r0" as RunId })).pipe(Effect.provide(catalog))
       const hosted = Chunk.toReadonlyArray(all) as ReadonlyArray<AnySpec>
       const options = ClusterStudy.submitterOptions({ stopAfterFailures: 2 }, Option.some(1))
       const runner = Layer.effect(Runner, SubmitRunner.make({ pollInterval: "10 millis", window: 1, ...options }))
@@ -206,4 +211,36 @@ describe("ClusterEngine: a study's run.stopAfterFailures on the submitter", () =
       // v01 r1's three and v02 r1's first two have rows; v02 r1's third was withheld (no row)
       assert.deepStrictEqual([...rows.values()].map((r) => r.state).sort(), ["failed", "failed", "succeeded", "succeeded", "succeeded"])
     }), 60_000)
+})
+
+describe("ClusterEngine: a runner's study catalog grows with the recorded confirmation trials", () => {
+  it.effect("a miss asks for the newer source once it changed; a known id never does", () =>
+    Effect.gen(function*() {
+      const specsOf = (ids: ReadonlyArray<string>) => ids.map((id) => ({ pipelineId: id }) as unknown as AnySpec)
+      let recorded: ReadonlyArray<string> = ["a", "b"]
+      let served: ReadonlyArray<string> = recorded
+      let reloads = 0
+      let reads = 0
+      const source = (ids: ReadonlyArray<string>) => Stream.suspend(() => (reads++, Stream.fromIterable(specsOf(ids))))
+      const reload = Effect.sync(() => {
+        reloads++
+        if (recorded === served) return Option.none()
+        served = recorded
+        return Option.some(source(served))
+      })
+      const catalog = yield* catalogFromStreamReloading(source(served), (e: never) => e, reload)
+      assert.isTrue(Option.isSome(yield* catalog.lookup("a")))
+      assert.strictEqual(reloads, 0, "a known id does not reload")
+      // not recorded yet: one reload asked, nothing newer
+      assert.isTrue(Option.isNone(yield* catalog.lookup("c")))
+      assert.deepStrictEqual([reloads, reads], [1, 1])
+      // recorded (a confirmation after the runner started): the miss reads the newer source
+      recorded = ["a", "b", "c"]
+      const c = yield* catalog.lookup("c")
+      assert.strictEqual(Option.getOrThrow(c).pipelineId, "c")
+      assert.deepStrictEqual([reloads, reads], [2, 2])
+      assert.isTrue(Option.isSome(yield* catalog.lookup("c")))
+      assert.isTrue(Option.isSome(yield* catalog.lookup("b")))
+      assert.deepStrictEqual([reloads, reads], [2, 2])
+    }))
 })

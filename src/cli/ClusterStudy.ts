@@ -74,22 +74,28 @@ export interface ClusterStudyArgs {
   readonly cacheFlag: string | undefined
 }
 
-/** The study fields the cluster engine does not carry out: their path and why, or none. */
+/** The study fields the cluster engine does not carry out: their path and why (the refusal's words after the path), or none. */
 const notCarriedOut = (study: Study.StudyInput): { readonly path: string; readonly why: string } | undefined => {
+  const budgetWhy =
+    "a study budget is metered from the leases of the trials' tasks, and on the cluster engine those are taken on the runners, " +
+    "out of the submitter's sight: its meter would never move. Remove it to run with --engine cluster (the calls, tokens and cost " +
+    "stay in the store's attempts: assay report URL), or run the study on the embedded engine"
   for (const scope of ["perTrial", "total"] as const) {
     const figures = study.budget?.[scope] ?? {}
     for (const [k, v] of Object.entries(figures)) {
       if (v === undefined || v === null) continue
-      return {
-        path: `budget.${scope}.${k === "timeMs" ? "time" : k}`,
-        why: "the leases and calls a budget meters happen on the runners, out of the submitter's sight"
-      }
+      return { path: `budget.${scope}.${k === "timeMs" ? "time" : k}`, why: budgetWhy }
     }
   }
   for (const [i, s] of study.stop.entries()) {
-    if (s.when === "budget") return { path: `stop[${i}].when`, why: "a study budget is not metered on the cluster engine" }
+    if (s.when === "budget") return { path: `stop[${i}].when`, why: budgetWhy }
     if (s.running === "cancel") {
-      return { path: `stop[${i}].running`, why: "the submitter cannot interrupt pipelines running on the runners (drain is carried out)" }
+      return {
+        path: `stop[${i}].running`,
+        why: "cancelling interrupts the running trials' pipelines (they end interrupted, resumable), and the submitter cannot " +
+          "interrupt pipelines on the runners: its stops act at admission. Use running: drain (no trial starts after the stop; " +
+          "the running ones finish), or run the study on the embedded engine"
+      }
     }
   }
   return undefined
@@ -113,7 +119,7 @@ export const refuse = (
     if (field !== undefined) {
       return yield* configError(
         field.path,
-        `not supported on the cluster engine yet (${field.why}): remove it to run with --engine cluster, or run on the embedded engine`
+        `not supported on the cluster engine yet: ${field.why} (docs/scale-out.md, "Studies on the cluster engine")`
       )
     }
     // `run.trialConcurrency` is the study's trial window: the driver's, carried out here;

@@ -848,11 +848,33 @@ export const stop = (
     const running = args.cancel ? "cancel" : "drain"
     const at = yield* Clock.currentTimeMillis
     yield* StudyTables.requestStopInFile(file, { studyId: loaded.id, running, by: `pid ${process.pid} on ${os.hostname()}`, at })
-    yield* Console.log(
-      `stop requested for study ${loaded.id}: running trials ${running === "cancel" ? "are cancelled" : "drain"}; ` +
-        `the running process takes the request within about a second`
+    const onCluster = yield* Effect.flatMap(FileSystemTag.FileSystem, (fs) => fs.exists(nodePath.join(root, CLUSTER_MARKER))).pipe(
+      Effect.orElseSucceed(() => false)
     )
+    yield* Console.log(stopRequestedLine(loaded.id, running, onCluster))
   })
+
+/**
+ * What `assay study stop` says once the request is written: how the running trials stop
+ * (drain, or cancelled), and, on a root the cluster engine runs (`onCluster`), what a cancel
+ * is there: no more of the running trials' pipelines are admitted, the ones admitted finish on
+ * the runners (the submitter cannot interrupt them), and the trials cut short settle
+ * `cancelled` (resumable).
+ *
+ * @param studyId the study
+ * @param running `drain` or `cancel` (`--cancel`)
+ * @param onCluster whether the study's root is a cluster engine's ({@link CLUSTER_MARKER})
+ * @returns the line
+ * @internal
+ */
+export const stopRequestedLine = (studyId: string, running: "drain" | "cancel", onCluster: boolean): string =>
+  `stop requested for study ${studyId}: running trials ${
+    running === "drain"
+      ? "drain"
+      : onCluster
+      ? "are cancelled at admission (cluster engine: no more of their pipelines are admitted; the admitted ones finish on the runners, up to --max-admitted of them; the trials cut short settle cancelled, resumable)"
+      : "are cancelled"
+  }; the running process takes the request within about a second`
 
 // ---------------------------------------------------------------------------------------------
 // Commands

@@ -23,6 +23,7 @@ import * as TestRunner from "@effect/cluster/TestRunner"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Deferred, Duration, Effect, Exit, Layer, Option, Schedule, Stream } from "effect"
 import * as ClusterStudy from "../../src/cli/ClusterStudy.js"
+import * as StudyRunCli from "../../src/cli/StudyRun.js"
 import type { LoadedSuite } from "../../src/config/internal/suite.js"
 import type { RunId } from "../../src/domain/Ids.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
@@ -39,13 +40,13 @@ import * as StudyRun from "../../src/services/Study.js"
 import * as StudyCatalog from "../../src/services/StudyCatalog.js"
 import * as Suite from "../../src/services/Suite.js"
 import type { AnySpec } from "../support/clusterRunner.js"
-import { makeStudy, studyEnv } from "./studyFixture.js"
+import { llmPool, makeStudy, studyEnv } from "./studyFixture.js"
 import { fakeCatalog } from "./suiteFixture.js"
 
 /** A runner host in this process over a memory store, for `specs`. */
-const hostOf = (specs: ReadonlyArray<AnySpec>) => {
+const hostOf = (specs: ReadonlyArray<AnySpec>, pools: ReadonlyArray<typeof llmPool> = []) => {
   const engine = ClusterWorkflowEngine.layer.pipe(Layer.provideMerge(TestRunner.layer))
-  const services = Layer.mergeAll(MemoryStore.layer(), Pool.layer([]), NodeContext.layer)
+  const services = Layer.mergeAll(MemoryStore.layer(), Pool.layer(pools), NodeContext.layer)
   return ClusterEngine.workflowLayer({ concurrency: 8, resourcesEvery: "1 second" }).pipe(
     Layer.provideMerge(engine),
     Layer.provideMerge(services),
@@ -180,6 +181,21 @@ describe("ClusterEngine: a study's run.stopAfterFailures on the submitter", () =
       assert.strictEqual(ClusterStudy.submitterOptions({ maxAdmitted: 8 }, Option.some(3)).maxAdmitted, 3)
     }))
 
+  it.effect("what stays refused says why and what to do instead: a budget, running: cancel", () =>
+    Effect.gen(function*() {
+      const budgeted = makeStudy({ id: "b", qualities: ["good"], budget: { perTrial: { calls: 10 }, total: {} } }).study
+      const b = yield* Effect.flip(ClusterStudy.refuse(args, budgeted, loaded({})))
+      assert.strictEqual(b.issues[0]?.path, "budget.perTrial.calls")
+      assert.include(b.message, "its meter would never move")
+      const cancelling = makeStudy({ id: "c", qualities: ["good"], stop: [{ when: "successfulTrials", count: 1, running: "cancel" }] }).study
+      const c = yield* Effect.flip(ClusterStudy.refuse(args, cancelling, loaded({})))
+      assert.strictEqual(c.issues[0]?.path, "stop[0].running")
+      assert.include(c.message, "running: drain")
+      // `study stop --cancel` on a cluster root says what a cancel is there
+      assert.include(StudyRunCli.stopRequestedLine("s", "cancel", true), "cancelled at admission")
+      assert.include(StudyRunCli.stopRequestedLine("s", "cancel", false), "are cancelled;")
+    }))
+
   it.live("stopAfterFailures 2: the study stops admitting at the second failure and settles interrupted, as on the embedded engine", () =>
     Effect.gen(function*() {
       // run order, one trial at a time: v01 r1 (good), v02 r1 (broken: its pipelines fail), v02 r2, v01 r2
@@ -243,4 +259,34 @@ describe("ClusterEngine: a runner's study catalog grows with the recorded confir
       assert.isTrue(Option.isSome(yield* catalog.lookup("b")))
       assert.deepStrictEqual([reloads, reads], [2, 2])
     }))
+})
+
+describe("ClusterEngine: what a study's cancel does on the submitter (study stop --cancel)", () => {
+  it.live("a cancel stops admission at once: the admitted pipelines finish (no row left running), the trials cut short settle cancelled", () =>
+    Effect.gen(function*() {
+      // 2 trials at once of 6 pipelines, each holding an llm lease for 150 ms; one admitted at a time
+      const { executions, study } = makeStudy({ id: "cancel", qualities: ["good"], repeats: 2, cases: 6, trialConcurrency: 2, leases: true, callMs: 150 })
+      const catalog = fakeCatalog("cancel").pipe(Layer.provide(MemoryStore.layer()))
+      const suite = study.suiteFor(1) as Suite.Suite<AnySpec, never, never>
+      const hosted = Chunk.toReadonlyArray(yield* Stream.runCollect(Suite.pipelines(suite, { runId: "r0" as RunId })).pipe(Effect.provide(catalog))) as ReadonlyArray<AnySpec>
+      const runner = Layer.effect(Runner, SubmitRunner.make({ pollInterval: "10 millis", window: 1, maxAdmitted: 1 }))
+      const env = Layer.mergeAll(runner, fakeCatalog("cancel"), StudyCatalog.layerMemory).pipe(Layer.provideMerge(hostOf(hosted, [llmPool])))
+      const { report, rows } = yield* Effect.gen(function*() {
+        const studies = yield* StudyCatalog.StudyCatalog
+        // `assay study stop --cancel` once the first pipeline ran
+        yield* Effect.fork(Effect.zipRight(
+          Effect.repeat(Effect.sync(() => executions.size), { until: (n) => n >= 1, schedule: Schedule.spaced("20 millis") }),
+          Effect.flatMap(Effect.clockWith((c) => c.currentTimeMillis), (now) => studies.requestStop("cancel", { running: "cancel", by: "test" }, now))
+        ))
+        const report = yield* StudyRun.run(study)
+        const rows = yield* (yield* Store).getPipelines(hosted.map((h) => h.pipelineId))
+        return { report, rows }
+      }).pipe(Effect.provide(env))
+      assert.isBelow(executions.size, 12, "admission stopped")
+      // every admitted pipeline ran to its end on the runners: none is left running or interrupted
+      assert.deepStrictEqual([...new Set([...rows.values()].map((r) => r.state))], ["succeeded"])
+      assert.strictEqual(rows.size, executions.size)
+      assert.strictEqual(report.stop?.running, "cancel", report.summary())
+      assert.deepStrictEqual([...new Set(report.trials.map((t) => t.status))], ["cancelled"], report.summary())
+    }), 60_000)
 })

@@ -252,8 +252,9 @@ export const open = (
 /**
  * The read views of a study root whose pipelines the cluster engine ran: when the root has a
  * {@link MARKER}, `--database` must be given (`ConfigError` at `--database` otherwise) and the
- * returned function swaps the catalogs' read views for the Postgres store's; `undefined` when
- * the root ran on the embedded engine (and `--database` was not given).
+ * returned function swaps the catalogs' read views for the Postgres store's (the suite view,
+ * and the study catalog's `pipelineStates` aggregate); `undefined` when the root ran on the
+ * embedded engine (and `--database` was not given).
  *
  * @internal
  */
@@ -280,10 +281,40 @@ export const readViews = (
       )
     }
     const url = yield* checkDatabase(database.value)
-    const context = yield* Layer.build(PgStore.layerReadOnly(url))
+    const context = yield* Layer.build(Layer.merge(PgStore.layerReadOnly(url), pgLayer(url))).pipe(
+      Effect.mapError((e) =>
+        e instanceof ConfigError || e instanceof StoreUnavailable
+          ? e
+          : new StoreUnavailable({ message: redactUrlsIn(scrub(`cannot reach the cluster's database ${redactUrl(url)}: ${String(e)}`, url)) })
+      )
+    )
     const view = readOnlyView(Context.get(context, Store))
+    const sql = Context.get(context, SqlClient.SqlClient)
     return (stores) => ({
       catalog: { ...stores.catalog, view: () => Effect.succeed(view) },
-      study: { ...stores.study, pipelineStates: undefined }
+      study: { ...stores.study, pipelineStates: pipelineStatesOf(sql) }
     })
   })
+
+/**
+ * The stored pipelines of a suite's members by state, member id → state → count, from the
+ * cluster's Postgres store (one aggregate read, as the root's own `pipelineStates` reads its
+ * SQLite tables): what `study status` shows as a cluster root's live pipeline counts.
+ */
+const pipelineStatesOf = (sql: SqlClient.SqlClient) => (suiteId: string) =>
+  sql.unsafe<{ readonly experiment_id: string | null; readonly state: string; readonly n: string | number }>(
+    `SELECT experiment_id, state, count(*) AS n FROM assay_pipelines WHERE suite_id = $1 GROUP BY experiment_id, state`,
+    [suiteId]
+  ).pipe(
+    Effect.map((rows) => {
+      const out = new Map<string, Record<string, number>>()
+      for (const r of rows) {
+        if (r.experiment_id === null) continue
+        const m = out.get(r.experiment_id) ?? {}
+        m[r.state] = Number(r.n)
+        out.set(r.experiment_id, m)
+      }
+      return out as ReadonlyMap<string, Readonly<Record<string, number>>>
+    }),
+    Effect.mapError((e) => new StoreUnavailable({ message: `cannot read the study's pipelines from the cluster's store: ${e.message}` }))
+  )

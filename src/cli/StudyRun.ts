@@ -743,11 +743,28 @@ const judgeCell = (t: { readonly state: string; readonly settled?: { readonly ju
  */
 export const status = (
   deps: StudyCommandDeps,
-  args: { readonly file: string; readonly outputRoot: Option.Option<string>; readonly json: boolean }
+  args: {
+    readonly file: string
+    readonly outputRoot: Option.Option<string>
+    readonly json: boolean
+    /**
+     * `--database URL` (since 0.15.0): a root the cluster engine runs keeps its pipelines in the
+     * cluster's Postgres store; with it the trials' live pipeline counts (and call cache
+     * figures) are read there (without it, such a root shows the trials' settled state).
+     */
+    readonly database?: Option.Option<string> | undefined
+  }
 ): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
   Effect.scoped(Effect.gen(function*() {
     const loaded = yield* deps.load(args.file, Option.isSome(args.outputRoot) ? { outputRoot: nodePath.resolve(args.outputRoot.value) } : {})
-    const h = yield* openRead(loaded)
+    const opened = yield* openRead(loaded)
+    // a cluster root's pipelines are in the cluster's store: read there with --database
+    const database = args.database ?? Option.none()
+    const swap = opened === undefined || Option.isNone(database) ? undefined : yield* Effect.flatMap(
+      loadClusterStudy,
+      (cluster) => cluster.readViews(rootOf(loaded).root, database)
+    )
+    const h = opened === undefined || swap === undefined ? opened : { ...opened, ...swap({ catalog: opened.catalog, study: opened.study }) }
     const state = h === undefined ? Option.none() : yield* Study.status(loaded.id).pipe(Effect.provideService(StudyCatalog, h.study))
     if (Option.isNone(state)) {
       if (args.json) yield* Console.log(JSON.stringify({ studyId: loaded.id, status: null, trials: [] }))
@@ -966,7 +983,16 @@ export const subcommands = (deps: StudyCommandDeps) => {
     Command.make("stop", { file, outputRoot, cancel }, (o) => stop(deps, o)).pipe(
       Command.withDescription("Ask the process running the study to stop (drain, or --cancel).")
     ),
-    Command.make("status", { file, outputRoot, json }, (o) => status(deps, o)).pipe(
+    Command.make("status", {
+      file,
+      outputRoot,
+      json,
+      database: Options.text("database").pipe(
+        Options.withPseudoName("URL"),
+        Options.optional,
+        Options.withDescription("A study the cluster engine runs: its database (postgres://…), for the trials' live pipeline counts.")
+      )
+    }, (o) => status(deps, o)).pipe(
       Command.withDescription("Print the study's status and its trials (read-only).")
     )
   ] as const

@@ -10,6 +10,7 @@
  *   them and admitted the rest;
  * - the trials settle as an embedded run of the same study settles them (same statuses and
  *   metrics, same study status, same `study report` comparison);
+ * - `study status --database` shows the trials' pipeline counts from the cluster's store;
  * - resuming runs nothing again; `study report` of the cluster's root needs `--database`; a
  *   root is continued on the engine that ran it only;
  * - `study confirm --engine cluster` runs a confirmation trial on the runners already up (they
@@ -196,6 +197,17 @@ describe("a study on --engine cluster", () => {
       const clusterReport = yield* reportOf(clusterRoot, ["--database", url])
       const embeddedReport = yield* reportOf(embeddedRoot, [])
       assert.deepStrictEqual(clusterReport, embeddedReport)
+      // `study status --database` reads the trials' pipeline counts in the cluster's store
+      // (without it, a cluster root shows the trials' settled state, its own tables being empty)
+      const statusOf = (extra: ReadonlyArray<string>) =>
+        Effect.map(assay(["study", "status", study, "--output-root", clusterRoot, "--json", ...extra]), (r) => {
+          assert.strictEqual(r.code, 0, r.stderr)
+          return (JSON.parse(r.stdout) as { trials: ReadonlyArray<{ status: string; pipelines: { ended: number; succeeded: number } }> }).trials
+        })
+      const live = yield* statusOf(["--database", url])
+      assert.deepStrictEqual(live.map((t) => [t.status, t.pipelines.ended, t.pipelines.succeeded]), Array(4).fill(["succeeded", 3, 3]))
+      const settledOnly = yield* statusOf([])
+      assert.deepStrictEqual(settledOnly.map((t) => [t.status, t.pipelines.ended]), Array(4).fill(["succeeded", 0]))
       // the cluster's root keeps its pipelines in Postgres: the report needs the database
       const noDb = yield* assay(["study", "report", study, "--output-root", clusterRoot])
       assert.strictEqual(noDb.code, 2, noDb.stderr)
@@ -232,5 +244,5 @@ describe("a study on --engine cluster", () => {
         JSON.parse(pg.psql("study", "SELECT value FROM assay_meta WHERE key = 'study/cstudy/trials'").trim()),
         [{ variantId: "v02", repeat: 3 }]
       )
-    }), 240_000)
+    }), 420_000)
 })

@@ -24,6 +24,7 @@ import * as Words from "../domain/internal/words.js"
 import * as PgSuites from "../layers/internal/pg/suites.js"
 import { redactUrlsIn, scrub } from "../layers/internal/pg/url.js"
 import * as InternalSubmit from "../services/internal/cluster/submit.js"
+import * as ClusterWorkflow from "../services/internal/cluster/workflow.js"
 import { oneLine } from "../services/internal/suiteViews.js"
 import * as Suite from "../services/Suite.js"
 import { SuiteCatalog } from "../services/SuiteCatalog.js"
@@ -303,36 +304,132 @@ const hostedFile = (config: string, database: string) =>
     if (yield* StudyConfig.isStudyFile(config)) return yield* studyHosted(config, database)
     if (!(yield* SuiteConfig.isSuiteFile(config))) {
       const experiment = yield* Experiment.load(config)
-      return { hosted: hostedOf(experiment), specs: experiment.pipelines() as Stream.Stream<AnySpec, { readonly message: string }, FileSystem.FileSystem> }
+      return {
+        hosted: hostedOf(experiment),
+        specs: experiment.pipelines() as Stream.Stream<AnySpec, { readonly message: string }, FileSystem.FileSystem>,
+        reload: undefined
+      }
     }
     const loaded = yield* SuiteConfig.load(config, { strictEnv: false })
     for (const w of loaded.warnings) yield* Console.error(w)
     yield* Console.error(`runner: suite ${loaded.id}: serving members ${loaded.members.map((m) => m.id).join(", ")}`)
-    return { hosted: suiteHosted(loaded), specs: suiteSpecs(loaded) }
+    return { hosted: suiteHosted(loaded), specs: suiteSpecs(loaded), reload: undefined }
   })
 
 /**
- * What a runner hosts for a study file (`assay runner -c STUDY`): the declared trials (variants
- * × repeats) of every protocol version up to the study's current one on the cluster (the
- * version its submitter last ran, kept in the store's `assay_meta` under
- * `study/ID/version`; 1 before any submission), each trial a member of the version's suite,
- * re-keyed as `Study.execute` keys them. Confirmation trials (`study confirm`) are not served:
- * the submitter refuses them on the cluster engine.
+ * What a runner hosts for a study file (`assay runner -c STUDY`): the trials (variants ×
+ * repeats, and the confirmation trials recorded on the cluster: {@link recordedStudyTrials})
+ * of every protocol version up to the study's current one on the cluster (the version its
+ * submitter last ran, kept in the store's `assay_meta` under `study/ID/version`; 1 before any
+ * submission), each trial a member of the version's suite, re-keyed as `Study.execute` keys
+ * them. `reload`: the same trials again when the recorded confirmation trials changed since
+ * (a `study confirm --engine cluster` after the runner started), else none; the runner's
+ * catalog asks it when a pipeline is not found (`catalogFromStreamReloading`). A new protocol
+ * version is not reloaded: its pools may differ (the runner refuses its pipelines; restart it).
  */
 const studyHosted = (config: string, database: string) =>
   Effect.gen(function*() {
-    const loaded = yield* StudyConfig.load(config, { strictEnv: false })
-    const version = yield* currentStudyVersion(loaded.id).pipe(Effect.provide(pgLayer(database)), Effect.orElseSucceed(() => 1))
-    const suites = Array.from({ length: version }, (_, i) => loaded.suiteFor(i + 1))
-    const last = suites[suites.length - 1]!
+    const sql = pgLayer(database)
+    const base = yield* StudyConfig.load(config, { strictEnv: false })
+    const current = yield* currentStudyVersion(base.id).pipe(Effect.provide(sql), Effect.orElseSucceed(() => 1))
+    const recorded = (): Effect.Effect<ReadonlyArray<StudyTrialRef>> =>
+      recordedStudyTrials(base.id).pipe(Effect.provide(sql), Effect.orElseSucceed((): ReadonlyArray<StudyTrialRef> => []))
+    const specsOf = (extraTrials: ReadonlyArray<StudyTrialRef>) =>
+      Effect.gen(function*() {
+        const loaded = extraTrials.length === 0 ? base : yield* StudyConfig.load(config, { strictEnv: false, extraTrials })
+        const suites = Array.from({ length: current }, (_, i) => loaded.suiteFor(i + 1))
+        return { last: suites[suites.length - 1]!, specs: Stream.concatAll(Chunk.fromIterable(suites.map(suiteSpecs))) }
+      })
+    let extras = yield* recorded()
+    const { last, specs } = yield* specsOf(extras)
     for (const w of last.warnings) yield* Console.error(w)
     yield* Console.error(
-      `runner: study ${loaded.id}: serving the declared trials of protocol version${version === 1 ? " 1" : `s 1-${version}`} (${
+      `runner: study ${base.id}: serving the trials of protocol version${current === 1 ? " 1" : `s 1-${current}`} (${
         last.members.length
-      } trials per version)`
+      } trials per version${extras.length === 0 ? "" : `, ${Words.count(extras.length, "confirmation trial")} among them`})`
     )
-    const specs = Stream.concatAll(Chunk.fromIterable(suites.map(suiteSpecs)))
-    return { hosted: suiteHosted(last), specs }
+    const reload = Effect.gen(function*() {
+      const now = yield* recorded()
+      if (sameTrials(now, extras)) return Option.none()
+      const next = yield* specsOf(now).pipe(
+        Effect.mapError((e) => new StoreUnavailable({ message: `cannot load the study file again: ${e.message}` }))
+      )
+      extras = now
+      yield* Console.error(`runner: study ${base.id}: now serving ${Words.count(now.length, "confirmation trial")} too`)
+      return Option.some(next.specs)
+    })
+    return { hosted: suiteHosted(last), specs, reload }
+  })
+
+/** A trial of a study by variant and repeat (a confirmation trial recorded on the cluster). */
+type StudyTrialRef = { readonly variantId: string; readonly repeat: number }
+
+const trialKey = (t: StudyTrialRef) => `${t.variantId}\u0000${t.repeat}`
+
+const sameTrials = (a: ReadonlyArray<StudyTrialRef>, b: ReadonlyArray<StudyTrialRef>): boolean => {
+  if (a.length !== b.length) return false
+  const keys = new Set(a.map(trialKey))
+  return b.every((t) => keys.has(trialKey(t)))
+}
+
+/**
+ * The `assay_meta` key of a study's trials beyond the declared ones on the cluster
+ * (confirmation trials, `study confirm`): a JSON array of `{ variantId, repeat }`.
+ *
+ * @internal
+ */
+export const studyTrialsKey = (studyId: string): string => `study/${studyId}/trials`
+
+/**
+ * The confirmation trials of a study its submitters recorded on the cluster
+ * ({@link studyTrialsKey}), in the order recorded; none when nothing is recorded (or the
+ * value is not such an array).
+ *
+ * @internal
+ */
+export const recordedStudyTrials = (studyId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql.unsafe<{ readonly value: string }>(`SELECT value FROM assay_meta WHERE key = $1`, [studyTrialsKey(studyId)])
+    if (rows[0] === undefined) return []
+    const value: unknown = JSON.parse(rows[0].value)
+    if (!Array.isArray(value)) return []
+    return value.flatMap((t): ReadonlyArray<StudyTrialRef> =>
+      typeof t === "object" && t !== null && typeof t.variantId === "string" && Number.isSafeInteger(t.repeat)
+        ? [{ variantId: t.variantId, repeat: t.repeat }]
+        : []
+    )
+  })
+
+/**
+ * Records a study's confirmation trials on the cluster ({@link studyTrialsKey}): `trials`
+ * added to the ones recorded (never removed: a runner serving them goes on serving them), in
+ * one statement that merges with a concurrent record. The runners serve them from their next
+ * lookup of a pipeline they do not know.
+ *
+ * @param studyId the study
+ * @param trials the trials beyond the declared repeats (`{ variantId, repeat }`)
+ * @internal
+ */
+export const recordStudyTrials = (studyId: string, trials: ReadonlyArray<StudyTrialRef>) =>
+  Effect.gen(function*() {
+    if (trials.length === 0) return
+    const sql = yield* SqlClient.SqlClient
+    const known = yield* recordedStudyTrials(studyId)
+    const keys = new Set(known.map(trialKey))
+    const added = trials.filter((t) => !keys.has(trialKey(t)))
+    if (added.length === 0) return
+    // merged in the statement: a record written meanwhile by another submitter is kept
+    yield* sql.unsafe(
+      `INSERT INTO assay_meta (key, value) VALUES ($1, $2)
+       ON CONFLICT (key) DO UPDATE SET value = (
+         SELECT jsonb_agg(u.t)::text FROM (
+           SELECT jsonb_array_elements(assay_meta.value::jsonb) AS t
+           UNION SELECT jsonb_array_elements(EXCLUDED.value::jsonb)
+         ) u
+       )`,
+      [studyTrialsKey(studyId), JSON.stringify([...known, ...added].map((t) => ({ variantId: t.variantId, repeat: t.repeat })))]
+    )
   })
 
 /**
@@ -389,7 +486,7 @@ const suiteSpecs = (loaded: SuiteConfig.LoadedSuite) =>
  */
 export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSystem.FileSystem> =>
   Effect.gen(function*() {
-    const { hosted: experiment, specs } = yield* hostedFile(o.config, o.database)
+    const { hosted: experiment, reload, specs } = yield* hostedFile(o.config, o.database)
     const watchdogs = yield* Watchdog.settingsFromEnv
     const { layer: store, target } = yield* sharedStoreLayer(experiment, o.store, o.database)
     // the experiment's `run.cache` and `pricing` apply to the runner's tasks (the submitter's
@@ -427,7 +524,12 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
         shardingConfig: address === undefined ? {} : { runnerAddress: Option.some(RunnerAddress.make(address.host, address.port)) }
       })),
       Layer.provide(pgLayer(o.database)),
-      Layer.provide(ClusterEngine.catalogStreamLayer(specs, (e) => e.message)),
+      // a study's catalog grows with the confirmation trials recorded after the runner started
+      Layer.provide(
+        reload === undefined
+          ? ClusterEngine.catalogStreamLayer(specs, (e) => e.message)
+          : Layer.effect(ClusterEngine.SpecCatalog, ClusterWorkflow.catalogFromStreamReloading(specs, (e) => e.message, reload))
+      ),
       Layer.provide(Layer.mergeAll(
         // the cache is opened after the store and closed before it (it may be the store's database)
         cache.layer.pipe(Layer.provideMerge(store)),

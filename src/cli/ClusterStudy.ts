@@ -26,6 +26,7 @@ import { Context, Duration, Effect, Layer, Option, type Scope } from "effect"
 import * as nodePath from "node:path"
 import type { LoadedSuite } from "../config/internal/suite.js"
 import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
+import type { RunConfigInput } from "../domain/RunConfig.js"
 import { readOnlyView } from "../domain/TaskStore.js"
 import * as ClusterEngine from "../layers/ClusterEngine.js"
 import * as PgStore from "../layers/PgStore.js"
@@ -42,6 +43,7 @@ import {
   currentStudyVersion,
   followProgress,
   pgLayer,
+  recordStudyTrials,
   refuseRunFields,
   sharedStoreLayer,
   studyVersionKey,
@@ -72,22 +74,28 @@ export interface ClusterStudyArgs {
   readonly cacheFlag: string | undefined
 }
 
-/** The study fields the cluster engine does not carry out: their path and why, or none. */
+/** The study fields the cluster engine does not carry out: their path and why (the refusal's words after the path), or none. */
 const notCarriedOut = (study: Study.StudyInput): { readonly path: string; readonly why: string } | undefined => {
+  const budgetWhy =
+    "a study budget is metered from the leases of the trials' tasks, and on the cluster engine those are taken on the runners, " +
+    "out of the submitter's sight: its meter would never move. Remove it to run with --engine cluster (the calls, tokens and cost " +
+    "stay in the store's attempts: assay report URL), or run the study on the embedded engine"
   for (const scope of ["perTrial", "total"] as const) {
     const figures = study.budget?.[scope] ?? {}
     for (const [k, v] of Object.entries(figures)) {
       if (v === undefined || v === null) continue
-      return {
-        path: `budget.${scope}.${k === "timeMs" ? "time" : k}`,
-        why: "the leases and calls a budget meters happen on the runners, out of the submitter's sight"
-      }
+      return { path: `budget.${scope}.${k === "timeMs" ? "time" : k}`, why: budgetWhy }
     }
   }
   for (const [i, s] of study.stop.entries()) {
-    if (s.when === "budget") return { path: `stop[${i}].when`, why: "a study budget is not metered on the cluster engine" }
+    if (s.when === "budget") return { path: `stop[${i}].when`, why: budgetWhy }
     if (s.running === "cancel") {
-      return { path: `stop[${i}].running`, why: "the submitter cannot interrupt pipelines running on the runners (drain is carried out)" }
+      return {
+        path: `stop[${i}].running`,
+        why: "cancelling interrupts the running trials' pipelines (they end interrupted, resumable), and the submitter cannot " +
+          "interrupt pipelines on the runners: its stops act at admission. Use running: drain (no trial starts after the stop; " +
+          "the running ones finish), or run the study on the embedded engine"
+      }
     }
   }
   return undefined
@@ -95,37 +103,28 @@ const notCarriedOut = (study: Study.StudyInput): { readonly path: string; readon
 
 /**
  * Refuses (exit 2, naming the field or flag) what the cluster engine does not carry out for a
- * study: budgets, a `budget` stop, `running: cancel`, `run.stopAfterFailures` and
- * `run.stopAfter`, a `run` field other than the cluster submitter's
- * (`ClusterRun.refuseRunFields`), the call cache flags, and confirmation trials
- * (`extra`: the runners serve the declared trials only).
+ * study: budgets, a `budget` stop, `running: cancel`, a `run` field other than the cluster
+ * submitter's
+ * (`ClusterRun.refuseRunFields`) and the call cache flags.
  *
  * @internal
  */
 export const refuse = (
   args: ClusterStudyArgs,
   study: Study.StudyInput,
-  first: LoadedSuite,
-  extra: ReadonlyArray<{ readonly variantId: string; readonly repeat: number }>
+  first: LoadedSuite
 ): Effect.Effect<void, ConfigError> =>
   Effect.gen(function*() {
     const field = notCarriedOut(study)
     if (field !== undefined) {
       return yield* configError(
         field.path,
-        `not supported on the cluster engine yet (${field.why}): remove it to run with --engine cluster, or run on the embedded engine`
+        `not supported on the cluster engine yet: ${field.why} (docs/scale-out.md, "Studies on the cluster engine")`
       )
     }
-    // `run.trialConcurrency` is the study's trial window: the driver's, carried out here
+    // `run.trialConcurrency` is the study's trial window: the driver's, carried out here;
+    // `run.stopAfterFailures` / `run.stopAfter` are the submitter's (`submitterOptions`)
     const { trialConcurrency: _window, ...run } = first.run as Readonly<Record<string, unknown>>
-    // the submitter's stop rules are an experiment's or a suite's: a study's run does not pass them on yet
-    for (const field of ["stopAfterFailures", "stopAfter"] as const) {
-      if (run[field] === undefined) continue
-      return yield* configError(
-        `run.${field}`,
-        `run.${field} is not supported for a study on the cluster engine yet: remove it to run with --engine cluster, or run on the embedded engine`
-      )
-    }
     yield* refuseRunFields(run)
     if (args.cacheFlag !== undefined) {
       return yield* configError(
@@ -133,20 +132,42 @@ export const refuse = (
         "the call cache flags do not apply with --engine cluster: the runners read run.cache from the study file"
       )
     }
-    if (extra.length > 0) {
-      return yield* configError(
-        "--engine",
-        `the study has ${extra.length} confirmation trial(s) (${
-          extra.slice(0, 3).map((t) => `${t.variantId} r${t.repeat}`).join(", ")
-        }): the cluster engine runs the declared trials only (variants × repeats); run it on the embedded engine`
-      )
-    }
   })
 
 /**
+ * The options of the study's submitter (`SubmitRunner.make`) that come from the study file's
+ * `run` section and `--max-admitted`: `maxAdmitted` (the flag, else `run.maxAdmitted`, else
+ * the submitter's default), `label`, `notes`, and the run's stop rules as the embedded engine
+ * reads them for a study (`Runner.layer` over the same `run` section): `stopAfterFailures`
+ * (once that many of the study run's pipelines failed, across its trials, no more are
+ * admitted) and `stopAfter` (a duration as written: once that much time has passed since the
+ * run started, no more are admitted). Either ends the run `interrupted` with `stopReason`
+ * `stop_after_failures` / `stop_after`, and the study settles `interrupted` (a resume admits
+ * the rest), as on the embedded engine; the pipelines already admitted run to their end (the
+ * cluster's stops act at admission: docs/scale-out.md, "Limits today").
+ *
+ * @param run the study's `run` section (of its suite for version 1)
+ * @param maxAdmitted `--max-admitted`, if given
+ * @internal
+ */
+export const submitterOptions = (
+  run: RunConfigInput,
+  maxAdmitted: Option.Option<number>
+): SubmitRunner.SubmitRunnerOptions => ({
+  ...(Option.isSome(maxAdmitted) ? { maxAdmitted: maxAdmitted.value } : run.maxAdmitted === undefined ? {} : { maxAdmitted: run.maxAdmitted }),
+  ...(run.label === undefined ? {} : { label: run.label }),
+  ...(run.notes === undefined ? {} : { notes: run.notes }),
+  ...(run.stopAfterFailures === undefined ? {} : { stopAfterFailures: run.stopAfterFailures }),
+  ...(run.stopAfter === undefined ? {} : { stopAfter: Duration.decode(run.stopAfter) })
+})
+
+/**
  * An open cluster session of a study run: the Postgres store and the cluster's client, and
- * `environment(stores, version)`: the services `Study.execute` runs on (the cluster-backed
- * `Runner`, the root's catalogs with the store's read views).
+ * `environment(stores, studyId, version, confirmations)`: the services `Study.execute` runs on
+ * (the cluster-backed `Runner`, the root's catalogs with the store's read views), once the
+ * study's version and its confirmation trials (the version's trials beyond the declared
+ * repeats, `study confirm`) are recorded in the cluster's database for the runners
+ * (`ClusterRun.studyVersionKey`, `ClusterRun.studyTrialsKey`).
  *
  * @internal
  */
@@ -154,7 +175,8 @@ export interface ClusterStudySession {
   readonly environment: (
     stores: Context.Context<SuiteCatalog | StudyCatalog>,
     studyId: string,
-    version: number
+    version: number,
+    confirmations: ReadonlyArray<{ readonly variantId: string; readonly repeat: number }>
   ) => Effect.Effect<Context.Context<Runner | SuiteCatalog | StudyCatalog>, StoreUnavailable>
 }
 
@@ -196,7 +218,7 @@ export const open = (
     const pg = Context.get(context, Store)
     const sql = Context.get(context, SqlClient.SqlClient)
     return {
-      environment: (stores, studyId, version) =>
+      environment: (stores, studyId, version, confirmations) =>
         Effect.gen(function*() {
           // the runners serve every version up to the one recorded here (never lowered)
           const recorded = yield* currentStudyVersion(studyId).pipe(Effect.provideService(SqlClient.SqlClient, sql))
@@ -204,11 +226,11 @@ export const open = (
             `INSERT INTO assay_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,
             [studyVersionKey(studyId), JSON.stringify(Math.max(recorded, version))]
           )
+          // the runners serve the declared trials from the study file, the confirmation trials from this record
+          yield* recordStudyTrials(studyId, confirmations).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           const runner = yield* SubmitRunner.make({
-            ...(Option.isSome(args.maxAdmitted) ? { maxAdmitted: args.maxAdmitted.value } : first.run.maxAdmitted === undefined ? {} : { maxAdmitted: first.run.maxAdmitted }),
+            ...submitterOptions(first.run, args.maxAdmitted),
             pollInterval: Duration.millis(500),
-            ...(first.run.label === undefined ? {} : { label: first.run.label }),
-            ...(first.run.notes === undefined ? {} : { notes: first.run.notes }),
             meta: { ...first.run.meta, study: { id: studyId, version } },
             ...followProgress({ quiet: args.quiet, config: args.file }, database)
           }).pipe(Effect.provide(context))
@@ -222,7 +244,7 @@ export const open = (
           )
         }).pipe(
           Effect.catchTag("SqlError", (e) =>
-            Effect.fail(new StoreUnavailable({ message: `cannot record the study's version in the cluster's database: ${e.message}` })))
+            Effect.fail(new StoreUnavailable({ message: `cannot record the study's version or trials in the cluster's database: ${e.message}` })))
         )
     }
   })
@@ -230,8 +252,9 @@ export const open = (
 /**
  * The read views of a study root whose pipelines the cluster engine ran: when the root has a
  * {@link MARKER}, `--database` must be given (`ConfigError` at `--database` otherwise) and the
- * returned function swaps the catalogs' read views for the Postgres store's; `undefined` when
- * the root ran on the embedded engine (and `--database` was not given).
+ * returned function swaps the catalogs' read views for the Postgres store's (the suite view,
+ * and the study catalog's `pipelineStates` aggregate); `undefined` when the root ran on the
+ * embedded engine (and `--database` was not given).
  *
  * @internal
  */
@@ -258,10 +281,40 @@ export const readViews = (
       )
     }
     const url = yield* checkDatabase(database.value)
-    const context = yield* Layer.build(PgStore.layerReadOnly(url))
+    const context = yield* Layer.build(Layer.merge(PgStore.layerReadOnly(url), pgLayer(url))).pipe(
+      Effect.mapError((e) =>
+        e instanceof ConfigError || e instanceof StoreUnavailable
+          ? e
+          : new StoreUnavailable({ message: redactUrlsIn(scrub(`cannot reach the cluster's database ${redactUrl(url)}: ${String(e)}`, url)) })
+      )
+    )
     const view = readOnlyView(Context.get(context, Store))
+    const sql = Context.get(context, SqlClient.SqlClient)
     return (stores) => ({
       catalog: { ...stores.catalog, view: () => Effect.succeed(view) },
-      study: { ...stores.study, pipelineStates: undefined }
+      study: { ...stores.study, pipelineStates: pipelineStatesOf(sql) }
     })
   })
+
+/**
+ * The stored pipelines of a suite's members by state, member id → state → count, from the
+ * cluster's Postgres store (one aggregate read, as the root's own `pipelineStates` reads its
+ * SQLite tables): what `study status` shows as a cluster root's live pipeline counts.
+ */
+const pipelineStatesOf = (sql: SqlClient.SqlClient) => (suiteId: string) =>
+  sql.unsafe<{ readonly experiment_id: string | null; readonly state: string; readonly n: string | number }>(
+    `SELECT experiment_id, state, count(*) AS n FROM assay_pipelines WHERE suite_id = $1 GROUP BY experiment_id, state`,
+    [suiteId]
+  ).pipe(
+    Effect.map((rows) => {
+      const out = new Map<string, Record<string, number>>()
+      for (const r of rows) {
+        if (r.experiment_id === null) continue
+        const m = out.get(r.experiment_id) ?? {}
+        m[r.state] = Number(r.n)
+        out.set(r.experiment_id, m)
+      }
+      return out as ReadonlyMap<string, Readonly<Record<string, number>>>
+    }),
+    Effect.mapError((e) => new StoreUnavailable({ message: `cannot read the study's pipelines from the cluster's store: ${e.message}` }))
+  )

@@ -19,6 +19,11 @@
  * exit 1`), or the store failed; 130 when interrupted); 2 for an invalid study file or flag, an
  * unknown variant, `--repeats` below 1, a study that never ran, a changed protocol.
  *
+ * On the cluster engine (`--engine cluster --database URL`, a study root the cluster engine
+ * ran): the confirmation trials are recorded in the cluster's database and the study's runners
+ * serve them (a runner started before reads the record when it is asked for a pipeline it does
+ * not know); docs/scale-out.md "Studies on the cluster engine".
+ *
  * A later `assay study resume` or `run` of the version counts the confirmation trials as its
  * trials (`StudyRun.registeredTrials`: its tally is the report's) and resumes one that was
  * interrupted; `confirm` itself always adds new repeats.
@@ -76,6 +81,12 @@ export const confirm = (args: {
   readonly outputRoot: Option.Option<string>
   readonly json: boolean
   readonly quiet: boolean
+  /** `--engine cluster` (since 0.15.0; default `local`): the confirmation trials run on `assay runner -c FILE` processes. */
+  readonly engine?: "local" | "cluster" | undefined
+  /** `--database URL` (with `--engine cluster` only). */
+  readonly database?: Option.Option<string> | undefined
+  /** `--max-admitted N` (with `--engine cluster` only). */
+  readonly maxAdmitted?: Option.Option<number> | undefined
 }): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     if (!Number.isSafeInteger(args.repeats) || args.repeats < 1) return yield* configError("--repeats", `must be an integer >= 1, got ${args.repeats}`)
@@ -125,7 +136,10 @@ export const confirm = (args: {
         strictEnv: false,
         json: args.json,
         quiet: args.quiet,
-        namedWhat: "confirmation trial"
+        namedWhat: "confirmation trial",
+        ...(args.engine === undefined ? {} : { engine: args.engine }),
+        ...(args.database === undefined ? {} : { database: args.database }),
+        ...(args.maxAdmitted === undefined ? {} : { maxAdmitted: args.maxAdmitted })
       }
     )
   })
@@ -146,7 +160,8 @@ export const subcommands = [
       Options.optional
     ),
     json: Options.boolean("json").pipe(Options.withDescription("Print one JSON object.")),
-    quiet: Options.boolean("quiet").pipe(Options.withAlias("q"), Options.withDescription("Print no plan or progress lines."))
+    quiet: Options.boolean("quiet").pipe(Options.withAlias("q"), Options.withDescription("Print no plan or progress lines.")),
+    ...StudyRun.clusterFlags
   }, (o) => confirm(o)).pipe(
     Command.withDescription("Run N confirmation trials of a variant under the current protocol version (repeats continue; they count in the report).")
   )

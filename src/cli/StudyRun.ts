@@ -83,6 +83,8 @@ export interface LoadedStudyFile extends Study.StudyInput {
   readonly suiteFor: (version: number) => LoadedSuite
   /** Endpoints the study cannot call as configured (see `LoadedStudy.endpointProblems`): the run refuses to start. */
   readonly endpointProblems?: ReadonlyArray<ConfigIssue> | undefined
+  /** The declared repeats (a trial of a higher repeat is a confirmation trial; since 0.15.0; absent: none is). */
+  readonly repeats?: number | undefined
 }
 
 /**
@@ -455,8 +457,7 @@ const runStudyStages = (
     const cluster = args.engine === "cluster" ? yield* clusterArgsOf(args) : undefined
     if (cluster === undefined) yield* refuseClusterFlags(args)
     let loaded = yield* deps.load(args.file, loadOptions)
-    // the confirmation trials registered beyond the declared ones (the cluster engine refuses them)
-    let extraTrials: ReadonlyArray<{ readonly variantId: string; readonly repeat: number }> = []
+    // the confirmation trials registered beyond the declared ones are the version's trials too
     if (!args.newVersion) {
       // the version's confirmation trials are its trials too: run, resume and report tally the
       // same ones (tester16 F10.1: resume said 12 of 18 where report said 14 of 20)
@@ -469,7 +470,6 @@ const runStudyStages = (
       if (registered.version !== null) {
         const known = new Set(loaded.trialsFor(registered.version).map((t) => `${t.variant.id}\u0000${t.repeat}`))
         const extra = registered.trials.filter((t) => !known.has(`${t.variantId}\u0000${t.repeat}`))
-        extraTrials = extra
         if (extra.length > 0) loaded = yield* deps.load(args.file, { ...loadOptions, extraTrials: [...registered.trials] })
       }
     }
@@ -487,7 +487,7 @@ const runStudyStages = (
     const first = loaded.suiteFor(1)
     // what the cluster engine does not carry out is refused before anything is frozen or run
     const clusterStudy = cluster === undefined ? undefined : yield* loadClusterStudy
-    if (clusterStudy !== undefined && cluster !== undefined) yield* clusterStudy.refuse(cluster, loaded, first, extraTrials)
+    if (clusterStudy !== undefined && cluster !== undefined) yield* clusterStudy.refuse(cluster, loaded, first)
     // one engine per root: its pipelines are in the cluster's store, or in the root
     yield* refuseOtherEngine(first.output.root, cluster !== undefined)
     for (const u of first.unresolvedEnv) {
@@ -542,7 +542,9 @@ const runStudyStages = (
         const context = yield* session.environment(
           Context.make(SuiteCatalog, h.catalog).pipe(Context.add(StudyCatalog, h.study)),
           loaded.id,
-          prepared.version
+          prepared.version,
+          // the version's confirmation trials: the runners serve them from the cluster's record
+          prepared.trials.filter((t) => loaded.repeats !== undefined && t.repeat > loaded.repeats).map((t) => ({ variantId: t.variant.id, repeat: t.repeat }))
         )
         reached({ at: "running" })
         return yield* Study.execute(prepared, options).pipe(Effect.provide(context))
@@ -741,11 +743,28 @@ const judgeCell = (t: { readonly state: string; readonly settled?: { readonly ju
  */
 export const status = (
   deps: StudyCommandDeps,
-  args: { readonly file: string; readonly outputRoot: Option.Option<string>; readonly json: boolean }
+  args: {
+    readonly file: string
+    readonly outputRoot: Option.Option<string>
+    readonly json: boolean
+    /**
+     * `--database URL` (since 0.15.0): a root the cluster engine runs keeps its pipelines in the
+     * cluster's Postgres store; with it the trials' live pipeline counts (and call cache
+     * figures) are read there (without it, such a root shows the trials' settled state).
+     */
+    readonly database?: Option.Option<string> | undefined
+  }
 ): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
   Effect.scoped(Effect.gen(function*() {
     const loaded = yield* deps.load(args.file, Option.isSome(args.outputRoot) ? { outputRoot: nodePath.resolve(args.outputRoot.value) } : {})
-    const h = yield* openRead(loaded)
+    const opened = yield* openRead(loaded)
+    // a cluster root's pipelines are in the cluster's store: read there with --database
+    const database = args.database ?? Option.none()
+    const swap = opened === undefined || Option.isNone(database) ? undefined : yield* Effect.flatMap(
+      loadClusterStudy,
+      (cluster) => cluster.readViews(rootOf(loaded).root, database)
+    )
+    const h = opened === undefined || swap === undefined ? opened : { ...opened, ...swap({ catalog: opened.catalog, study: opened.study }) }
     const state = h === undefined ? Option.none() : yield* Study.status(loaded.id).pipe(Effect.provideService(StudyCatalog, h.study))
     if (Option.isNone(state)) {
       if (args.json) yield* Console.log(JSON.stringify({ studyId: loaded.id, status: null, trials: [] }))
@@ -846,11 +865,33 @@ export const stop = (
     const running = args.cancel ? "cancel" : "drain"
     const at = yield* Clock.currentTimeMillis
     yield* StudyTables.requestStopInFile(file, { studyId: loaded.id, running, by: `pid ${process.pid} on ${os.hostname()}`, at })
-    yield* Console.log(
-      `stop requested for study ${loaded.id}: running trials ${running === "cancel" ? "are cancelled" : "drain"}; ` +
-        `the running process takes the request within about a second`
+    const onCluster = yield* Effect.flatMap(FileSystemTag.FileSystem, (fs) => fs.exists(nodePath.join(root, CLUSTER_MARKER))).pipe(
+      Effect.orElseSucceed(() => false)
     )
+    yield* Console.log(stopRequestedLine(loaded.id, running, onCluster))
   })
+
+/**
+ * What `assay study stop` says once the request is written: how the running trials stop
+ * (drain, or cancelled), and, on a root the cluster engine runs (`onCluster`), what a cancel
+ * is there: no more of the running trials' pipelines are admitted, the ones admitted finish on
+ * the runners (the submitter cannot interrupt them), and the trials cut short settle
+ * `cancelled` (resumable).
+ *
+ * @param studyId the study
+ * @param running `drain` or `cancel` (`--cancel`)
+ * @param onCluster whether the study's root is a cluster engine's ({@link CLUSTER_MARKER})
+ * @returns the line
+ * @internal
+ */
+export const stopRequestedLine = (studyId: string, running: "drain" | "cancel", onCluster: boolean): string =>
+  `stop requested for study ${studyId}: running trials ${
+    running === "drain"
+      ? "drain"
+      : onCluster
+      ? "are cancelled at admission (cluster engine: no more of their pipelines are admitted; the admitted ones finish on the runners, up to --max-admitted of them; the trials cut short settle cancelled, resumable)"
+      : "are cancelled"
+  }; the running process takes the request within about a second`
 
 // ---------------------------------------------------------------------------------------------
 // Commands
@@ -891,6 +932,14 @@ const maxAdmitted = Options.integer("max-admitted").pipe(
   Options.optional,
   Options.withDescription("With --engine cluster: pipelines admitted to the cluster at once (default run.maxAdmitted, else 256).")
 )
+/**
+ * The cluster engine's flags of the study commands that run trials (`run`, `resume`,
+ * `confirm`): `--engine`, `--database`, `--max-admitted`.
+ *
+ * @internal
+ */
+export const clusterFlags = { engine, database, maxAdmitted } as const
+
 const cancel = Options.boolean("cancel").pipe(Options.withDescription("Cancel the running trials (resumable) instead of letting them finish."))
 
 /**
@@ -934,7 +983,16 @@ export const subcommands = (deps: StudyCommandDeps) => {
     Command.make("stop", { file, outputRoot, cancel }, (o) => stop(deps, o)).pipe(
       Command.withDescription("Ask the process running the study to stop (drain, or --cancel).")
     ),
-    Command.make("status", { file, outputRoot, json }, (o) => status(deps, o)).pipe(
+    Command.make("status", {
+      file,
+      outputRoot,
+      json,
+      database: Options.text("database").pipe(
+        Options.withPseudoName("URL"),
+        Options.optional,
+        Options.withDescription("A study the cluster engine runs: its database (postgres://…), for the trials' live pipeline counts.")
+      )
+    }, (o) => status(deps, o)).pipe(
       Command.withDescription("Print the study's status and its trials (read-only).")
     )
   ] as const

@@ -10,10 +10,14 @@
  *   them and admitted the rest;
  * - the trials settle as an embedded run of the same study settles them (same statuses and
  *   metrics, same study status, same `study report` comparison);
+ * - `study status --database` shows the trials' pipeline counts from the cluster's store;
  * - resuming runs nothing again; `study report` of the cluster's root needs `--database`; a
  *   root is continued on the engine that ran it only;
+ * - `study confirm --engine cluster` runs a confirmation trial on the runners already up (they
+ *   read the trials recorded in the cluster's database when asked for a pipeline they do not
+ *   know);
  * - what the cluster engine does not carry out is refused (exit 2, naming it): a budget,
- *   `run.stopAfterFailures`, the call cache flags, `--database` without `--engine cluster`; `run -c STUDY --engine cluster`
+ *   `running: cancel`, the call cache flags, `--database` without `--engine cluster`; `run -c STUDY --engine cluster`
  *   points to `study run`.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -118,10 +122,10 @@ describe("a study on --engine cluster", () => {
       assert.strictEqual(budget.code, 2, budget.stderr)
       assert.include(budget.stderr, "budget.perTrial.calls")
       assert.include(budget.stderr, "not supported on the cluster engine yet")
-      const failures = write(dir, "failures.json", studyOf({ run: { trialConcurrency: 2, stopAfterFailures: 3 } }))
-      const stopRule = yield* assay(["study", "run", failures, "--engine", "cluster", "--database", url, "--output-root", path.join(dir, "x")])
-      assert.strictEqual(stopRule.code, 2, stopRule.stderr)
-      assert.include(stopRule.stderr, "run.stopAfterFailures")
+      const cancelled = write(dir, "cancel.json", studyOf({ stop: [{ when: "successfulTrials", count: 1, running: "cancel" }] }))
+      const cancel = yield* assay(["study", "run", cancelled, "--engine", "cluster", "--database", url, "--output-root", path.join(dir, "x")])
+      assert.strictEqual(cancel.code, 2, cancel.stderr)
+      assert.include(cancel.stderr, "stop[0].running")
       const cache = yield* assay(["study", "run", study, "--engine", "cluster", "--database", url, "--cache", "--output-root", path.join(dir, "x")])
       assert.strictEqual(cache.code, 2, cache.stderr)
       assert.include(cache.stderr, "--cache")
@@ -193,6 +197,17 @@ describe("a study on --engine cluster", () => {
       const clusterReport = yield* reportOf(clusterRoot, ["--database", url])
       const embeddedReport = yield* reportOf(embeddedRoot, [])
       assert.deepStrictEqual(clusterReport, embeddedReport)
+      // `study status --database` reads the trials' pipeline counts in the cluster's store
+      // (without it, a cluster root shows the trials' settled state, its own tables being empty)
+      const statusOf = (extra: ReadonlyArray<string>) =>
+        Effect.map(assay(["study", "status", study, "--output-root", clusterRoot, "--json", ...extra]), (r) => {
+          assert.strictEqual(r.code, 0, r.stderr)
+          return (JSON.parse(r.stdout) as { trials: ReadonlyArray<{ status: string; pipelines: { ended: number; succeeded: number } }> }).trials
+        })
+      const live = yield* statusOf(["--database", url])
+      assert.deepStrictEqual(live.map((t) => [t.status, t.pipelines.ended, t.pipelines.succeeded]), Array(4).fill(["succeeded", 3, 3]))
+      const settledOnly = yield* statusOf([])
+      assert.deepStrictEqual(settledOnly.map((t) => [t.status, t.pipelines.ended]), Array(4).fill(["succeeded", 0]))
       // the cluster's root keeps its pipelines in Postgres: the report needs the database
       const noDb = yield* assay(["study", "report", study, "--output-root", clusterRoot])
       assert.strictEqual(noDb.code, 2, noDb.stderr)
@@ -212,5 +227,22 @@ describe("a study on --engine cluster", () => {
       assert.strictEqual(clusterOnEmbedded.code, 2, clusterOnEmbedded.stderr)
       assert.include(clusterOnEmbedded.stderr, "ran on the embedded engine")
       assert.deepStrictEqual(events(log), [], "nothing ran")
-    }), 240_000)
+
+      // a confirmation trial on the cluster: recorded in the cluster's database, and the
+      // runners (started before it) serve it once asked for a pipeline they did not know
+      const confirmed = yield* assay([
+        "study", "confirm", study, "v02", "--repeats", "1", "--engine", "cluster", "--database", url, "--output-root", clusterRoot, "--json", "--quiet"
+      ])
+      assert.strictEqual(confirmed.code, 0, confirmed.stdout + confirmed.stderr + logs())
+      const withConfirmation = JSON.parse(confirmed.stdout) as Ran
+      assert.strictEqual(withConfirmation.trials.find((t) => t.trialId === "p1-v02-r3")?.status, "succeeded", confirmed.stdout)
+      const confirmStarts = events(log).filter((e) => e[0] === "start")
+      assert.deepStrictEqual(confirmStarts.map((e) => `${e[2]}/${e[3]}`).sort(), ["p1-v02-r3/0", "p1-v02-r3/1", "p1-v02-r3/2"])
+      const runnerPids = new Set(starts.map((e) => e[5]))
+      assert.isTrue(confirmStarts.every((e) => runnerPids.has(e[5])), "ran on the runners that ran the study")
+      assert.deepStrictEqual(
+        JSON.parse(pg.psql("study", "SELECT value FROM assay_meta WHERE key = 'study/cstudy/trials'").trim()),
+        [{ variantId: "v02", repeat: 3 }]
+      )
+    }), 420_000)
 })

@@ -8,30 +8,45 @@
  *   `admitAsTheyCome`; without it the source and the follow wait for each other forever);
  * - the window's start gate closes admission: a refused spec gets no row, and counts as ended;
  * - `stop`: the first stops admission (the admitted pipelines end), the run ends `interrupted`
- *   with the stop's reason.
+ *   with the stop's reason;
+ * - a study's `run.stopAfterFailures` (issue 17, pg17ae): `study run --engine cluster` no longer
+ *   refuses it and hands it to the submitter (`ClusterStudy.submitterOptions`); a study run on
+ *   the submitter stops admitting once that many of its pipelines failed, and settles
+ *   `interrupted` with the trials after it not started, as on the embedded engine;
+ * - a runner's study catalog grows (`catalogFromStreamReloading`): a pipeline it does not know
+ *   is looked up again in the study's trials once the confirmation trials recorded on the
+ *   cluster changed (test/cli/cluster-study.test.ts runs `study confirm --engine cluster`).
  */
 import { NodeContext } from "@effect/platform-node"
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as TestRunner from "@effect/cluster/TestRunner"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Layer, Option, Schedule, Stream } from "effect"
+import { Chunk, Deferred, Duration, Effect, Exit, Layer, Option, Schedule, Stream } from "effect"
+import * as ClusterStudy from "../../src/cli/ClusterStudy.js"
+import * as StudyRunCli from "../../src/cli/StudyRun.js"
+import type { LoadedSuite } from "../../src/config/internal/suite.js"
 import type { RunId } from "../../src/domain/Ids.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
+import { catalogFromStreamReloading } from "../../src/services/internal/cluster/workflow.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as SubmitRunner from "../../src/services/internal/cluster/submitRunner.js"
 import * as Pool from "../../src/services/Pool.js"
 import { Runner } from "../../src/services/Runner.js"
 import { Store } from "../../src/services/Store.js"
+import type * as Study from "../../src/services/Study.js"
+import * as StudyRun from "../../src/services/Study.js"
+import * as StudyCatalog from "../../src/services/StudyCatalog.js"
 import * as Suite from "../../src/services/Suite.js"
 import type { AnySpec } from "../support/clusterRunner.js"
+import { llmPool, makeStudy, studyEnv } from "./studyFixture.js"
 import { fakeCatalog } from "./suiteFixture.js"
 
 /** A runner host in this process over a memory store, for `specs`. */
-const hostOf = (specs: ReadonlyArray<AnySpec>) => {
+const hostOf = (specs: ReadonlyArray<AnySpec>, pools: ReadonlyArray<typeof llmPool> = []) => {
   const engine = ClusterWorkflowEngine.layer.pipe(Layer.provideMerge(TestRunner.layer))
-  const services = Layer.mergeAll(MemoryStore.layer(), Pool.layer([]), NodeContext.layer)
+  const services = Layer.mergeAll(MemoryStore.layer(), Pool.layer(pools), NodeContext.layer)
   return ClusterEngine.workflowLayer({ concurrency: 8, resourcesEvery: "1 second" }).pipe(
     Layer.provideMerge(engine),
     Layer.provideMerge(services),
@@ -139,4 +154,156 @@ describe("ClusterEngine: the submitter as a Runner (in process)", () => {
       assert.strictEqual(run.status, "interrupted")
       assert.strictEqual(run.stopReason, "enough")
     }))
+})
+
+/** The study's settled facts both engines must agree on: its status, each trial's status. */
+const settledOf = (r: Study.StudyReport) => ({
+  status: r.status,
+  stopReason: r.run?.stopReason ?? null,
+  trials: r.trials.map((t) => [t.trialId, t.status] as const)
+})
+
+describe("ClusterEngine: a study's run.stopAfterFailures on the submitter", () => {
+  const args: ClusterStudy.ClusterStudyArgs = { file: "study.json", database: "postgres://x@h/db", maxAdmitted: Option.none(), quiet: true, cacheFlag: undefined }
+  const loaded = (run: Record<string, unknown>) => ({ run }) as unknown as LoadedSuite
+
+  it.effect("study run --engine cluster takes run.stopAfterFailures and run.stopAfter and passes them to the submitter", () =>
+    Effect.gen(function*() {
+      const { study } = makeStudy({ id: "fails", qualities: ["good", "broken"] })
+      for (const run of [{ stopAfterFailures: 2 }, { stopAfter: "10 minutes" }]) {
+        const exit = yield* Effect.exit(ClusterStudy.refuse(args, study, loaded({ trialConcurrency: 1, ...run })))
+        assert.isTrue(Exit.isSuccess(exit), JSON.stringify(exit))
+      }
+      const options = ClusterStudy.submitterOptions({ stopAfterFailures: 2, stopAfter: "10 minutes", maxAdmitted: 8 }, Option.none())
+      assert.strictEqual(options.stopAfterFailures, 2)
+      assert.isTrue(Duration.equals(Duration.decode(options.stopAfter!), Duration.minutes(10)))
+      assert.strictEqual(options.maxAdmitted, 8)
+      assert.strictEqual(ClusterStudy.submitterOptions({ maxAdmitted: 8 }, Option.some(3)).maxAdmitted, 3)
+    }))
+
+  it.effect("what stays refused says why and what to do instead: a budget, running: cancel", () =>
+    Effect.gen(function*() {
+      const budgeted = makeStudy({ id: "b", qualities: ["good"], budget: { perTrial: { calls: 10 }, total: {} } }).study
+      const b = yield* Effect.flip(ClusterStudy.refuse(args, budgeted, loaded({})))
+      assert.strictEqual(b.issues[0]?.path, "budget.perTrial.calls")
+      assert.include(b.message, "its meter would never move")
+      const cancelling = makeStudy({ id: "c", qualities: ["good"], stop: [{ when: "successfulTrials", count: 1, running: "cancel" }] }).study
+      const c = yield* Effect.flip(ClusterStudy.refuse(args, cancelling, loaded({})))
+      assert.strictEqual(c.issues[0]?.path, "stop[0].running")
+      assert.include(c.message, "running: drain")
+      // `study stop --cancel` on a cluster root says what a cancel is there
+      assert.include(StudyRunCli.stopRequestedLine("s", "cancel", true), "cancelled at admission")
+      assert.include(StudyRunCli.stopRequestedLine("s", "cancel", false), "are cancelled;")
+    }))
+
+  it.live("stopAfterFailures 2: the study stops admitting at the second failure and settles interrupted, as on the embedded engine", () =>
+    stopsAtFailures(1))
+
+  it.live("stopAfterFailures 2 reached while the window waits for the trial's admitted pipelines: the next trial is not started", () =>
+    stopsAtFailures(8))
+})
+
+/**
+ * A study of 2 variants (good, broken) × 2 repeats, one trial at a time, on the submitter with
+ * `run.stopAfterFailures: 2` and `maxAdmitted`, and the same study on the embedded runner: both
+ * settle `interrupted` with the same trial statuses. With `maxAdmitted` 1 the count is reached
+ * while the submitter admits the broken trial's pipelines; with 8 each trial is admitted whole
+ * and the count is reached while the source waits for the window (the next trial must not be
+ * started then).
+ */
+const stopsAtFailures = (maxAdmitted: number) =>
+    Effect.gen(function*() {
+      // run order, one trial at a time: v01 r1 (good), v02 r1 (broken: its pipelines fail), v02 r2, v01 r2
+      const fixture = () => makeStudy({ id: "fails", qualities: ["good", "broken"], repeats: 2, cases: 3, trialConcurrency: 1 })
+      const cluster = fixture()
+      const catalog = fakeCatalog("fails").pipe(Layer.provide(MemoryStore.layer()))
+      const suite = cluster.study.suiteFor(1) as Suite.Suite<AnySpec, never, never>
+      const all = yield* Stream.runCollect(Suite.pipelines(suite, { runId: "r0" as RunId })).pipe(Effect.provide(catalog))
+      const hosted = Chunk.toReadonlyArray(all) as ReadonlyArray<AnySpec>
+      const options = ClusterStudy.submitterOptions({ stopAfterFailures: 2 }, Option.some(maxAdmitted))
+      const runner = Layer.effect(Runner, SubmitRunner.make({ pollInterval: "10 millis", window: 1, ...options }))
+      const env = Layer.mergeAll(runner, fakeCatalog("fails"), StudyCatalog.layerMemory).pipe(Layer.provideMerge(hostOf(hosted)))
+      const { onCluster, rows } = yield* Effect.gen(function*() {
+        const onCluster = yield* StudyRun.run(cluster.study)
+        const rows = yield* (yield* Store).getPipelines(hosted.map((h) => h.pipelineId))
+        return { onCluster, rows }
+      }).pipe(Effect.provide(env))
+
+      const embedded = fixture()
+      const local = yield* StudyRun.run(embedded.study).pipe(
+        Effect.provide(studyEnv("fails", { stopAfterFailures: 2, concurrency: 1, maxAdmitted: 1 }))
+      )
+      assert.strictEqual(onCluster.status, "interrupted", onCluster.summary())
+      assert.strictEqual(onCluster.run?.stopReason, "stop_after_failures")
+      assert.deepStrictEqual(settledOf(onCluster), settledOf(local))
+      // the trials after the broken one never ran: nothing of theirs was admitted
+      const ran = [...cluster.executions.keys()].map((k) => k.split("/")[0])
+      assert.deepStrictEqual([...new Set(ran)].sort(), ["p1-v01-r1", "p1-v02-r1"], JSON.stringify([...cluster.executions]))
+      // v01 r1's three, and v02 r1's first two (one at a time: its third was withheld, no row) or all three
+      assert.deepStrictEqual(
+        [...rows.values()].map((r) => r.state).sort(),
+        maxAdmitted === 1 ? ["failed", "failed", "succeeded", "succeeded", "succeeded"] : ["failed", "failed", "failed", "succeeded", "succeeded", "succeeded"]
+      )
+    })
+
+describe("ClusterEngine: a runner's study catalog grows with the recorded confirmation trials", () => {
+  it.effect("a miss asks for the newer source once it changed; a known id never does", () =>
+    Effect.gen(function*() {
+      const specsOf = (ids: ReadonlyArray<string>) => ids.map((id) => ({ pipelineId: id }) as unknown as AnySpec)
+      let recorded: ReadonlyArray<string> = ["a", "b"]
+      let served: ReadonlyArray<string> = recorded
+      let reloads = 0
+      let reads = 0
+      const source = (ids: ReadonlyArray<string>) => Stream.suspend(() => (reads++, Stream.fromIterable(specsOf(ids))))
+      const reload = Effect.sync(() => {
+        reloads++
+        if (recorded === served) return Option.none()
+        served = recorded
+        return Option.some(source(served))
+      })
+      const catalog = yield* catalogFromStreamReloading(source(served), (e: never) => e, reload)
+      assert.isTrue(Option.isSome(yield* catalog.lookup("a")))
+      assert.strictEqual(reloads, 0, "a known id does not reload")
+      // not recorded yet: one reload asked, nothing newer
+      assert.isTrue(Option.isNone(yield* catalog.lookup("c")))
+      assert.deepStrictEqual([reloads, reads], [1, 1])
+      // recorded (a confirmation after the runner started): the miss reads the newer source
+      recorded = ["a", "b", "c"]
+      const c = yield* catalog.lookup("c")
+      assert.strictEqual(Option.getOrThrow(c).pipelineId, "c")
+      assert.deepStrictEqual([reloads, reads], [2, 2])
+      assert.isTrue(Option.isSome(yield* catalog.lookup("c")))
+      assert.isTrue(Option.isSome(yield* catalog.lookup("b")))
+      assert.deepStrictEqual([reloads, reads], [2, 2])
+    }))
+})
+
+describe("ClusterEngine: what a study's cancel does on the submitter (study stop --cancel)", () => {
+  it.live("a cancel stops admission at once: the admitted pipelines finish (no row left running), the trials cut short settle cancelled", () =>
+    Effect.gen(function*() {
+      // 2 trials at once of 6 pipelines, each holding an llm lease for 150 ms; one admitted at a time
+      const { executions, study } = makeStudy({ id: "cancel", qualities: ["good"], repeats: 2, cases: 6, trialConcurrency: 2, leases: true, callMs: 150 })
+      const catalog = fakeCatalog("cancel").pipe(Layer.provide(MemoryStore.layer()))
+      const suite = study.suiteFor(1) as Suite.Suite<AnySpec, never, never>
+      const hosted = Chunk.toReadonlyArray(yield* Stream.runCollect(Suite.pipelines(suite, { runId: "r0" as RunId })).pipe(Effect.provide(catalog))) as ReadonlyArray<AnySpec>
+      const runner = Layer.effect(Runner, SubmitRunner.make({ pollInterval: "10 millis", window: 1, maxAdmitted: 1 }))
+      const env = Layer.mergeAll(runner, fakeCatalog("cancel"), StudyCatalog.layerMemory).pipe(Layer.provideMerge(hostOf(hosted, [llmPool])))
+      const { report, rows } = yield* Effect.gen(function*() {
+        const studies = yield* StudyCatalog.StudyCatalog
+        // `assay study stop --cancel` once the first pipeline ran
+        yield* Effect.fork(Effect.zipRight(
+          Effect.repeat(Effect.sync(() => executions.size), { until: (n) => n >= 1, schedule: Schedule.spaced("20 millis") }),
+          Effect.flatMap(Effect.clockWith((c) => c.currentTimeMillis), (now) => studies.requestStop("cancel", { running: "cancel", by: "test" }, now))
+        ))
+        const report = yield* StudyRun.run(study)
+        const rows = yield* (yield* Store).getPipelines(hosted.map((h) => h.pipelineId))
+        return { report, rows }
+      }).pipe(Effect.provide(env))
+      assert.isBelow(executions.size, 12, "admission stopped")
+      // every admitted pipeline ran to its end on the runners: none is left running or interrupted
+      assert.deepStrictEqual([...new Set([...rows.values()].map((r) => r.state))], ["succeeded"])
+      assert.strictEqual(rows.size, executions.size)
+      assert.strictEqual(report.stop?.running, "cancel", report.summary())
+      assert.deepStrictEqual([...new Set(report.trials.map((t) => t.status))], ["cancelled"], report.summary())
+    }), 60_000)
 })

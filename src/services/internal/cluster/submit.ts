@@ -22,7 +22,7 @@ import * as RunnerStorage from "@effect/cluster/RunnerStorage"
 import * as Sharding from "@effect/cluster/Sharding"
 import type * as Workflow from "@effect/workflow/Workflow"
 import type { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
-import { Cause, Chunk, Clock, Context, Duration, Effect, Exit, Fiber, Option, Random, Stream } from "effect"
+import { Cause, Chunk, Clock, Context, Duration, Effect, Either, Exit, Fiber, Option, Random, Stream } from "effect"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { messageOf } from "../../../domain/internal/errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
@@ -656,12 +656,26 @@ export const submit = <SE, SR>(
         const follow = yield* Effect.fork(
           Effect.forever(Effect.zipRight(Effect.sleep(poll), Effect.when(refresh, () => running.size > 0)))
         )
-        yield* Stream.runForEach(Stream.chunks(source), (chunk) =>
-          Effect.forEach(
-            Chunk.toReadonlyArray(Chunk.chunksOf(chunk, admitBatchSize)),
-            (piece) => admitBatch(Chunk.toReadonlyArray(piece)),
-            { discard: true }
-          )).pipe(Effect.ensuring(Fiber.interrupt(follow)))
+        // pulled only while admission goes on: a source that does work to give its next chunk
+        // (a study's window starts its next trial) is not asked once a stop rule stopped
+        // admission, as the embedded runner's feeder stops at a stop
+        yield* Effect.scoped(Effect.gen(function*() {
+          const pull = yield* Stream.toPull(specs)
+          while (admitting()) {
+            const next = yield* Effect.either(pull)
+            if (Either.isLeft(next)) {
+              if (Option.isNone(next.left)) return
+              return yield* Effect.fail(next.left.value)
+            }
+            const chunk = next.right
+            if (!admitting()) return withhold(Chunk.toReadonlyArray(chunk))
+            yield* Effect.forEach(
+              Chunk.toReadonlyArray(Chunk.chunksOf(chunk, admitBatchSize)),
+              (piece) => admitBatch(Chunk.toReadonlyArray(piece)),
+              { discard: true }
+            )
+          }
+        })).pipe(Effect.ensuring(Fiber.interrupt(follow)))
       } else {
         yield* Stream.runForEach(Stream.grouped(source, admitBatchSize), (chunk) => admitBatch(Chunk.toReadonlyArray(chunk)))
       }

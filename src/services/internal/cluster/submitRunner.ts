@@ -15,7 +15,9 @@
  *   `maxAdmitted`);
  * - `ended(spec)` / `failureDecided(spec)`: told once the submitter sees the pipeline's row
  *   terminal (`onSettled`), at most one poll interval after it committed; a pipeline already
- *   succeeded in the store (skipped at admission) is `ended` too (its gate said yes);
+ *   succeeded in the store (skipped at admission) is `ended` too (its gate said yes), and so is
+ *   one read but withheld (`onWithheld`: `stopAfterFailures` / `stopAfter` or a stop stopped
+ *   admission first; no row, a later run admits it);
  * - `onPipelineFinished(record, output)`: called on the next poll after the pipeline settled,
  *   with its stored record and its final output as stored (JSON; `Option.none()` when failed);
  * - `memberPools`, `memberMetric`, `cancelWhen`: not called: the leases, metrics and fibers
@@ -46,13 +48,26 @@ type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
 /**
  * What the cluster-backed runner passes to every submission: `maxAdmitted`, `pollInterval`,
- * `label`, `notes`, `meta` and the progress/warning callbacks (see `Submit.SubmitOptions`).
+ * `label`, `notes`, `meta`, the progress/warning callbacks, and the run's stop rules
+ * `stopAfterFailures` / `stopAfter` (a study's `run.stopAfterFailures` / `run.stopAfter`: they
+ * stop admission, the run ends `interrupted` with `stopReason` `stop_after_failures` /
+ * `stop_after`, as the embedded `Runner` closes such a run; see `Submit.SubmitOptions`).
  *
  * @internal
  */
 export type SubmitRunnerOptions = Pick<
   Submit.SubmitOptions,
-  "maxAdmitted" | "window" | "pollInterval" | "label" | "notes" | "meta" | "onProgress" | "onWarning" | "noRunnerAfter"
+  | "maxAdmitted"
+  | "window"
+  | "pollInterval"
+  | "label"
+  | "notes"
+  | "meta"
+  | "onProgress"
+  | "onWarning"
+  | "noRunnerAfter"
+  | "stopAfterFailures"
+  | "stopAfter"
 >
 
 const utf8 = new TextDecoder("utf-8", { fatal: true })
@@ -158,6 +173,13 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
           ...(overrides?.label === undefined ? {} : { label: overrides.label }),
           admitAsTheyCome: true,
           mayAdmit: () => stops === 0,
+          // a spec read but not admitted (a stop rule or a stop came first) ended without a
+          // row, as one the start gate refused: a window waiting for its trial's pipelines to
+          // end goes on (and gives its next specs, which the stopped admission withholds too)
+          onWithheld: (spec) => {
+            if (!specOf.delete(spec.pipelineId)) return
+            hooks?.ended?.(spec)
+          },
           onSettled: (id, outcome) => {
             const spec = specOf.get(id)
             if (spec === undefined) return

@@ -208,6 +208,46 @@ export const catalogFromStream = <E, R>(
   })
 
 /**
+ * A catalog over a stream of specs (as {@link catalogFromStream}) that can grow while the
+ * runner runs: a lookup that misses asks `reload` whether the source changed since it was
+ * read (a study's confirmation trials recorded on the cluster after the runner started: one
+ * small read per miss); `Option.some(stream)` is read whole in place of the catalog, and the
+ * lookup is answered from it; `Option.none()` answers the miss as one. Lookups wait for a
+ * reload under way (one at a time).
+ *
+ * @param specs the source read on the first lookup
+ * @param describe words a source failure (a `StoreUnavailable` of the lookup)
+ * @param reload the newer source, when there is one
+ * @internal
+ */
+export const catalogFromStreamReloading = <E, R>(
+  specs: Stream.Stream<AnySpec, E, R>,
+  describe: (e: E) => string,
+  reload: Effect.Effect<Option.Option<Stream.Stream<AnySpec, E, R>>, StoreUnavailable, R>
+): Effect.Effect<SpecCatalogService, never, R> =>
+  Effect.map(Effect.context<R>(), (context) => {
+    let loaded: Map<string, AnySpec> | undefined
+    const read = (source: Stream.Stream<AnySpec, E, R>) =>
+      Stream.runFold(source, new Map<string, AnySpec>(), (m, s) => m.set(s.pipelineId, s)).pipe(
+        Effect.mapError((e) => new StoreUnavailable({ message: `cannot read the experiment's pipelines: ${describe(e)}` })),
+        Effect.tap((m) => Effect.sync(() => loaded = m)),
+        Effect.provide(context)
+      )
+    const sem = Effect.unsafeMakeSemaphore(1)
+    return {
+      lookup: (id) =>
+        sem.withPermits(1)(Effect.gen(function*() {
+          const m = loaded ?? (yield* read(specs))
+          const found = m.get(id)
+          if (found !== undefined) return Option.some(found)
+          const newer = yield* Effect.provide(reload, context)
+          if (Option.isNone(newer)) return Option.none()
+          return Option.fromNullable((yield* read(newer.value)).get(id))
+        }))
+    }
+  })
+
+/**
  * Options of {@link workflowLayer}: the worker slots of this process (`concurrency`, attempts
  * at once), the L5 budget (`infraRetry`, default `task.ts`'s `defaultInfraRetry`), how
  * often the pools' resources are written to the store (`resourcesEvery`, default 5 s; also

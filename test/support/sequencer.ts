@@ -8,19 +8,20 @@
 import { BaseSequencer, type TestSpecification } from "vitest/node"
 
 /**
- * The slowest files, slowest first. Sources (2026-12-05, ci30): a whole-suite run on main
- * 59cb697 (2 workers, at load 10-18: other sessions' benchmarks shared the 2 cores, so every
- * figure is 3-5× a quiet run's; the order is what counts), file durations in seconds: study-run
- * 562, pack 443, suite-fixes 433, report-export-merge 397, AcquireAlgorithm.adaptive 338, run
- * 333, Runner.kill 266 (about half since its children run as bundles), cluster-ops 260,
- * suite-run 228, spam-eval-cli 215, cache 184, SuiteStore 175, Runner.kill.control 167 (about
- * 70 since), secrets 152, suite-store-guard 134, PgPools 101, study-checks 92, stop 90,
- * StudyCompare 85, MockLlm.models 71, browser/study 64, pg-restart 63, SqliteStore 58,
- * StudyControl 37, Statistics 37, Chat 29, Runner.throttle 24; files that run had not reached
- * by then, from the ci20 and fix13k measurements of 2026-12-05: study-report 145-186,
- * cluster/cli 125, PgStore 102 (groupCommit, 3 s, left the list). A file missing from this
- * list only runs later; a stale entry is ignored. (`test/chaos/ci.test.ts` runs after all of
- * these, alone: the `chaos` group of `vitest.config.ts`.)
+ * The slowest files, slowest first. Sources (2026-12-05, ci30): a whole-suite run on main 59cb697
+ * (2 workers, at load 10-18: other sessions' benchmarks shared the 2 cores, so every figure is
+ * 3-5× a quiet run's; the order is what counts; stopped after 60 files), file durations in
+ * seconds: study-run 562, pack 443, suite-fixes 433, report-export-merge 397,
+ * AcquireAlgorithm.adaptive 338, run 333, Runner.kill 266 (about half since its children run as
+ * bundles), cluster-ops 260, pricing 253, suite-run 228, spam-eval-cli 215, browser/dashboard
+ * 207, cache 184, SuiteStore 175, Runner.kill.control 167 (about 70 since), secrets 152,
+ * suite-store-guard 134, PgPools 101, study-checks 92, stop 90, StudyCompare 85, MockLlm.models
+ * 71, browser/study 64, pg-restart 63, SqliteStore 58, StudyControl 37, Statistics 37, Chat 29,
+ * Runner.throttle 24; files that run had not reached, from the ci20 and fix13k measurements of
+ * 2026-12-05: study-report 145-186, cluster/cli 125, PgStore 102 (groupCommit, 3 s, left the
+ * list). A file missing from this list only runs later; a stale entry is ignored.
+ * (`test/chaos/ci.test.ts` runs after all of these, alone: the `chaos` group of
+ * `vitest.config.ts`.)
  */
 export const slowFirst: ReadonlyArray<string> = [
   "test/cli/study-run.test.ts",
@@ -30,8 +31,10 @@ export const slowFirst: ReadonlyArray<string> = [
   "test/services/AcquireAlgorithm.adaptive.test.ts",
   "test/cli/run.test.ts",
   "test/cli/cluster-ops.test.ts",
+  "test/cli/pricing.test.ts",
   "test/cli/suite-run.test.ts",
   "test/e2e/spam-eval-cli.test.ts",
+  "test/browser/dashboard.test.ts",
   "test/cli/cache.test.ts",
   "test/layers/SuiteStore.test.ts",
   "test/cli/study-report.test.ts",

@@ -29,6 +29,7 @@ import {
   task
 } from "./StoreContract.js"
 import { pid, rid } from "../support/ids.js"
+import { program } from "../support/program.js"
 
 /** The `sqlite3` shell, when installed. */
 const SQLITE3 = ["/usr/bin/sqlite3", "/usr/local/bin/sqlite3"].find((p) => fs.existsSync(p))
@@ -999,24 +1000,11 @@ describe("SqliteStore: a closed store is one file", () => {
   })
 })
 
-const holderScript = (file: string) => `
-import { Effect, Layer } from "effect"
-import * as SqliteStore from ${JSON.stringify(nodePath.resolve("src/layers/SqliteStore.ts"))}
-import { Store } from ${JSON.stringify(nodePath.resolve("src/services/Store.ts"))}
-const program = Effect.gen(function*() {
-  const store = yield* Store
-  yield* store.openRun({ runId: "child-run", startedAt: Date.now() })
-  process.stdout.write("ready\\n")
-  yield* Effect.never
-})
-Effect.runFork(program.pipe(Effect.provide(SqliteStore.layer({ filename: ${JSON.stringify(file)} }))))
-`
-
 class HolderExited extends Data.TaggedError("HolderExited")<{ readonly code: number | null; readonly stderr: string }> {}
 
 const spawnHolder = (file: string) =>
   Effect.async<{ readonly pid: number; readonly kill: () => Promise<void> }, HolderExited>((resume) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "--eval", holderScript(file)], { stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(process.execPath, [program("test/fixtures/store/holder.ts"), file], { stdio: ["ignore", "pipe", "pipe"] })
     let err = ""
     child.stderr.on("data", (d) => (err += String(d)))
     child.stdout.on("data", (d) => {

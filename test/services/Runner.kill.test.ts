@@ -13,7 +13,7 @@ import {
   executions,
   finalResults,
   killRepeatedly,
-  loader,
+  program,
   pipelineStates,
   root,
   start,
@@ -61,7 +61,7 @@ describe("Runner crash safety (real processes, real SQLite)", () => {
     const starts = path.join(dir, "waiting.starts")
     // one worker slot, a long first task: one pipeline runs, the others are admitted (their
     // rows durable, `running`) and wait for the slot
-    const child = spawn(process.execPath, ["--import", loader, path.join(root, "test/fixtures/runner/killable.ts"), db, log, "6", "1", "60000", "1"], {
+    const child = spawn(process.execPath, [program("test/fixtures/runner/killable.ts"), db, log, "6", "1", "60000", "1"], {
       cwd: root,
       stdio: ["ignore", "ignore", "pipe"],
       env: { ...process.env, KILLABLE_STARTS: starts }
@@ -140,7 +140,7 @@ describe("Ctrl-C on an Effect program run as the process's main (issue 21)", () 
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "assay-main-"))
       try {
         const db = path.join(dir, "main.db")
-        const proc = spawn(process.execPath, ["--import", loader, path.join(root, "test/fixtures/runner/mainProgram.ts"), db, mode], {
+        const proc = spawn(process.execPath, [program("test/fixtures/runner/mainProgram.ts"), db, mode], {
           cwd: root,
           stdio: ["ignore", "pipe", "pipe"]
         })

@@ -5,6 +5,7 @@
  */
 import { spawnSync, type SpawnSyncReturns } from "node:child_process"
 import * as NodePath from "node:path"
+import { program } from "./program.js"
 
 /** The uid and gid of `nobody`. */
 export const nobody = 65534
@@ -17,12 +18,13 @@ export const hasNobody = asRoot &&
   spawnSync("id", ["-u", "nobody"], { encoding: "utf8" }).stdout.trim() === String(nobody)
 
 /**
- * Runs `test/support/<probe>` under tsx as `nobody`, from the project root, with a minimal
- * environment (PATH; HOME and TMPDIR `/tmp`, which every user can reach). Returns the child's
- * result; its last stdout line is the probe's JSON answer ({@link lastLine}).
+ * Runs `test/support/<probe>` as `nobody` (bundled by {@link program}, on plain node), from the
+ * project root, with a minimal environment (PATH; HOME and TMPDIR `/tmp`, which every user can
+ * reach). Returns the child's result; its last stdout line is the probe's JSON answer
+ * ({@link lastLine}).
  */
 export const runProbeAsNobody = (probe: string, args: ReadonlyArray<string>): SpawnSyncReturns<string> =>
-  spawnSync(process.execPath, ["--import", "tsx", NodePath.join(import.meta.dirname, probe), ...args], {
+  spawnSync(process.execPath, [program(`test/support/${probe}`), ...args], {
     cwd: NodePath.join(import.meta.dirname, "..", ".."),
     uid: nobody,
     gid: nobody,

@@ -7,11 +7,13 @@ import Database from "better-sqlite3"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { program } from "./program.js"
 
-/** The repository root and the tsx loader the children run under. */
+export { program }
+
+/** The repository root, and the tsx loader of the examples' tests (which run them as users do). */
 export const root = path.resolve(import.meta.dirname, "../..")
 export const loader = path.join(root, "node_modules/tsx/dist/loader.mjs")
-const script = path.join(root, "test/fixtures/runner/killable.ts")
 
 /** A running child: its process, `progress` lines seen, exit code (-9 for SIGKILL), output. */
 export interface Child {
@@ -27,7 +29,7 @@ export interface Child {
  * time, 15 ms per task, tagged with `runIndex`.
  */
 export const start = (db: string, log: string, n: number, runIndex: number, mode: "plain" | "control" = "plain"): Child => {
-  const proc = spawn(process.execPath, ["--import", loader, script, db, log, String(n), "8", "15", String(runIndex), mode], {
+  const proc = spawn(process.execPath, [program("test/fixtures/runner/killable.ts"), db, log, String(n), "8", "15", String(runIndex), mode], {
     cwd: root,
     stdio: ["ignore", "pipe", "pipe"]
   })

@@ -45,7 +45,11 @@
  * generator on SqliteStore (`rss_ratio_1m_to_100k`, target ≤ 1.3), and the speed of a resume
  * that skips 100k succeeded pipelines (`resume_skip_per_s`, target ≥ 150,000; issue 19).
  *
- * Environment: BENCH_PIPELINES (20000), BENCH_ROUNDS (5), BENCH_WARMUP (N / 10), BENCH_RSS_SMALL (100000), BENCH_RSS_BIG (1000000),
+ * Environment: BENCH_SLICE_MS (unset: the runner's own time slice, 10 ms of synchronous work
+ * between two turns of the event loop; a number of ms, or `Infinity` for no turns: every run of
+ * the throughput cases uses it; each turn lets the store's group commit take what is queued, so
+ * the slice sets how many pipelines share a commit, see BENCHMARKS.md perf13ah),
+ * BENCH_PIPELINES (20000), BENCH_ROUNDS (5), BENCH_WARMUP (N / 10), BENCH_RSS_SMALL (100000), BENCH_RSS_BIG (1000000),
  * BENCH_RESUME (100000), BENCH_CASES (a comma-separated subset of raw, raw_sequential_ids, sqlite,
  * memory, bare_forEach, sqlite_pooled, sqlite_rewind_once, sqlite_control_idle, sqlite_effect, sqlite_plain4, sqlite_control_idle4, rss,
  * resume; default: all but sqlite_effect, sqlite_plain4 and sqlite_control_idle4; a ratio is printed only when both its cases ran).
@@ -67,6 +71,7 @@ import * as MemoryStore from "../src/layers/MemoryStore.js"
 import * as SqliteStore from "../src/layers/SqliteStore.js"
 import * as Pool from "../src/services/Pool.js"
 import * as Runner from "../src/services/Runner.js"
+import * as Slice from "../src/services/internal/runner/slice.js"
 import { rawBound } from "./lib/raw.js"
 
 const N = Number(process.env.BENCH_PIPELINES ?? 20_000)
@@ -76,6 +81,11 @@ const CASES = process.env.BENCH_CASES === undefined || process.env.BENCH_CASES.t
 /** Whether the case `name` runs (BENCH_CASES). */
 const runs = (name: string) => CASES === undefined || CASES.has(name)
 const CONCURRENCY = 64
+/** BENCH_SLICE_MS: the runner's time slice for every run (unset: the runner's default). */
+const SLICE_MS = process.env.BENCH_SLICE_MS === undefined || process.env.BENCH_SLICE_MS.trim() === ""
+  ? Slice.AUTO
+  : Number(process.env.BENCH_SLICE_MS)
+if (SLICE_MS !== Slice.AUTO && !(SLICE_MS >= 0)) throw new Error(`BENCH_SLICE_MS must be a number of ms >= 0 or Infinity`)
 const dir = fs.mkdtempSync(nodePath.join(os.tmpdir(), "assay-bench-runner-"))
 const emit = (o: Record<string, unknown>) => console.log(JSON.stringify(o))
 
@@ -148,6 +158,7 @@ const runWith = (
     if (report.stats.byState.succeeded + report.skipped !== n) throw new Error(`only ${report.stats.byState.succeeded} succeeded`)
     return { ms, report }
   }).pipe(
+    Effect.provideService(Slice.SliceMillis, SLICE_MS),
     Effect.provide(
       Runner.layer({ concurrency: CONCURRENCY, handleSignals: false }).pipe(
         Layer.provideMerge(Layer.mergeAll(store, poolLayer, NodeContext.layer))
@@ -308,6 +319,7 @@ if (mode === "rss") {
     const cpuIdleRounds = perRound((x) => x.cpuMs, idles)
     emit({
       bench: "runner.ratios",
+      ...(SLICE_MS === Slice.AUTO ? {} : { slice_ms: Number.isFinite(SLICE_MS) ? SLICE_MS : "Infinity" }),
       ratio_to_raw: ratio(raw, sqlite),
       ratio_to_raw_target: 0.5,
       cpu_ratio_to_raw: cpuRatio(raw, sqlite),

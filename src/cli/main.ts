@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+import { quietDependencyWarnings } from "./dependencyWarnings.js"
 import type * as CliCommand from "@effect/cli/Command"
 import * as Command from "@effect/cli/Command"
 import * as HelpDoc from "@effect/cli/HelpDoc"
@@ -245,6 +246,7 @@ const needsFullRuntime = (exit: Exit.Exit<unknown, unknown>): Option.Option<stri
  * @category running
  */
 export const main = (argv: ReadonlyArray<string>, options: MainOptions = {}): void => {
+  quietDependencyWarnings()
   let outcome: Exit.Exit<unknown, unknown> | undefined
   let release = () => {}
   const program = plainWhenPiped(cli(argv)).pipe(

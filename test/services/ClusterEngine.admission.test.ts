@@ -1,0 +1,72 @@
+/**
+ * The submitter's admission pace (issue 17, pg17ad): while admission waits for room (a window's
+ * worth of `maxAdmitted` to come free), the rows of the running pipelines are read every
+ * `roomPollInterval`, so the next window is admitted soon after pipelines end, not a whole
+ * `pollInterval` later; the rest of the follow (`onProgress`, the heartbeat) keeps to
+ * `pollInterval`. In one process (`TestRunner`, memory store), on the `TestClock`.
+ */
+import { NodeContext } from "@effect/platform-node"
+import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
+import * as TestRunner from "@effect/cluster/TestRunner"
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Layer, Stream, TestClock } from "effect"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Task from "../../src/domain/Task.js"
+import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
+import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as Pool from "../../src/services/Pool.js"
+import { Store } from "../../src/services/Store.js"
+import type { AnySpec } from "../support/clusterRunner.js"
+
+/** A runner host in this process over a memory store, for `specs`. */
+const hostOf = (specs: ReadonlyArray<AnySpec>) => {
+  const engine = ClusterWorkflowEngine.layer.pipe(Layer.provideMerge(TestRunner.layer))
+  const services = Layer.mergeAll(MemoryStore.layer(), Pool.layer([]), NodeContext.layer)
+  return ClusterEngine.workflowLayer({ concurrency: 8, resourcesEvery: "1 hour" }).pipe(
+    Layer.provideMerge(engine),
+    Layer.provideMerge(services),
+    Layer.provide(ClusterEngine.catalogLayer(specs))
+  )
+}
+
+describe("ClusterEngine: admission pace (in process, TestClock)", () => {
+  it.scoped("a window waiting for room is admitted within roomPollInterval of the pipelines ending, though pollInterval is 5 s; progress keeps to pollInterval", () => {
+    const first = Deferred.unsafeMake<void>(undefined as never)
+    // the first window's pipelines wait for `first`; the later ones end at once
+    const hold = Task.make("hold", (n: number) => n < 2 ? Effect.as(Deferred.await(first), n) : Effect.succeed(n))
+    const specs: ReadonlyArray<AnySpec> = [0, 1, 2, 3].map((n) => Pipeline.make("held", hold).bind(n))
+    return Effect.gen(function*() {
+      const store = yield* Store
+      let progress = 0
+      const submission = yield* Effect.fork(ClusterEngine.submit(Stream.fromIterable(specs), {
+        maxAdmitted: 2,
+        window: 2,
+        pollInterval: "5 seconds",
+        roomPollInterval: "100 millis",
+        onProgress: () => Effect.sync(() => progress++)
+      }))
+      const rows = () => store.getPipelines(specs.map((s) => s.pipelineId))
+      // the first window is admitted; the second waits for room (maxAdmitted 2)
+      for (let i = 0; i < 50 && (yield* rows()).size < 2; i++) yield* TestClock.adjust("10 millis")
+      assert.strictEqual((yield* rows()).size, 2, "the first window admitted")
+      yield* Deferred.succeed(first, undefined)
+      // the first window's rows settle; within a few room polls (not 5 s) the next is admitted
+      let waited = 0
+      while (waited < 2_000 && (yield* rows()).size < 4) {
+        yield* TestClock.adjust("10 millis")
+        waited += 10
+      }
+      assert.strictEqual((yield* rows()).size, 4, "the second window admitted after the first ended")
+      assert.isBelow(waited, 1_000)
+      assert.strictEqual(progress, 0, "no whole follow before pollInterval has passed")
+      // the tail is followed at pollInterval: once every row has ended, one whole follow ends the submission
+      const ended = () => Effect.map(rows(), (m) => [...m.values()].filter((r) => r.state === "succeeded").length)
+      for (let i = 0; i < 200 && (yield* ended()) < 4; i++) yield* TestClock.adjust("10 millis")
+      assert.strictEqual(progress, 0, "no whole follow before pollInterval has passed")
+      yield* TestClock.adjust("5 seconds")
+      const report = yield* Fiber.join(submission)
+      assert.strictEqual(report.succeeded, 4)
+      assert.isAtLeast(progress, 1)
+    }).pipe(Effect.provide(hostOf(specs)))
+  })
+})

@@ -889,7 +889,7 @@ const database = Options.text("database").pipe(
 )
 const maxAdmitted = Options.integer("max-admitted").pipe(
   Options.optional,
-  Options.withDescription("With --engine cluster: pipelines admitted to the cluster at once (default run.maxAdmitted, else 256).")
+  Options.withDescription("With --engine cluster: pipelines admitted to the cluster at once (default run.maxAdmitted, else 1024).")
 )
 const cancel = Options.boolean("cancel").pipe(Options.withDescription("Cancel the running trials (resumable) instead of letting them finish."))
 

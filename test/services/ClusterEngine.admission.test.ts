@@ -69,4 +69,25 @@ describe("ClusterEngine: admission pace (in process, TestClock)", () => {
       assert.isAtLeast(progress, 1)
     }).pipe(Effect.provide(hostOf(specs)))
   })
+
+  it.scoped("by default up to 1,024 pipelines are admitted at once (DEFAULT_MAX_ADMITTED; 256 before pg17ad)", () => {
+    const open = Deferred.unsafeMake<void>(undefined as never)
+    // every pipeline waits for `open`: what is admitted before it opens is the admission limit
+    const hold = Task.make("hold", (n: number) => Effect.as(Deferred.await(open), n))
+    const specs: ReadonlyArray<AnySpec> = Array.from({ length: 320 }, (_, n) => Pipeline.make("held", hold).bind(n))
+    return Effect.gen(function*() {
+      const store = yield* Store
+      const submission = yield* Effect.fork(ClusterEngine.submit(Stream.fromIterable(specs), { pollInterval: "5 seconds" }))
+      const admitted = () => Effect.map(store.getPipelines(specs.map((s) => s.pipelineId)), (m) => m.size)
+      for (let i = 0; i < 100 && (yield* admitted()) < specs.length; i++) yield* TestClock.adjust("10 millis")
+      assert.strictEqual(yield* admitted(), 320, "every pipeline admitted before any ended")
+      yield* Deferred.succeed(open, undefined)
+      for (let i = 0; i < 20; i++) {
+        yield* TestClock.adjust("5 seconds")
+        if (submission.unsafePoll() !== null) break
+      }
+      const report = yield* Fiber.join(submission)
+      assert.strictEqual(report.succeeded, 320)
+    }).pipe(Effect.provide(hostOf(specs)))
+  })
 })

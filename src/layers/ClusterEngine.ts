@@ -279,7 +279,7 @@ export const clientLayer = (
  * that is less, so that four windows run at once; at most `maxAdmitted`: one
  * {@link WindowWorkflow} per window, admitted once that many pipelines are free), `pollInterval` (how often the submitter follows
  * the run: running pipelines' rows read, `onProgress`, heartbeat, runners checked; default 500 ms),
- * `roomPollInterval` (while admission waits for room, how often running pipelines' rows are read,
+ * `roomPollInterval` (while admission waits for room, how often the rows of the `2 × window` running pipelines admitted first are read,
  * so that the next window is admitted soon after pipelines end; default 100 ms),
  * `resultEvery` (every how many follows the running windows' workflows are asked whether they
  * ended without settling their pipelines' rows, default 5), `admitBatch` (specs admitted together: one

@@ -15,13 +15,14 @@ import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Pool from "../../src/services/Pool.js"
-import { Store } from "../../src/services/Store.js"
+import { Store, type StoreService } from "../../src/services/Store.js"
 import type { AnySpec } from "../support/clusterRunner.js"
 
-/** A runner host in this process over a memory store, for `specs`. */
-const hostOf = (specs: ReadonlyArray<AnySpec>) => {
+/** A runner host in this process over a memory store (as `wrap` changes it), for `specs`. */
+const hostOf = (specs: ReadonlyArray<AnySpec>, wrap: (s: StoreService) => StoreService = (s) => s) => {
   const engine = ClusterWorkflowEngine.layer.pipe(Layer.provideMerge(TestRunner.layer))
-  const services = Layer.mergeAll(MemoryStore.layer(), Pool.layer([]), NodeContext.layer)
+  const store = Layer.effect(Store, Effect.map(Store, wrap)).pipe(Layer.provide(MemoryStore.layer()))
+  const services = Layer.mergeAll(store, Pool.layer([]), NodeContext.layer)
   return ClusterEngine.workflowLayer({ concurrency: 8, resourcesEvery: "1 hour" }).pipe(
     Layer.provideMerge(engine),
     Layer.provideMerge(services),
@@ -68,6 +69,44 @@ describe("ClusterEngine: admission pace (in process, TestClock)", () => {
       assert.strictEqual(report.succeeded, 4)
       assert.isAtLeast(progress, 1)
     }).pipe(Effect.provide(hostOf(specs)))
+  })
+
+  it.scoped("a room poll reads the rows of the 2 × window pipelines admitted first only; a whole follow reads every running row", () => {
+    const open = Deferred.unsafeMake<void>(undefined as never)
+    const hold = Task.make("hold", (n: number) => Effect.as(Deferred.await(open), n))
+    const specs: ReadonlyArray<AnySpec> = Array.from({ length: 12 }, (_, n) => Pipeline.make("held", hold).bind(n))
+    // the number of ids of every row read the submitter makes
+    const reads: Array<number> = []
+    const wrap = (s: StoreService): StoreService => ({
+      ...s,
+      getPipelines: (ids) => Effect.zipRight(Effect.sync(() => reads.push(ids.length)), s.getPipelines(ids))
+    })
+    return Effect.gen(function*() {
+      const store = yield* Store
+      let progress = 0
+      const submission = yield* Effect.fork(ClusterEngine.submit(Stream.fromIterable(specs), {
+        maxAdmitted: 8,
+        window: 2,
+        admitBatch: 2,
+        pollInterval: "5 seconds",
+        roomPollInterval: "100 millis",
+        onProgress: () => Effect.sync(() => progress++)
+      }))
+      // 8 admitted, the rest wait for room: room polls only until the first whole follow
+      for (let i = 0; i < 40; i++) yield* TestClock.adjust("100 millis")
+      assert.strictEqual(progress, 0)
+      const roomPolls = reads.slice()
+      assert.isAbove(roomPolls.length, 6)
+      assert.isAtMost(Math.max(...roomPolls), 4, "a room poll reads 2 × window rows (8 are running)")
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(progress, 1)
+      assert.strictEqual(reads[reads.length - 1], 8, "a whole follow reads every running row")
+      yield* Deferred.succeed(open, undefined)
+      for (let i = 0; i < 20 && submission.unsafePoll() === null; i++) yield* TestClock.adjust("5 seconds")
+      const report = yield* Fiber.join(submission)
+      assert.strictEqual(report.succeeded, 12)
+      void store
+    }).pipe(Effect.provide(hostOf(specs, wrap)))
   })
 
   it.scoped("by default up to 1,024 pipelines are admitted at once (DEFAULT_MAX_ADMITTED; 256 before pg17ad)", () => {

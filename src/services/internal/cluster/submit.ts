@@ -92,10 +92,11 @@ export const defaultWindow = (maxAdmitted: number): number => Math.max(1, Math.m
  *   running pipelines read, `onProgress` told, the run's heartbeat written, the runners
  *   checked;
  * - `roomPollInterval`: while admission waits for room (a window's worth of the `maxAdmitted`
- *   to come free), how often the rows of running pipelines are read (default 100 ms; never
- *   less often than `pollInterval`): a window is admitted within this much of the pipelines
- *   that make room for it ending, not a whole `pollInterval` later. Only the rows are read at
- *   this pace (one statement); the rest of the follow keeps to `pollInterval`;
+ *   to come free), how often the rows of the `2 × window` running pipelines admitted first
+ *   are read (default 100 ms; never less often than `pollInterval`): a window is admitted
+ *   within this much of the pipelines that make room for it ending, not a whole
+ *   `pollInterval` later. Only those rows are read at this pace (one statement); every
+ *   running row, and the rest of the follow, keep to `pollInterval`;
  * - `resultEvery`: every how many follows (`pollInterval`) the workflows of running pipelines
  *   are asked for a result (default 5): a workflow that ended without settling its row (a
  *   runner refused it, or the store stayed away past the activity's retry budget) is seen
@@ -284,6 +285,16 @@ const endedOf = (
     return { _tag: "Refused", message: failure.value.message }
   }
   return { _tag: "Broken", message: Option.isSome(failure) ? messageOf(failure.value) : Cause.pretty(exit.cause).split("\n")[0]! }
+}
+
+/** The first `n` elements of `set`, in its (insertion) order. */
+const firstOf = <A>(set: ReadonlySet<A>, n: number): Array<A> => {
+  const out: Array<A> = []
+  for (const a of set) {
+    if (out.length >= n) break
+    out.push(a)
+  }
+  return out
 }
 
 /** How long the submitter's calls into the cluster's storage ride out a lost database. */
@@ -500,12 +511,18 @@ export const submit = <SE, SR>(
     /**
      * Reads the rows of running pipelines once (one query) and drops the terminal ones; once
      * `pollInterval` has passed since the last whole follow, follows the rest too (the windows'
-     * results every `resultEvery` of them, the runners, the heartbeat, `onProgress`).
+     * results every `resultEvery` of them, the runners, the heartbeat, `onProgress`). In
+     * between (a room poll) only the rows of the `2 × window` pipelines admitted first are
+     * read: pipelines end roughly in the order they were admitted (each runner serves its
+     * windows' tasks first come, first served), so these are where the room for the next
+     * window comes from, at a fraction of reading every running row (up to `maxAdmitted`)
+     * ten times a second. A pipeline further down that ended is seen at the next whole follow.
      */
     const refreshOnce = Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       const whole = now - followedAt >= pollMs
-      const ids = Array.from(running)
+      // `running` iterates in insertion order: the pipelines admitted first come first
+      const ids = whole ? Array.from(running) : firstOf(running, 2 * windowSize)
       const rows = ids.length === 0 ? new Map<PipelineId, never>() : yield* store.getPipelines(ids)
       for (const id of ids) {
         const state = rows.get(id)?.state

@@ -7,7 +7,7 @@
  *
  * 1. `sqlite`: one process, `assay run --store FILE` (the embedded engine, run.concurrency 64);
  * 2. `cluster`: three `assay runner` processes and the `assay run --engine cluster` submitter
- *    (`--max-admitted 256`, or `BENCH_CLUSTER_MAX_ADMITTED`) on a throwaway Postgres 15 (test/support/pgServer.ts; fsync off),
+ *    (its default `--max-admitted`, or `BENCH_CLUSTER_MAX_ADMITTED`) on a throwaway Postgres 15 (test/support/pgServer.ts; fsync off),
  *    the pool global (PgPools slot rows) and the store `PgStore`.
  *
  * Printed per round: wall time, tasks/s, the ratio to the bound (target ≥ 0.8) and to the
@@ -44,7 +44,11 @@
  * submission, the runners' also less their idle rate, measured for 3 s before the submission;
  * `BENCH_CLUSTER_OPS_TOP=N` adds the N continuations most evaluated by the runners, sampled 1 in 97:
  * BENCHMARKS.md pg17z, pg17ac. A steadier measure than CPU per pipeline on a loaded machine),
- * `BENCH_CLUSTER_MAX_ADMITTED` (default 256: the submitter's `--max-admitted`).
+ * `BENCH_CLUSTER_MAX_ADMITTED` (the submitter's `--max-admitted`; unset: not given, the
+ * submitter's default, 1,024 since pg17ad, 256 before),
+ * `BENCH_CLUSTER_LATENCY=1` (a `cluster.latency` line: where a pipeline's time in flight goes,
+ * from the rows the run left (see {@link LATENCY_SQL}), and the pipelines in flight on average;
+ * BENCHMARKS.md pg17ad).
  */
 import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -65,8 +69,10 @@ const WINDOW_CLAIMS = process.env.BENCH_CLUSTER_WINDOW_CLAIMS === "1"
 const BLOCK_LEASES = WINDOW_CLAIMS && process.env.BENCH_CLUSTER_BLOCK_LEASES === "1"
 const RUNNER_LOGS = process.env.BENCH_CLUSTER_RUNNER_LOGS
 const OPS = process.env.BENCH_CLUSTER_OPS === "1"
-const MAX_ADMITTED = Number(process.env.BENCH_CLUSTER_MAX_ADMITTED ?? 256)
+/** The submitter's `--max-admitted`; unset: the flag is not given (the submitter's default). */
+const MAX_ADMITTED = process.env.BENCH_CLUSTER_MAX_ADMITTED === undefined ? undefined : Number(process.env.BENCH_CLUSTER_MAX_ADMITTED)
 const OPS_TOP = Number(process.env.BENCH_CLUSTER_OPS_TOP ?? 0)
+const LATENCY = process.env.BENCH_CLUSTER_LATENCY === "1"
 if (RUNNER_LOGS !== undefined) fs.mkdirSync(RUNNER_LOGS, { recursive: true })
 /** How to start `bin/assay` (under `node --cpu-prof` when profiling: Node 20 refuses it in NODE_OPTIONS). */
 const assayCommand = (name: string, args: ReadonlyArray<string>): [string, Array<string>] =>
@@ -349,7 +355,7 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
       }
     }, 5_000)
     const sub = await timed(
-      ["run", "-c", file, "--engine", "cluster", "--database", url, "--max-admitted", String(MAX_ADMITTED), "--quiet"],
+      ["run", "-c", file, "--engine", "cluster", "--database", url, ...(MAX_ADMITTED === undefined ? [] : ["--max-admitted", String(MAX_ADMITTED)]), "--quiet"],
       env,
       dir,
       "submitter"
@@ -460,6 +466,17 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
       const [calls, ms] = sql("SELECT sum(calls), round(sum(total_exec_time)::numeric, 1) FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'").split("|").map(Number)
       emit({ bench: "cluster.statements", pipelines: N, per_pipeline: +(calls! / N).toFixed(1), exec_ms_per_pipeline: +(ms! / N).toFixed(2), by_calls: rows("calls"), by_time: rows("total_exec_time") })
     }
+    if (LATENCY) {
+      const steps = sql(LATENCY_SQL).split("\n").filter((l) => l !== "").map((l) => {
+        const [step, mean, p50, p90, max] = l.split("|")
+        return { step, mean_ms: Number(mean), p50_ms: Number(p50), p90_ms: Number(p90), max_ms: Number(max) }
+      })
+      // Little's law over the rows: pipelines admitted and not ended, on average over the run
+      const [inFlight, spanS] = sql(
+        "SELECT sum(ended_at - created_at)::float / nullif(max(ended_at) - min(created_at), 0), (max(ended_at) - min(created_at)) / 1000.0 FROM assay_pipelines"
+      ).split("|").map(Number)
+      emit({ bench: "cluster.latency", pipelines: N, max_admitted: MAX_ADMITTED ?? "default", in_flight_avg: Math.round(inFlight!), span_s: spanS, steps })
+    }
     // SIGTERM: a profiled runner writes its profile as it exits
     const exited = runners.map((r) => new Promise<void>((resolve) => r.exitCode !== null ? resolve() : r.once("exit", () => resolve())))
     for (const r of runners) r.kill(PROFILE === undefined ? "SIGKILL" : "SIGTERM")
@@ -530,7 +547,49 @@ const embeddedPgRound = async (round: number, sqliteTasksPerS: number | undefine
   }
 }
 
-emit({ bench: "cluster.setup", pipelines: N, max_admitted: MAX_ADMITTED, tasks: N * TASKS, window_claims: WINDOW_CLAIMS, block_leases: BLOCK_LEASES, capacity: CAPACITY, task_ms: TASK_MS, bound_tasks_per_s: BOUND, cores: os.cpus().length, load: uptime() })
+/**
+ * Where a pipeline's time in flight goes (`BENCH_CLUSTER_LATENCY=1`), from the rows a cluster
+ * run leaves: its admission (`assay_pipelines.created_at`, the submitter's clock), the start of
+ * its window's workflow and of the window's activity (the snowflake ids of the `run` and
+ * `activity` requests in `cluster_messages`: their time of creation, by the submitter and by
+ * the runner), each task's first attempt (`assay_attempts.started_at`: before its lease, so
+ * `attempt` is the lease's wait and the call) and its end (the checkpoint's unit is built
+ * then; the next attempt starts once it committed: `commit → next attempt` is the commit's
+ * latency and the next task's start), the row's end (`ended_at`), and the window's reply
+ * (the snowflake of its `cluster_replies` row: when its last pipeline ended). One process's
+ * clock for each pair but the admission/start and the runner's steps, all on this host.
+ * Mean, median, 90th percentile and maximum in ms, per step.
+ */
+const LATENCY_SQL = `
+WITH w AS (
+  SELECT m.id AS msg, m.entity_id, (m.id >> 22) + 1735689600000 AS run_ts, x.pid AS pipeline_id
+  FROM cluster_messages m, jsonb_array_elements_text(m.payload::jsonb -> 'pipelineIds') AS x(pid) WHERE m.tag = 'run'),
+act AS (SELECT entity_id, min((id >> 22) + 1735689600000) AS act_ts FROM cluster_messages WHERE tag = 'activity' GROUP BY 1),
+rep AS (SELECT request_id, min((id >> 22) + 1735689600000) AS rep_ts FROM cluster_replies GROUP BY 1),
+a AS (SELECT pipeline_id, seq, min(started_at) s, max(ended_at) e FROM assay_attempts GROUP BY 1, 2),
+x AS (
+  SELECT p.created_at adm, w.run_ts, act.act_ts, rep.rep_ts, p.ended_at pend, a0.s s0, a0.e e0, a1.s s1, a1.e e1, a2.s s2, a2.e e2
+  FROM assay_pipelines p JOIN w USING (pipeline_id) LEFT JOIN act USING (entity_id) LEFT JOIN rep ON rep.request_id = w.msg
+  LEFT JOIN a a0 ON a0.pipeline_id = p.pipeline_id AND a0.seq = 0
+  LEFT JOIN a a1 ON a1.pipeline_id = p.pipeline_id AND a1.seq = 1
+  LEFT JOIN a a2 ON a2.pipeline_id = p.pipeline_id AND a2.seq = 2
+  WHERE p.state = 'succeeded'),
+g AS (
+  SELECT 1 o, 'admitted → start sent' k, run_ts - adm v FROM x UNION ALL
+  SELECT 2, 'start sent → activity', act_ts - run_ts FROM x UNION ALL
+  SELECT 3, 'activity → attempt 0', s0 - act_ts FROM x UNION ALL
+  SELECT 4, 'attempt 0 (lease + call)', e0 - s0 FROM x UNION ALL
+  SELECT 5, 'commit → attempt 1', s1 - e0 FROM x UNION ALL
+  SELECT 6, 'attempt 1', e1 - s1 FROM x UNION ALL
+  SELECT 7, 'commit → attempt 2', s2 - e1 FROM x UNION ALL
+  SELECT 8, 'attempt 2', e2 - s2 FROM x UNION ALL
+  SELECT 9, 'attempt 2 → row ended', pend - e2 FROM x UNION ALL
+  SELECT 10, 'row ended → window reply', rep_ts - pend FROM x UNION ALL
+  SELECT 11, 'admitted → row ended', pend - adm FROM x)
+SELECT k, round(avg(v)), percentile_disc(0.5) WITHIN GROUP (ORDER BY v), percentile_disc(0.9) WITHIN GROUP (ORDER BY v), max(v)
+FROM g GROUP BY o, k ORDER BY o`
+
+emit({ bench: "cluster.setup", pipelines: N, max_admitted: MAX_ADMITTED ?? "default", tasks: N * TASKS, window_claims: WINDOW_CLAIMS, block_leases: BLOCK_LEASES, capacity: CAPACITY, task_ms: TASK_MS, bound_tasks_per_s: BOUND, cores: os.cpus().length, load: uptime() })
 for (let round = 1; round <= ROUNDS; round++) {
   const sqlite = ONLY === "cluster" ? undefined : await sqliteRound(round)
   if (ONLY !== "sqlite" && ONLY !== "embedded-pg") await clusterRound(round, sqlite)

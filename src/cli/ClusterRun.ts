@@ -713,7 +713,7 @@ export const followProgress = (
 
 /**
  * What `run --engine cluster` passes on: the experiment file, the database, the store flag,
- * `--max-admitted` (else `run.maxAdmitted`, else 256), `--limit`, `--label` (else `run.label`),
+ * `--max-admitted` (else `run.maxAdmitted`, else 1,024), `--limit`, `--label` (else `run.label`),
  * `--stop-after-failures` (else `run.stopAfterFailures`), `--stop-after` (else `run.stopAfter`),
  * `--quiet`.
  *
@@ -854,7 +854,7 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
     yield* refuseRunFields(experiment.run)
     const { layer: store, target } = yield* sharedStoreLayer(hostedOf(experiment), args.store, database)
     yield* checkMigrated(database)
-    const maxAdmitted = Option.getOrElse(args.maxAdmitted, () => experiment.run.maxAdmitted ?? 256)
+    const maxAdmitted = Option.getOrElse(args.maxAdmitted, () => experiment.run.maxAdmitted ?? InternalSubmit.DEFAULT_MAX_ADMITTED)
     const stopAfterFailures = Option.getOrElse(args.stopAfterFailures ?? Option.none(), () => experiment.run.stopAfterFailures)
     const stopAfter = stopAfterOf(args.stopAfter, experiment.run.stopAfter)
     const { report, stopped } = yield* withStopSignals((onInterrupted) =>
@@ -988,7 +988,7 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
       )
     }
     yield* checkMigrated(database)
-    const maxAdmitted = Option.getOrElse(args.maxAdmitted, () => loaded.run.maxAdmitted ?? 256)
+    const maxAdmitted = Option.getOrElse(args.maxAdmitted, () => loaded.run.maxAdmitted ?? InternalSubmit.DEFAULT_MAX_ADMITTED)
     const limit = Option.getOrUndefined(args.limit)
     const byDigest = new Map(suite.experiments.map((m) => [memberDigest(suite.id, m.id), m.id]))
     const outcome = new Map(selected.map((m) => [m.id, { succeeded: 0, failed: 0, skipped: 0 }]))

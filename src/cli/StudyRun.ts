@@ -930,7 +930,7 @@ const database = Options.text("database").pipe(
 )
 const maxAdmitted = Options.integer("max-admitted").pipe(
   Options.optional,
-  Options.withDescription("With --engine cluster: pipelines admitted to the cluster at once (default run.maxAdmitted, else 256).")
+  Options.withDescription("With --engine cluster: pipelines admitted to the cluster at once (default run.maxAdmitted, else 1024).")
 )
 /**
  * The cluster engine's flags of the study commands that run trials (`run`, `resume`,

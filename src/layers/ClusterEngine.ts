@@ -275,10 +275,13 @@ export const clientLayer = (
 
 /**
  * Options of {@link submit}: `maxAdmitted` (pipelines running at once across the cluster,
- * default 256), `window` (pipelines per workflow, default 64 or a quarter of `maxAdmitted` when
+ * default 1,024), `window` (pipelines per workflow, default 64 or a quarter of `maxAdmitted` when
  * that is less, so that four windows run at once; at most `maxAdmitted`: one
- * {@link WindowWorkflow} per window, admitted once that many pipelines are free), `pollInterval` (how often running pipelines' rows are read, default 500 ms),
- * `resultEvery` (every how many polls the running windows' workflows are asked whether they
+ * {@link WindowWorkflow} per window, admitted once that many pipelines are free), `pollInterval` (how often the submitter follows
+ * the run: running pipelines' rows read, `onProgress`, heartbeat, runners checked; default 500 ms),
+ * `roomPollInterval` (while admission waits for room, how often the rows of the `2 × window` running pipelines admitted first are read,
+ * so that the next window is admitted soon after pipelines end; default 100 ms),
+ * `resultEvery` (every how many follows the running windows' workflows are asked whether they
  * ended without settling their pipelines' rows, default 5), `admitBatch` (specs admitted together: one
  * read of their rows, one group commit; default 64, at most `maxAdmitted`), `startConcurrency`
  * (workflow starts of a batch sent at once, default 16), `noRunnerAfter` (how long no runner may be up

@@ -51,11 +51,29 @@ export interface SubmitWarning {
 }
 
 /**
+ * The default of {@link SubmitOptions} `maxAdmitted` (`--max-admitted`, `run.maxAdmitted` on the
+ * cluster engine): 1,024 pipelines running at once across the cluster (256 before pg17ad).
+ *
+ * Why that many: a window runs on the one runner that owns its shard, and each runner serves
+ * its windows from its own block of the pool's slots. With 256 (four windows of 64) a runner
+ * was often left without a window while it held its share of the slots (BENCHMARKS.md pg17ad:
+ * 83 to 832 leases granted per runner and renewal interval), and a pipeline spends most of its
+ * time in flight on round trips, not calls. 1,024 (sixteen windows) keeps every runner busy:
+ * at 20,000 pipelines it gave 589 tasks/s against 332 at the same CPU per pipeline (pg17ac).
+ * Far more does not help: at 2,048 a runner holds ~700 pipelines, and a lease of its block is
+ * held for 250–700 ms around a 50 ms call (the process's event loop is busy with the others'
+ * work), so the rate fell to 344 tasks/s (pg17ac, pg17ad).
+ *
+ * @internal
+ */
+export const DEFAULT_MAX_ADMITTED = 1024
+
+/**
  * The default number of pipelines per window for `maxAdmitted` pipelines at once: 64, or a
  * quarter of `maxAdmitted` (rounded up) when that is less. A window runs on the one runner
  * that owns its shard, so with windows as large as `maxAdmitted` one window at a time would
  * run and one runner at a time would work; four windows at once keep several runners busy
- * (`--max-admitted` 256, the default, keeps windows of 64).
+ * (`--max-admitted` 256 keeps windows of 64, and the default 1,024 sixteen of them).
  *
  * @internal
  */
@@ -64,15 +82,25 @@ export const defaultWindow = (maxAdmitted: number): number => Math.max(1, Math.m
 /**
  * Options of {@link submit}.
  *
- * - `maxAdmitted`: pipelines running at once across the cluster (default 256);
+ * - `maxAdmitted`: pipelines running at once across the cluster (default
+ *   {@link DEFAULT_MAX_ADMITTED}, 1,024);
  * - `window`: pipelines per workflow (default {@link defaultWindow}: 64, and at most a quarter
  *   of `maxAdmitted`, so that at least four windows run at once and spread over the runners;
  *   at most `maxAdmitted`): a window is admitted once that many pipelines of the `maxAdmitted`
  *   are free (or the last pipelines, fewer);
- * - `pollInterval`: how often the rows of running pipelines are read (default 500 ms);
- * - `resultEvery`: every how many polls the workflows of running pipelines are asked for a
- *   result (default 5): a workflow that ended without settling its row (a runner refused it,
- *   or the store stayed away past the activity's retry budget) is seen this way;
+ * - `pollInterval`: how often the submitter follows the run (default 500 ms): the rows of
+ *   running pipelines read, `onProgress` told, the run's heartbeat written, the runners
+ *   checked;
+ * - `roomPollInterval`: while admission waits for room (a window's worth of the `maxAdmitted`
+ *   to come free), how often the rows of the `2 × window` running pipelines admitted first
+ *   are read (default 100 ms; never less often than `pollInterval`): a window is admitted
+ *   within this much of the pipelines that make room for it ending, not a whole
+ *   `pollInterval` later. Only those rows are read at this pace (one statement); every
+ *   running row, and the rest of the follow, keep to `pollInterval`;
+ * - `resultEvery`: every how many follows (`pollInterval`) the workflows of running pipelines
+ *   are asked for a result (default 5): a workflow that ended without settling its row (a
+ *   runner refused it, or the store stayed away past the activity's retry budget) is seen
+ *   this way;
  * - `admitBatch`: how many specs are read from the source and admitted together (one read of
  *   their rows, one group commit of the new ones; default 64, at most `maxAdmitted`);
  * - `startConcurrency`: how many workflow starts of a batch are sent at once (default 16);
@@ -96,6 +124,7 @@ export interface SubmitOptions {
   readonly maxAdmitted?: number | undefined
   readonly window?: number | undefined
   readonly pollInterval?: Duration.DurationInput | undefined
+  readonly roomPollInterval?: Duration.DurationInput | undefined
   readonly resultEvery?: number | undefined
   readonly noRunnerAfter?: Duration.DurationInput | undefined
   readonly admitBatch?: number | undefined
@@ -258,6 +287,16 @@ const endedOf = (
   return { _tag: "Broken", message: Option.isSome(failure) ? messageOf(failure.value) : Cause.pretty(exit.cause).split("\n")[0]! }
 }
 
+/** The first `n` elements of `set`, in its (insertion) order. */
+const firstOf = <A>(set: ReadonlySet<A>, n: number): Array<A> => {
+  const out: Array<A> = []
+  for (const a of set) {
+    if (out.length >= n) break
+    out.push(a)
+  }
+  return out
+}
+
 /** How long the submitter's calls into the cluster's storage ride out a lost database. */
 const submitBudget = Duration.seconds(60)
 
@@ -299,9 +338,11 @@ export const submit = <SE, SR>(
 ): Effect.Effect<SubmitReport, SE | StoreUnavailable | ConfigError, Store | WorkflowEngine | SR> =>
   Effect.gen(function*() {
     const store = yield* Store
-    const maxAdmitted = Math.max(1, options.maxAdmitted ?? 256)
+    const maxAdmitted = Math.max(1, options.maxAdmitted ?? DEFAULT_MAX_ADMITTED)
     const windowSize = Math.max(1, Math.min(maxAdmitted, options.window ?? defaultWindow(maxAdmitted)))
     const poll = Duration.decode(options.pollInterval ?? Duration.millis(500))
+    const pollMs = Duration.toMillis(poll)
+    const roomPoll = Duration.min(poll, Duration.decode(options.roomPollInterval ?? Duration.millis(100)))
     const resultEvery = Math.max(1, options.resultEvery ?? 5)
     const admitBatchSize = Math.max(1, Math.min(maxAdmitted, options.admitBatch ?? Math.max(64, windowSize)))
     const startConcurrency = Math.max(1, options.startConcurrency ?? 16)
@@ -380,6 +421,8 @@ export const submit = <SE, SR>(
     const progress = (): SubmitProgress => ({ runId, ...counts, running: running.size })
     const settled = (id: PipelineId, outcome: "succeeded" | "failed" | "skipped") => options.onSettled?.(id, outcome)
     let polls = 0
+    /** When the last whole follow ran (`Clock` ms): the rows alone are read in between. */
+    let followedAt = startedAt
     let runnerSeenAt = startedAt
     let warnedAt = startedAt
 
@@ -465,11 +508,21 @@ export const submit = <SE, SR>(
       }
     })
 
-    /** Reads the rows of running pipelines once (one query); drops the terminal ones. */
+    /**
+     * Reads the rows of running pipelines once (one query) and drops the terminal ones; once
+     * `pollInterval` has passed since the last whole follow, follows the rest too (the windows'
+     * results every `resultEvery` of them, the runners, the heartbeat, `onProgress`). In
+     * between (a room poll) only the rows of the `2 × window` pipelines admitted first are
+     * read: pipelines end roughly in the order they were admitted (each runner serves its
+     * windows' tasks first come, first served), so these are where the room for the next
+     * window comes from, at a fraction of reading every running row (up to `maxAdmitted`)
+     * ten times a second. A pipeline further down that ended is seen at the next whole follow.
+     */
     const refreshOnce = Effect.gen(function*() {
-      polls++
-      const askResults = polls % resultEvery === 0
-      const ids = Array.from(running)
+      const now = yield* Clock.currentTimeMillis
+      const whole = now - followedAt >= pollMs
+      // `running` iterates in insertion order: the pipelines admitted first come first
+      const ids = whole ? Array.from(running) : firstOf(running, 2 * windowSize)
       const rows = ids.length === 0 ? new Map<PipelineId, never>() : yield* store.getPipelines(ids)
       for (const id of ids) {
         const state = rows.get(id)?.state
@@ -480,6 +533,10 @@ export const submit = <SE, SR>(
           settled(id, state)
         }
       }
+      if (!whole) return
+      followedAt = now
+      polls++
+      const askResults = polls % resultEvery === 0
       for (const w of Array.from(windows)) {
         if (!w.ids.some((id) => running.has(id))) windows.delete(w)
         else if (askResults) yield* checkWindow(w)
@@ -491,10 +548,11 @@ export const submit = <SE, SR>(
     // one follow at a time: with `admitAsTheyCome` a background follow runs beside admission's
     const following = yield* Effect.makeSemaphore(1)
     const refresh = following.withPermits(1)(refreshOnce)
+    // waiting for room: the rows every `roomPollInterval`, the whole follow every `pollInterval`
     const waitBelow = (n: number) =>
       Effect.whileLoop({
         while: () => running.size > n && !stopped(),
-        body: () => Effect.zipRight(Effect.sleep(poll), refresh),
+        body: () => Effect.zipRight(Effect.sleep(roomPoll), refresh),
         step: () => {}
       })
 

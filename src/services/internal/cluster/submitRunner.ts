@@ -240,7 +240,7 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
         const cached = yield* Effect.cached(awaited)
         const handle: Runner.RunHandle<SE> = {
           runId,
-          stats: Effect.sync(() => liveStats(last, stops > 0, maxAdmitted ?? 256)),
+          stats: Effect.sync(() => liveStats(last, stops > 0, maxAdmitted ?? Submit.DEFAULT_MAX_ADMITTED)),
           stop,
           reportMetric: (name, value, options) =>
             Effect.gen(function*() {
@@ -271,7 +271,7 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
       start: start as Runner.RunnerService["start"],
       run: ((source: Runner.SpecSource<AnySpec, any, any>, overrides?: Runner.RunOptions) =>
         Effect.scoped(Effect.flatMap(start(source, overrides), (h) => h.await))) as unknown as Runner.RunnerService["run"],
-      stats: Effect.suspend(() => latest === undefined ? Effect.succeed(liveStats(undefined, false, base.maxAdmitted ?? 256)) : latest.stats),
+      stats: Effect.suspend(() => latest === undefined ? Effect.succeed(liveStats(undefined, false, base.maxAdmitted ?? Submit.DEFAULT_MAX_ADMITTED)) : latest.stats),
       stop: (reason) => Effect.forEach(Array.from(going), (h) => h.stop(reason), { discard: true }),
       reportMetric: (name, value, options) =>
         latest === undefined

@@ -98,8 +98,10 @@ export interface Settings {
 /**
  * What the acquires of one pool did between two renewals (block leases, `Settings.trace`):
  * granted, of which from a block, how many waited at all, their total and longest wait (ms,
- * from the acquire's start to its grant, `Clock`), the brought-forward top-ups and the rows
- * they claimed, and the rows given back by renewals.
+ * from the acquire's start to its grant, `Clock`), the leases of a block that ended and how
+ * long they held their slot in all (ms, from the grant to the slot's return: the call and
+ * what the process did around it), the brought-forward top-ups and the rows they claimed,
+ * and the rows given back by renewals.
  */
 export interface TraceStats {
   granted: number
@@ -107,6 +109,8 @@ export interface TraceStats {
   waited: number
   waitMs: number
   maxWaitMs: number
+  returned: number
+  holdMs: number
   early: number
   earlyRows: number
   topUpRows: number
@@ -119,6 +123,8 @@ const emptyTrace = (): TraceStats => ({
   waited: 0,
   waitMs: 0,
   maxWaitMs: 0,
+  returned: 0,
+  holdMs: 0,
   early: 0,
   earlyRows: 0,
   topUpRows: 0,
@@ -187,6 +193,8 @@ export class PgLease implements Lease<any> {
    * (the block is renewed as a whole), its deadline the block's.
    */
   block: Block | undefined
+  /** When it was granted from its block (`Clock` ms; traced: `Settings.trace`). */
+  grantedAt = 0
   constructor(
     readonly inner: Lease<any>,
     readonly claimed: Q.Claimed,
@@ -787,6 +795,7 @@ export class Gate {
               const pg = new PgLease(lease, slot, charges.right, lost, holder.owner, raw, releaseLocal(lease), gate)
               pg.block = block
               pg.deadline = block.deadline
+              pg.grantedAt = now
               block.used.set(slot.slot, pg)
               block.lastUse = now
               if (holder.owner !== undefined) {
@@ -1350,11 +1359,19 @@ export class Gate {
       block.used.delete(lease.claimed.slot)
       const mode = this.blockMode
       let back = Effect.void as Effect.Effect<void>
+      if (this.settings.trace === true) {
+        back = Effect.flatMap(this.nowMs, (now) =>
+          Effect.sync(() => {
+            const t = this.traceOf(block.pool)
+            t.returned++
+            t.holdMs += now - lease.grantedAt
+          }))
+      }
       if (completed && lease.lostAs === undefined) {
         const dead = mode?.health.get(`${block.pool}\u0000${block.resource}`)?.dead === true
         const above = block.capacity !== undefined && lease.claimed.slot > block.capacity
         if (dead || above || block.held + 1 > block.target || mode === undefined) {
-          back = this.queueRelease(block.pool, block.resource, lease.claimed)
+          back = Effect.zipRight(back, this.queueRelease(block.pool, block.resource, lease.claimed))
         } else {
           block.free.push(lease.claimed)
         }

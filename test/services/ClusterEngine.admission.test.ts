@@ -1,0 +1,132 @@
+/**
+ * The submitter's admission pace (issue 17, pg17ad): while admission waits for room (a window's
+ * worth of `maxAdmitted` to come free), the rows of the running pipelines are read every
+ * `roomPollInterval`, so the next window is admitted soon after pipelines end, not a whole
+ * `pollInterval` later; the rest of the follow (`onProgress`, the heartbeat) keeps to
+ * `pollInterval`. In one process (`TestRunner`, memory store), on the `TestClock`.
+ */
+import { NodeContext } from "@effect/platform-node"
+import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
+import * as TestRunner from "@effect/cluster/TestRunner"
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Layer, Stream, TestClock } from "effect"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Task from "../../src/domain/Task.js"
+import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
+import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as Pool from "../../src/services/Pool.js"
+import { Store, type StoreService } from "../../src/services/Store.js"
+import type { AnySpec } from "../support/clusterRunner.js"
+
+/** A runner host in this process over a memory store (as `wrap` changes it), for `specs`. */
+const hostOf = (specs: ReadonlyArray<AnySpec>, wrap: (s: StoreService) => StoreService = (s) => s) => {
+  const engine = ClusterWorkflowEngine.layer.pipe(Layer.provideMerge(TestRunner.layer))
+  const store = Layer.effect(Store, Effect.map(Store, wrap)).pipe(Layer.provide(MemoryStore.layer()))
+  const services = Layer.mergeAll(store, Pool.layer([]), NodeContext.layer)
+  return ClusterEngine.workflowLayer({ concurrency: 8, resourcesEvery: "1 hour" }).pipe(
+    Layer.provideMerge(engine),
+    Layer.provideMerge(services),
+    Layer.provide(ClusterEngine.catalogLayer(specs))
+  )
+}
+
+describe("ClusterEngine: admission pace (in process, TestClock)", () => {
+  it.scoped("a window waiting for room is admitted within roomPollInterval of the pipelines ending, though pollInterval is 5 s; progress keeps to pollInterval", () => {
+    const first = Deferred.unsafeMake<void>(undefined as never)
+    // the first window's pipelines wait for `first`; the later ones end at once
+    const hold = Task.make("hold", (n: number) => n < 2 ? Effect.as(Deferred.await(first), n) : Effect.succeed(n))
+    const specs: ReadonlyArray<AnySpec> = [0, 1, 2, 3].map((n) => Pipeline.make("held", hold).bind(n))
+    return Effect.gen(function*() {
+      const store = yield* Store
+      let progress = 0
+      const submission = yield* Effect.fork(ClusterEngine.submit(Stream.fromIterable(specs), {
+        maxAdmitted: 2,
+        window: 2,
+        pollInterval: "5 seconds",
+        roomPollInterval: "100 millis",
+        onProgress: () => Effect.sync(() => progress++)
+      }))
+      const rows = () => store.getPipelines(specs.map((s) => s.pipelineId))
+      // the first window is admitted; the second waits for room (maxAdmitted 2)
+      for (let i = 0; i < 50 && (yield* rows()).size < 2; i++) yield* TestClock.adjust("10 millis")
+      assert.strictEqual((yield* rows()).size, 2, "the first window admitted")
+      yield* Deferred.succeed(first, undefined)
+      // the first window's rows settle; within a few room polls (not 5 s) the next is admitted
+      let waited = 0
+      while (waited < 2_000 && (yield* rows()).size < 4) {
+        yield* TestClock.adjust("10 millis")
+        waited += 10
+      }
+      assert.strictEqual((yield* rows()).size, 4, "the second window admitted after the first ended")
+      assert.isBelow(waited, 1_000)
+      assert.strictEqual(progress, 0, "no whole follow before pollInterval has passed")
+      // the tail is followed at pollInterval: once every row has ended, one whole follow ends the submission
+      const ended = () => Effect.map(rows(), (m) => [...m.values()].filter((r) => r.state === "succeeded").length)
+      for (let i = 0; i < 200 && (yield* ended()) < 4; i++) yield* TestClock.adjust("10 millis")
+      assert.strictEqual(progress, 0, "no whole follow before pollInterval has passed")
+      yield* TestClock.adjust("5 seconds")
+      const report = yield* Fiber.join(submission)
+      assert.strictEqual(report.succeeded, 4)
+      assert.isAtLeast(progress, 1)
+    }).pipe(Effect.provide(hostOf(specs)))
+  })
+
+  it.scoped("a room poll reads the rows of the 2 × window pipelines admitted first only; a whole follow reads every running row", () => {
+    const open = Deferred.unsafeMake<void>(undefined as never)
+    const hold = Task.make("hold", (n: number) => Effect.as(Deferred.await(open), n))
+    const specs: ReadonlyArray<AnySpec> = Array.from({ length: 12 }, (_, n) => Pipeline.make("held", hold).bind(n))
+    // the number of ids of every row read the submitter makes
+    const reads: Array<number> = []
+    const wrap = (s: StoreService): StoreService => ({
+      ...s,
+      getPipelines: (ids) => Effect.zipRight(Effect.sync(() => reads.push(ids.length)), s.getPipelines(ids))
+    })
+    return Effect.gen(function*() {
+      const store = yield* Store
+      let progress = 0
+      const submission = yield* Effect.fork(ClusterEngine.submit(Stream.fromIterable(specs), {
+        maxAdmitted: 8,
+        window: 2,
+        admitBatch: 2,
+        pollInterval: "5 seconds",
+        roomPollInterval: "100 millis",
+        onProgress: () => Effect.sync(() => progress++)
+      }))
+      // 8 admitted, the rest wait for room: room polls only until the first whole follow
+      for (let i = 0; i < 40; i++) yield* TestClock.adjust("100 millis")
+      assert.strictEqual(progress, 0)
+      const roomPolls = reads.slice()
+      assert.isAbove(roomPolls.length, 6)
+      assert.isAtMost(Math.max(...roomPolls), 4, "a room poll reads 2 × window rows (8 are running)")
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(progress, 1)
+      assert.strictEqual(reads[reads.length - 1], 8, "a whole follow reads every running row")
+      yield* Deferred.succeed(open, undefined)
+      for (let i = 0; i < 20 && submission.unsafePoll() === null; i++) yield* TestClock.adjust("5 seconds")
+      const report = yield* Fiber.join(submission)
+      assert.strictEqual(report.succeeded, 12)
+      void store
+    }).pipe(Effect.provide(hostOf(specs, wrap)))
+  })
+
+  it.scoped("by default up to 1,024 pipelines are admitted at once (DEFAULT_MAX_ADMITTED; 256 before pg17ad)", () => {
+    const open = Deferred.unsafeMake<void>(undefined as never)
+    // every pipeline waits for `open`: what is admitted before it opens is the admission limit
+    const hold = Task.make("hold", (n: number) => Effect.as(Deferred.await(open), n))
+    const specs: ReadonlyArray<AnySpec> = Array.from({ length: 320 }, (_, n) => Pipeline.make("held", hold).bind(n))
+    return Effect.gen(function*() {
+      const store = yield* Store
+      const submission = yield* Effect.fork(ClusterEngine.submit(Stream.fromIterable(specs), { pollInterval: "5 seconds" }))
+      const admitted = () => Effect.map(store.getPipelines(specs.map((s) => s.pipelineId)), (m) => m.size)
+      for (let i = 0; i < 100 && (yield* admitted()) < specs.length; i++) yield* TestClock.adjust("10 millis")
+      assert.strictEqual(yield* admitted(), 320, "every pipeline admitted before any ended")
+      yield* Deferred.succeed(open, undefined)
+      for (let i = 0; i < 20; i++) {
+        yield* TestClock.adjust("5 seconds")
+        if (submission.unsafePoll() !== null) break
+      }
+      const report = yield* Fiber.join(submission)
+      assert.strictEqual(report.succeeded, 320)
+    }).pipe(Effect.provide(hostOf(specs)))
+  })
+})

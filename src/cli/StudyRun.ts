@@ -928,7 +928,7 @@ const database = Options.text("database").pipe(
   Options.optional,
   Options.withDescription("With --engine cluster: the cluster's PostgreSQL database (postgres://user@host:port/db).")
 )
-const maxAdmitted = Options.integer("max-admitted").pipe(
+const maxAdmitted = Flags.integerAtLeast("max-admitted", 1).pipe(
   Options.optional,
   Options.withDescription("With --engine cluster: pipelines admitted to the cluster at once (default run.maxAdmitted, else 256).")
 )

@@ -22,7 +22,8 @@ import type * as Pipeline from "../domain/Pipeline.js"
 import { memberDigest, memberDigestOf, memberPath, tagSpec } from "../domain/Suite.js"
 import * as Words from "../domain/internal/words.js"
 import * as PgSuites from "../layers/internal/pg/suites.js"
-import { redactUrlsIn, scrub } from "../layers/internal/pg/url.js"
+import { shellQuote } from "../services/internal/processRunner.js"
+import { hasPassword, PASSWORD_HINT, redactUrlsIn, scrub, withoutPassword } from "../layers/internal/pg/url.js"
 import * as InternalSubmit from "../services/internal/cluster/submit.js"
 import * as ClusterWorkflow from "../services/internal/cluster/workflow.js"
 import { oneLine } from "../services/internal/suiteViews.js"
@@ -689,7 +690,9 @@ const STOPPED_MESSAGE =
 /**
  * The submitter's progress line on stderr (none with `--quiet`) and its warning when no runner
  * is up (said even with `--quiet`: nothing moves until a runner is up), naming the command that
- * starts one with the file given (an experiment's or a suite's) and the database (password masked).
+ * starts one with the file given (an experiment's or a suite's) and the database URL without its
+ * password (pasteable: a masked `user:***@` would log in with `***`), followed, when the URL had
+ * one, by a line saying the password is to be given again (`PGPASSWORD`, `~/.pgpass`).
  *
  * @internal
  */
@@ -703,7 +706,9 @@ export const followProgress = (
     ),
   onWarning: (w) =>
     Console.error(
-      `${w.message}. Start one (or several) with: assay runner -c ${args.config} --database ${redactUrl(database)}`
+      `${w.message}. Start one (or several) with: assay runner -c ${shellQuote(args.config)} --database ${
+        shellQuote(withoutPassword(database))
+      }${hasPassword(database) ? `\n  (${PASSWORD_HINT})` : ""}`
     )
 })
 

@@ -23,6 +23,7 @@ import { memberDigest, memberDigestOf, memberPath, tagSpec } from "../domain/Sui
 import * as Words from "../domain/internal/words.js"
 import * as PgSuites from "../layers/internal/pg/suites.js"
 import { shellQuote } from "../services/internal/processRunner.js"
+import { connectionMessage, isConnectionProblem, isLoginRefused } from "../layers/internal/pg/connect.js"
 import { hasPassword, PASSWORD_HINT, redactUrlsIn, scrub, withoutPassword } from "../layers/internal/pg/url.js"
 import * as InternalSubmit from "../services/internal/cluster/submit.js"
 import * as ClusterWorkflow from "../services/internal/cluster/workflow.js"
@@ -185,6 +186,25 @@ const unavailable = (database: string, what: string) => (e: unknown) =>
     path: redactUrl(database)
   })
 
+/**
+ * A failure to reach the cluster's database, explained as `assay migrate` and `assay report`
+ * explain it (`connectionMessage`: the server, the cause in words, what to do): a refused
+ * login (SQLSTATE `28P01` / `28000`) as `ConfigError` (exit 2: the user or password is wrong,
+ * a restart will not mend it), another connection problem as `StoreUnavailable`, anything else
+ * as {@link unavailable} (`what` naming the step).
+ *
+ * @param database the cluster's database URL (never shown with its password)
+ * @param what the step that failed, for a failure that is not a connection problem
+ * @returns the typed error of `e`
+ * @internal
+ */
+export const databaseFailure = (database: string, what: string) => (e: unknown): ConfigError | StoreUnavailable =>
+  isLoginRefused(e)
+    ? new ConfigError({ message: connectionMessage(database, e), issues: [{ path: "--database", message: "the server refused the login" }] })
+    : isConnectionProblem(e)
+    ? new StoreUnavailable({ message: connectionMessage(database, e), path: redactUrl(database) })
+    : unavailable(database, what)(e)
+
 /** Which of the cluster's tables exist in the database of `sql`. */
 const clusterTablesPresent = (sql: SqlClient.SqlClient) =>
   Effect.map(
@@ -257,7 +277,7 @@ export const checkMigrated = (database: string): Effect.Effect<void, ConfigError
     Effect.scoped,
     Effect.provide(PgClient.layer({ url: Redacted.make(database), maxConnections: 1 })),
     Effect.catchAll((e): Effect.Effect<never, ConfigError | StoreUnavailable> =>
-      e._tag === "ConfigError" ? Effect.fail(e) : Effect.fail(unavailable(database, "cannot read")(e))
+      e._tag === "ConfigError" ? Effect.fail(e) : Effect.fail(databaseFailure(database, "cannot read")(e))
     )
   )
 

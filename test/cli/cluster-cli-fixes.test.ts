@@ -7,6 +7,10 @@
  *   while no runner is up (`assay runner -c FILE --database URL`) give the URL without its
  *   password (a masked `user:***@` would log in with `***`), plus a note saying the password is
  *   to be given again, only when the URL had one.
+ * - a refused login (SQLSTATE 28000 here: a role the server does not know) on the cluster's
+ *   paths (runner start, study run / resume, study status) is explained as `assay migrate`
+ *   explains it (`refused the login of user …`, what to check); the runner and the submitters
+ *   exit 2 (a configuration error), `study status` 1 (a read, as `assay report`).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
@@ -14,7 +18,11 @@ import * as path from "node:path"
 import { vi } from "vitest"
 import * as ClusterRun from "../../src/cli/ClusterRun.js"
 import * as StudyRun from "../../src/cli/StudyRun.js"
-import { assay, root } from "../support/cli.js"
+import { assay, root, tempDir } from "../support/cli.js"
+import { usePostgres } from "../support/postgres.js"
+
+// a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
+const pg = usePostgres()
 
 const study = path.join(root, "examples/studies/study.yaml")
 const url = "postgres://nobody@127.0.0.1:1/none"
@@ -88,4 +96,31 @@ describe("pasteable commands on the cluster engine (the database password)", () 
       assert.notInclude(second, "PGPASSWORD")
       assert.include(second, `--database ${bare}`)
     }))
+})
+
+describe("a refused login on the cluster's paths", () => {
+  it.live("runner, study run and study resume explain it and exit 2; study status explains it (exit 1)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const url = `postgres://nobody_here:s3cretPw@127.0.0.1:${pg.port}/postgres`
+      // study status reads the cluster's database only for a study that has a state: run it
+      // embedded first (status --database then reads the pipelines from the database)
+      const out = path.join(yield* tempDir("refused-login"), "root")
+      const ran = yield* assay(["study", "run", study, "--output-root", out, "--quiet"])
+      assert.strictEqual(ran.code, 0, ran.stderr)
+      const commands: ReadonlyArray<readonly [ReadonlyArray<string>, number]> = [
+        [["runner", "-c", study, "--database", url], 2],
+        [["study", "run", study, "--engine", "cluster", "--database", url], 2],
+        [["study", "resume", study, "--engine", "cluster", "--database", url], 2],
+        [["study", "status", study, "--output-root", out, "--database", url], 1]
+      ]
+      for (const [argv, code] of commands) {
+        const r = yield* assay(argv)
+        const out = r.stdout + r.stderr
+        assert.strictEqual(r.code, code, `${argv.slice(0, 2).join(" ")}: ${out}`)
+        assert.include(out, `refused the login of user "nobody_here"`, argv.slice(0, 2).join(" "))
+        assert.include(out, "PGPASSWORD")
+        assert.notInclude(out, "Failed to connect")
+        assert.notInclude(out, "s3cretPw")
+      }
+    })), 180_000)
 })

@@ -566,7 +566,7 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
     // the runner, and beside it two watchdogs whose failure ends the process with exit 1, so
     // that its supervisor restarts it (and the restart gives its shards back)
     return yield* Effect.scoped(Effect.gen(function*() {
-      const context = yield* Layer.build(host)
+      const context = yield* Layer.build(host).pipe(Effect.catchIf(isOpenFailure, (e) => Effect.fail(listenRefused(address, e.cause))))
       const sharding = Context.get(context, Sharding.Sharding)
       const ping = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe("SELECT 1"))
       // a stop signal (SIGTERM from a supervisor's rolling restart, Ctrl-C) closes the call gate
@@ -599,6 +599,38 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
       return yield* Effect.interrupt
     }))
   })
+
+/** Whether `e` is the runner's socket server failing to open (`SocketServerError`, reason `Open`). */
+const isOpenFailure = <E>(e: E): e is E & { readonly _tag: "SocketServerError"; readonly reason: "Open"; readonly cause: unknown } =>
+  (e as { _tag?: unknown } | null)?._tag === "SocketServerError" && (e as { reason?: unknown }).reason === "Open"
+
+/**
+ * The runner's socket server could not listen (`--listen`, else the library's
+ * `localhost:34431`): a `ConfigError` (exit 2: a restart would fail the same way) naming the
+ * address and why (in use, not allowed, not this machine's), instead of the server's bare `Open`.
+ *
+ * @param address the `--listen` address, if given
+ * @param cause what `listen` failed with (a Node `SystemError` with `code`)
+ * @returns the error naming `--listen`
+ * @internal
+ */
+export const listenRefused = (address: { readonly host: string; readonly port: number } | undefined, cause: unknown): ConfigError => {
+  const code = (cause as { code?: unknown } | null)?.code
+  const where = address === undefined ? "localhost:34431 (the default; give --listen HOST:PORT)" : `${address.host}:${address.port}`
+  const why = code === "EADDRINUSE"
+    ? "the address is already in use (another runner or program listens there): give --listen a free HOST:PORT"
+    : code === "EACCES"
+    ? "not allowed (ports below 1024 need privileges): give --listen a port of 1024 or more"
+    : code === "EADDRNOTAVAIL"
+    ? "the host is not an address of this machine: give --listen one of its addresses"
+    : code === "ENOTFOUND" || code === "EAI_AGAIN"
+    ? "the host name cannot be resolved"
+    : cause instanceof Error
+    ? cause.message
+    : String(cause)
+  const message = `--listen: the runner cannot listen on ${where}: ${why}`
+  return new ConfigError({ message, issues: [{ path: "--listen", message: why }] })
+}
 
 /**
  * The attempts a runner process runs at once, and where the number comes from: `--concurrency`,

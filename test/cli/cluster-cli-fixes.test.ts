@@ -11,9 +11,12 @@
  *   paths (runner start, study run / resume, study status) is explained as `assay migrate`
  *   explains it (`refused the login of user …`, what to check); the runner and the submitters
  *   exit 2 (a configuration error), `study status` 1 (a read, as `assay report`).
+ * - a runner whose `--listen` address is in use names it and says so, exit 2 (not `error: Open`,
+ *   exit 1, which a supervisor would restart forever).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
+import * as net from "node:net"
 import * as path from "node:path"
 import { vi } from "vitest"
 import * as ClusterRun from "../../src/cli/ClusterRun.js"
@@ -123,4 +126,26 @@ describe("a refused login on the cluster's paths", () => {
         assert.notInclude(out, "s3cretPw")
       }
     })), 180_000)
+})
+
+describe("a runner whose --listen address is in use", () => {
+  it.live("names the address, says it is in use, exit 2", () =>
+    Effect.gen(function*() {
+      yield* Effect.promise(() => pg.createDatabase("listen"))
+      const url = pg.url("listen")
+      assert.strictEqual((yield* assay(["migrate", "--database", url])).code, 0)
+      const server = net.createServer()
+      const port = yield* Effect.async<number>((resume) => {
+        server.listen(0, "127.0.0.1", () => resume(Effect.succeed((server.address() as net.AddressInfo).port)))
+      })
+      const r = yield* assay(["runner", "-c", study, "--database", url, "--listen", `127.0.0.1:${port}`]).pipe(
+        Effect.ensuring(Effect.async<void>((resume) => {
+          server.close(() => resume(Effect.void))
+        }))
+      )
+      const out = r.stdout + r.stderr
+      assert.strictEqual(r.code, 2, out)
+      assert.include(out, `cannot listen on 127.0.0.1:${port}: the address is already in use`)
+      assert.notInclude(out, "error: Open")
+    }), 180_000)
 })

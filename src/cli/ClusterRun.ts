@@ -270,8 +270,10 @@ export const checkMigrated = (database: string): Effect.Effect<void, ConfigError
     const present = yield* clusterTablesPresent(yield* SqlClient.SqlClient)
     const missing = CLUSTER_TABLES.filter((t) => !present.has(t))
     if (missing.length === 0) return
+    // the command to paste gives the URL without its password (a masked one would log in with `***`)
     const message = `the database ${redactUrl(database)} has no cluster tables (${missing.join(", ")}): ` +
-      `run \`assay migrate --database ${redactUrl(database)}\` once before starting runners or submitting`
+      `run \`assay migrate --database ${shellQuote(withoutPassword(database))}\` once before starting runners or submitting` +
+      (hasPassword(database) ? ` (${PASSWORD_HINT})` : "")
     return yield* new ConfigError({ message, issues: [{ path: "--database", message: "not migrated for the cluster" }] })
   }).pipe(
     Effect.scoped,

@@ -6,7 +6,8 @@
  * - the commands printed to be pasted after a stop (`continue with: assay study resume …`) or
  *   while no runner is up (`assay runner -c FILE --database URL`) give the URL without its
  *   password (a masked `user:***@` would log in with `***`), plus a note saying the password is
- *   to be given again, only when the URL had one.
+ *   to be given again, only when the URL had one; so does the `assay migrate --database URL`
+ *   named when the database is not migrated.
  * - a refused login (SQLSTATE 28000 here: a role the server does not know) on the cluster's
  *   paths (runner start, study run / resume, study status) is explained as `assay migrate`
  *   explains it (`refused the login of user …`, what to check); the runner and the submitters
@@ -148,4 +149,19 @@ describe("a runner whose --listen address is in use", () => {
       assert.include(out, `cannot listen on 127.0.0.1:${port}: the address is already in use`)
       assert.notInclude(out, "error: Open")
     }), 180_000)
+})
+
+describe("an unmigrated cluster database", () => {
+  it.live("the `assay migrate` command to paste has the URL without the password, and the note", () =>
+    Effect.gen(function*() {
+      yield* Effect.promise(() => pg.createDatabase("unmigrated"))
+      // the harness's server trusts loopback logins: the password is accepted and ignored
+      const url = `postgres://${pg.user}:s3cretPw@127.0.0.1:${pg.port}/unmigrated`
+      const r = yield* assay(["runner", "-c", study, "--database", url])
+      const out = r.stdout + r.stderr
+      assert.strictEqual(r.code, 2, out)
+      assert.include(out, `run \`assay migrate --database postgres://${pg.user}@127.0.0.1:${pg.port}/unmigrated\` once`)
+      assert.include(out, "PGPASSWORD")
+      assert.notInclude(out, "s3cretPw")
+    }), 120_000)
 })

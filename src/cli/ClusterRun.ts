@@ -22,7 +22,9 @@ import type * as Pipeline from "../domain/Pipeline.js"
 import { memberDigest, memberDigestOf, memberPath, tagSpec } from "../domain/Suite.js"
 import * as Words from "../domain/internal/words.js"
 import * as PgSuites from "../layers/internal/pg/suites.js"
-import { redactUrlsIn, scrub } from "../layers/internal/pg/url.js"
+import { shellQuote } from "../services/internal/processRunner.js"
+import { connectionMessage, isConnectionProblem, isLoginRefused } from "../layers/internal/pg/connect.js"
+import { hasPassword, PASSWORD_HINT, redactUrlsIn, scrub, withoutPassword } from "../layers/internal/pg/url.js"
 import * as InternalSubmit from "../services/internal/cluster/submit.js"
 import * as ClusterWorkflow from "../services/internal/cluster/workflow.js"
 import { oneLine } from "../services/internal/suiteViews.js"
@@ -184,6 +186,25 @@ const unavailable = (database: string, what: string) => (e: unknown) =>
     path: redactUrl(database)
   })
 
+/**
+ * A failure to reach the cluster's database, explained as `assay migrate` and `assay report`
+ * explain it (`connectionMessage`: the server, the cause in words, what to do): a refused
+ * login (SQLSTATE `28P01` / `28000`) as `ConfigError` (exit 2: the user or password is wrong,
+ * a restart will not mend it), another connection problem as `StoreUnavailable`, anything else
+ * as {@link unavailable} (`what` naming the step).
+ *
+ * @param database the cluster's database URL (never shown with its password)
+ * @param what the step that failed, for a failure that is not a connection problem
+ * @returns the typed error of `e`
+ * @internal
+ */
+export const databaseFailure = (database: string, what: string) => (e: unknown): ConfigError | StoreUnavailable =>
+  isLoginRefused(e)
+    ? new ConfigError({ message: connectionMessage(database, e), issues: [{ path: "--database", message: "the server refused the login" }] })
+    : isConnectionProblem(e)
+    ? new StoreUnavailable({ message: connectionMessage(database, e), path: redactUrl(database) })
+    : unavailable(database, what)(e)
+
 /** Which of the cluster's tables exist in the database of `sql`. */
 const clusterTablesPresent = (sql: SqlClient.SqlClient) =>
   Effect.map(
@@ -249,14 +270,16 @@ export const checkMigrated = (database: string): Effect.Effect<void, ConfigError
     const present = yield* clusterTablesPresent(yield* SqlClient.SqlClient)
     const missing = CLUSTER_TABLES.filter((t) => !present.has(t))
     if (missing.length === 0) return
+    // the command to paste gives the URL without its password (a masked one would log in with `***`)
     const message = `the database ${redactUrl(database)} has no cluster tables (${missing.join(", ")}): ` +
-      `run \`assay migrate --database ${redactUrl(database)}\` once before starting runners or submitting`
+      `run \`assay migrate --database ${shellQuote(withoutPassword(database))}\` once before starting runners or submitting` +
+      (hasPassword(database) ? ` (${PASSWORD_HINT})` : "")
     return yield* new ConfigError({ message, issues: [{ path: "--database", message: "not migrated for the cluster" }] })
   }).pipe(
     Effect.scoped,
     Effect.provide(PgClient.layer({ url: Redacted.make(database), maxConnections: 1 })),
     Effect.catchAll((e): Effect.Effect<never, ConfigError | StoreUnavailable> =>
-      e._tag === "ConfigError" ? Effect.fail(e) : Effect.fail(unavailable(database, "cannot read")(e))
+      e._tag === "ConfigError" ? Effect.fail(e) : Effect.fail(databaseFailure(database, "cannot read")(e))
     )
   )
 
@@ -545,7 +568,7 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
     // the runner, and beside it two watchdogs whose failure ends the process with exit 1, so
     // that its supervisor restarts it (and the restart gives its shards back)
     return yield* Effect.scoped(Effect.gen(function*() {
-      const context = yield* Layer.build(host)
+      const context = yield* Layer.build(host).pipe(Effect.catchIf(isOpenFailure, (e) => Effect.fail(listenRefused(address, e.cause))))
       const sharding = Context.get(context, Sharding.Sharding)
       const ping = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe("SELECT 1"))
       // a stop signal (SIGTERM from a supervisor's rolling restart, Ctrl-C) closes the call gate
@@ -578,6 +601,38 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
       return yield* Effect.interrupt
     }))
   })
+
+/** Whether `e` is the runner's socket server failing to open (`SocketServerError`, reason `Open`). */
+const isOpenFailure = <E>(e: E): e is E & { readonly _tag: "SocketServerError"; readonly reason: "Open"; readonly cause: unknown } =>
+  (e as { _tag?: unknown } | null)?._tag === "SocketServerError" && (e as { reason?: unknown }).reason === "Open"
+
+/**
+ * The runner's socket server could not listen (`--listen`, else the library's
+ * `localhost:34431`): a `ConfigError` (exit 2: a restart would fail the same way) naming the
+ * address and why (in use, not allowed, not this machine's), instead of the server's bare `Open`.
+ *
+ * @param address the `--listen` address, if given
+ * @param cause what `listen` failed with (a Node `SystemError` with `code`)
+ * @returns the error naming `--listen`
+ * @internal
+ */
+export const listenRefused = (address: { readonly host: string; readonly port: number } | undefined, cause: unknown): ConfigError => {
+  const code = (cause as { code?: unknown } | null)?.code
+  const where = address === undefined ? "localhost:34431 (the default; give --listen HOST:PORT)" : `${address.host}:${address.port}`
+  const why = code === "EADDRINUSE"
+    ? "the address is already in use (another runner or program listens there): give --listen a free HOST:PORT"
+    : code === "EACCES"
+    ? "not allowed (ports below 1024 need privileges): give --listen a port of 1024 or more"
+    : code === "EADDRNOTAVAIL"
+    ? "the host is not an address of this machine: give --listen one of its addresses"
+    : code === "ENOTFOUND" || code === "EAI_AGAIN"
+    ? "the host name cannot be resolved"
+    : cause instanceof Error
+    ? cause.message
+    : String(cause)
+  const message = `--listen: the runner cannot listen on ${where}: ${why}`
+  return new ConfigError({ message, issues: [{ path: "--listen", message: why }] })
+}
 
 /**
  * The attempts a runner process runs at once, and where the number comes from: `--concurrency`,
@@ -689,7 +744,9 @@ const STOPPED_MESSAGE =
 /**
  * The submitter's progress line on stderr (none with `--quiet`) and its warning when no runner
  * is up (said even with `--quiet`: nothing moves until a runner is up), naming the command that
- * starts one with the file given (an experiment's or a suite's) and the database (password masked).
+ * starts one with the file given (an experiment's or a suite's) and the database URL without its
+ * password (pasteable: a masked `user:***@` would log in with `***`), followed, when the URL had
+ * one, by a line saying the password is to be given again (`PGPASSWORD`, `~/.pgpass`).
  *
  * @internal
  */
@@ -703,7 +760,9 @@ export const followProgress = (
     ),
   onWarning: (w) =>
     Console.error(
-      `${w.message}. Start one (or several) with: assay runner -c ${args.config} --database ${redactUrl(database)}`
+      `${w.message}. Start one (or several) with: assay runner -c ${shellQuote(args.config)} --database ${
+        shellQuote(withoutPassword(database))
+      }${hasPassword(database) ? `\n  (${PASSWORD_HINT})` : ""}`
     )
 })
 

@@ -37,9 +37,11 @@ import type * as Study from "../services/Study.js"
 import { StudyCatalog } from "../services/StudyCatalog.js"
 import { SuiteCatalog } from "../services/SuiteCatalog.js"
 import { redactUrlsIn, scrub } from "../layers/internal/pg/url.js"
+import { connectionMessage, isConnectionProblem } from "../layers/internal/pg/connect.js"
 import { checkDatabase, redactUrl } from "./ClusterCommand.js"
 import {
   checkMigrated,
+  databaseFailure,
   currentStudyVersion,
   followProgress,
   pgLayer,
@@ -206,6 +208,8 @@ export const open = (
       Effect.mapError((e) =>
         e instanceof ConfigError || e instanceof StoreUnavailable
           ? e
+          : isConnectionProblem(e)
+          ? databaseFailure(database, "cannot read")(e)
           : new StoreUnavailable({ message: redactUrlsIn(scrub(`cannot reach the cluster's database ${redactUrl(database)}: ${String(e)}`, database)) })
       )
     )
@@ -285,6 +289,9 @@ export const readViews = (
       Effect.mapError((e) =>
         e instanceof ConfigError || e instanceof StoreUnavailable
           ? e
+          : isConnectionProblem(e)
+          // explained as \`assay report\` explains it (a read: exit 1, as the store's own refusal)
+          ? new StoreUnavailable({ message: connectionMessage(url, e), path: redactUrl(url) })
           : new StoreUnavailable({ message: redactUrlsIn(scrub(`cannot reach the cluster's database ${redactUrl(url)}: ${String(e)}`, url)) })
       )
     )

@@ -63,7 +63,7 @@ import { SuiteCatalog } from "../services/SuiteCatalog.js"
 import { callsServedText, formatCost, formatStudyUsd, STUDY_COST } from "../services/internal/money.js"
 import { shellQuote } from "../services/internal/processRunner.js"
 import { ModuleLoader } from "../layers/ModuleLoader.js"
-import { redactUrl } from "./ClusterCommand.js"
+import * as PgUrl from "../layers/internal/pg/url.js"
 import { ExitCode, ExitWith } from "./Exit.js"
 import * as Flags from "./Flags.js"
 
@@ -275,7 +275,9 @@ export const namedOutcome = (
  * resume FILE` with every flag of `args` the run needs to find and run the same trials again,
  * as the user gave them (shell-quoted): `--output-root`, `--protocol-version`, each `--trial`,
  * `--strict-env` and the call cache flags. `--new-version` is left out (the version it created
- * is the file's now), and so are the printing flags (`--json`, `--quiet`).
+ * is the file's now), and so are the printing flags (`--json`, `--quiet`). A `--database` URL
+ * is given without its password (a masked `user:***@` would log in with the password `***`):
+ * {@link continueWith} says where the password must come from.
  *
  * @param args the flags the run was given
  * @returns one shell command line
@@ -290,7 +292,7 @@ export const resumeCommand = (args: RunStudyArgs): string => {
   if (args.strictEnv) out.push("--strict-env")
   if (args.engine === "cluster") {
     out.push("--engine", "cluster")
-    if (args.database !== undefined && Option.isSome(args.database)) out.push("--database", redactUrl(args.database.value))
+    if (args.database !== undefined && Option.isSome(args.database)) out.push("--database", PgUrl.withoutPassword(args.database.value))
     if (args.maxAdmitted !== undefined && Option.isSome(args.maxAdmitted)) out.push("--max-admitted", String(args.maxAdmitted.value))
   }
   const c = args.cache
@@ -302,6 +304,24 @@ export const resumeCommand = (args: RunStudyArgs): string => {
   }
   return out.map(shellQuote).join(" ")
 }
+
+/**
+ * `continue with: CMD` ({@link resumeCommand}) and, when the run's `--database` URL had a
+ * password (left out of CMD), a second line saying the password is to be given again
+ * (`PGPASSWORD`, `~/.pgpass`, or the user's own URL).
+ *
+ * @param args the flags the run was given
+ * @returns the text to print (one line, or two)
+ * @since 0.14.0
+ * @category messages
+ */
+export const continueWith = (args: RunStudyArgs): string =>
+  `continue with: ${resumeCommand(args)}${
+    args.engine === "cluster" && args.database !== undefined && Option.isSome(args.database) &&
+      PgUrl.hasPassword(args.database.value)
+      ? `\n  (${PgUrl.PASSWORD_HINT})`
+      : ""
+  }`
 
 /**
  * The reason `study status` gives a trial: a settled trial's own; a trial not settled
@@ -353,7 +373,7 @@ export const startupInterruptText = (
   args: RunStudyArgs
 ): string =>
   stage.at === "prepared"
-    ? `stopped before any trial started: protocol version ${stage.version} is registered, nothing ran; continue with: ${resumeCommand(args)}`
+    ? `stopped before any trial started: protocol version ${stage.version} is registered, nothing ran; ${continueWith(args)}`
     : "stopped before any trial started; nothing was stored"
 
 /** The module that runs a study on the cluster engine (`ClusterStudy.ts`), as its URL next to this one. */
@@ -573,11 +593,11 @@ const runStudyStages = (
     }
     if (report.status === "interrupted" || signalled) {
       yield* Console.error(
-        `${signalled ? "stopped by a signal; " : ""}continue with: ${resumeCommand(args)}`
+        `${signalled ? "stopped by a signal; " : ""}${continueWith(args)}`
       )
     } else if (report.trials.some((t) => t.status === "incomplete" && (t.reason ?? "").startsWith(Study.ENDPOINT_FAULT_REASON))) {
       // not results: the endpoint refused them; resume runs their failed pipelines again
-      yield* Console.error(`a model endpoint failed some trials (see their reasons): fix it, then continue with: ${resumeCommand(args)}`)
+      yield* Console.error(`a model endpoint failed some trials (see their reasons): fix it, then ${continueWith(args)}`)
     }
     const named = namedOutcome(report.trials, args.trials, args.namedWhat ?? "named trial")
     if (named !== undefined && !signalled) yield* Console.error(named)
@@ -928,7 +948,7 @@ const database = Options.text("database").pipe(
   Options.optional,
   Options.withDescription("With --engine cluster: the cluster's PostgreSQL database (postgres://user@host:port/db).")
 )
-const maxAdmitted = Options.integer("max-admitted").pipe(
+const maxAdmitted = Flags.integerAtLeast("max-admitted", 1).pipe(
   Options.optional,
   Options.withDescription("With --engine cluster: pipelines admitted to the cluster at once (default run.maxAdmitted, else 1024).")
 )

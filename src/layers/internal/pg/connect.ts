@@ -170,3 +170,19 @@ export const isConnectionProblem = (cause: unknown): boolean => {
   return /^E[A-Z]+$/.test(code) || code.startsWith("08") || code.startsWith("28") || code === "3D000" ||
     code === "53300" || code.startsWith("57P")
 }
+
+/**
+ * Whether `cause` is the server refusing the login (SQLSTATE `28P01`, authentication failed,
+ * or `28000`, no such role / not allowed by `pg_hba.conf`): a configuration error (the user,
+ * password or server rules are wrong), which trying again will not mend.
+ *
+ * @param cause - an `SqlError` or what it wraps.
+ * @returns `true` for the `28` class SQLSTATEs.
+ *
+ * @since 0.14.0
+ * @category errors
+ */
+export const isLoginRefused = (cause: unknown): boolean => {
+  const { code } = detailOf(cause)
+  return code === "28P01" || code === "28000"
+}

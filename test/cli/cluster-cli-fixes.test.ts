@@ -1,0 +1,167 @@
+/**
+ * Fixes of a fresh user's findings on the cluster CLI (tester17af):
+ *
+ * - `study run|resume|confirm --max-admitted 0` (or negative) is refused as `run --engine
+ *   cluster` refuses it (exit 2, `--max-admitted must be an integer >= 1 (got 0)`).
+ * - the commands printed to be pasted after a stop (`continue with: assay study resume …`) or
+ *   while no runner is up (`assay runner -c FILE --database URL`) give the URL without its
+ *   password (a masked `user:***@` would log in with `***`), plus a note saying the password is
+ *   to be given again, only when the URL had one; so does the `assay migrate --database URL`
+ *   named when the database is not migrated.
+ * - a refused login (SQLSTATE 28000 here: a role the server does not know) on the cluster's
+ *   paths (runner start, study run / resume, study status) is explained as `assay migrate`
+ *   explains it (`refused the login of user …`, what to check); the runner and the submitters
+ *   exit 2 (a configuration error), `study status` 1 (a read, as `assay report`).
+ * - a runner whose `--listen` address is in use names it and says so, exit 2 (not `error: Open`,
+ *   exit 1, which a supervisor would restart forever).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Option } from "effect"
+import * as net from "node:net"
+import * as path from "node:path"
+import { vi } from "vitest"
+import * as ClusterRun from "../../src/cli/ClusterRun.js"
+import * as StudyRun from "../../src/cli/StudyRun.js"
+import { assay, root, tempDir } from "../support/cli.js"
+import { usePostgres } from "../support/postgres.js"
+
+// a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
+const pg = usePostgres()
+
+const study = path.join(root, "examples/studies/study.yaml")
+const url = "postgres://nobody@127.0.0.1:1/none"
+
+describe("study --max-admitted", () => {
+  it.live("0 or a negative value is refused (exit 2) by study run, resume and confirm", () =>
+    Effect.gen(function*() {
+      const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
+        [["study", "run", study, "--max-admitted", "0"], "0"],
+        [["study", "resume", study, "--max-admitted", "-3"], "-3"],
+        [["study", "confirm", study, "v01", "--repeats", "2", "--max-admitted", "0"], "0"]
+      ]
+      for (const [argv, got] of cases) {
+        const r = yield* assay([...argv, "--engine", "cluster", "--database", url])
+        assert.strictEqual(r.code, 2, `${argv.join(" ")}: ${r.stdout}${r.stderr}`)
+        assert.include(r.stdout + r.stderr, `--max-admitted must be an integer >= 1 (got ${got})`)
+      }
+    }), 120_000)
+})
+
+describe("pasteable commands on the cluster engine (the database password)", () => {
+  const secret = "Hunter2Secret"
+  const withPw = `postgres://pwuser:${secret}@127.0.0.1:5432/pw`
+  const bare = "postgres://pwuser@127.0.0.1:5432/pw"
+  const args = {
+    file: "study.yaml",
+    resume: false,
+    newVersion: false,
+    outputRoot: Option.none(),
+    trials: [],
+    strictEnv: false,
+    json: false,
+    quiet: false,
+    engine: "cluster" as const,
+    database: Option.some(withPw)
+  }
+
+  it("continue with: the URL without the password, and a note to give it again", () => {
+    const text = StudyRun.continueWith(args)
+    assert.include(text, `continue with: assay study resume study.yaml --engine cluster --database ${bare}`)
+    assert.notInclude(text, "***")
+    assert.notInclude(text, secret)
+    assert.include(text, "PGPASSWORD")
+    assert.include(text, "~/.pgpass")
+    assert.notInclude(StudyRun.resumeCommand(args), "***")
+  })
+
+  it("continue with: no note when the URL had no password", () => {
+    const text = StudyRun.continueWith({ ...args, database: Option.some(bare) })
+    assert.strictEqual(text, `continue with: assay study resume study.yaml --engine cluster --database ${bare}`)
+  })
+
+  it.effect("no runner up: the runner command to paste has the URL without the password, and the note", () =>
+    Effect.gen(function*() {
+      const lines: Array<string> = []
+      const spy = vi.spyOn(console, "error").mockImplementation((...xs: Array<unknown>) => {
+        lines.push(xs.join(" "))
+      })
+      try {
+        const { onWarning } = ClusterRun.followProgress({ quiet: true, config: "suite.yaml" }, withPw)
+        yield* onWarning!({ message: "no cluster runner has been up for 10 s" } as never)
+        yield* ClusterRun.followProgress({ quiet: true, config: "suite.yaml" }, bare).onWarning!({ message: "again" } as never)
+      } finally {
+        spy.mockRestore()
+      }
+      const [first, second] = lines
+      assert.include(first, `Start one (or several) with: assay runner -c suite.yaml --database ${bare}`)
+      assert.notInclude(first, "***")
+      assert.notInclude(first, secret)
+      assert.include(first, "PGPASSWORD")
+      assert.notInclude(second, "PGPASSWORD")
+      assert.include(second, `--database ${bare}`)
+    }))
+})
+
+describe("a refused login on the cluster's paths", () => {
+  it.live("runner, study run and study resume explain it and exit 2; study status explains it (exit 1)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const url = `postgres://nobody_here:s3cretPw@127.0.0.1:${pg.port}/postgres`
+      // study status reads the cluster's database only for a study that has a state: run it
+      // embedded first (status --database then reads the pipelines from the database)
+      const out = path.join(yield* tempDir("refused-login"), "root")
+      const ran = yield* assay(["study", "run", study, "--output-root", out, "--quiet"])
+      assert.strictEqual(ran.code, 0, ran.stderr)
+      const commands: ReadonlyArray<readonly [ReadonlyArray<string>, number]> = [
+        [["runner", "-c", study, "--database", url], 2],
+        [["study", "run", study, "--engine", "cluster", "--database", url], 2],
+        [["study", "resume", study, "--engine", "cluster", "--database", url], 2],
+        [["study", "status", study, "--output-root", out, "--database", url], 1]
+      ]
+      for (const [argv, code] of commands) {
+        const r = yield* assay(argv)
+        const out = r.stdout + r.stderr
+        assert.strictEqual(r.code, code, `${argv.slice(0, 2).join(" ")}: ${out}`)
+        assert.include(out, `refused the login of user "nobody_here"`, argv.slice(0, 2).join(" "))
+        assert.include(out, "PGPASSWORD")
+        assert.notInclude(out, "Failed to connect")
+        assert.notInclude(out, "s3cretPw")
+      }
+    })), 180_000)
+})
+
+describe("a runner whose --listen address is in use", () => {
+  it.live("names the address, says it is in use, exit 2", () =>
+    Effect.gen(function*() {
+      yield* Effect.promise(() => pg.createDatabase("listen"))
+      const url = pg.url("listen")
+      assert.strictEqual((yield* assay(["migrate", "--database", url])).code, 0)
+      const server = net.createServer()
+      const port = yield* Effect.async<number>((resume) => {
+        server.listen(0, "127.0.0.1", () => resume(Effect.succeed((server.address() as net.AddressInfo).port)))
+      })
+      const r = yield* assay(["runner", "-c", study, "--database", url, "--listen", `127.0.0.1:${port}`]).pipe(
+        Effect.ensuring(Effect.async<void>((resume) => {
+          server.close(() => resume(Effect.void))
+        }))
+      )
+      const out = r.stdout + r.stderr
+      assert.strictEqual(r.code, 2, out)
+      assert.include(out, `cannot listen on 127.0.0.1:${port}: the address is already in use`)
+      assert.notInclude(out, "error: Open")
+    }), 180_000)
+})
+
+describe("an unmigrated cluster database", () => {
+  it.live("the `assay migrate` command to paste has the URL without the password, and the note", () =>
+    Effect.gen(function*() {
+      yield* Effect.promise(() => pg.createDatabase("unmigrated"))
+      // the harness's server trusts loopback logins: the password is accepted and ignored
+      const url = `postgres://${pg.user}:s3cretPw@127.0.0.1:${pg.port}/unmigrated`
+      const r = yield* assay(["runner", "-c", study, "--database", url])
+      const out = r.stdout + r.stderr
+      assert.strictEqual(r.code, 2, out)
+      assert.include(out, `run \`assay migrate --database postgres://${pg.user}@127.0.0.1:${pg.port}/unmigrated\` once`)
+      assert.include(out, "PGPASSWORD")
+      assert.notInclude(out, "s3cretPw")
+    }), 120_000)
+})

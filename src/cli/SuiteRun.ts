@@ -43,6 +43,7 @@ import { FAILURES_REACHED_METRIC } from "../services/internal/suite/metric.js"
 import { oneLine } from "../services/internal/suiteViews.js"
 import { Store } from "../services/Store.js"
 import * as Suite from "../services/Suite.js"
+import { PASSWORD_HINT, pasteable } from "../layers/internal/pg/url.js"
 import { ExitCode, ExitWith, resumeCommandOf } from "./Exit.js"
 import * as ValidateText from "./ValidateText.js"
 
@@ -330,7 +331,10 @@ export const runSuite = (args: SuiteRunArgs): Effect.Effect<void, unknown, FileS
     if (run.status === "interrupted") {
       const why = run.stopReason === null ? undefined : deliberateStops[run.stopReason]
       if (why === undefined) {
-        yield* Console.error(`resume with: ${resumeCommandOf(args.argv)}`)
+        // a command to paste: any database URL in it without its password (as `run` prints it)
+        const bare = pasteable(resumeCommandOf(args.argv))
+        yield* Console.error(`resume with: ${bare.text}`)
+        if (bare.removed) yield* Console.error(`  (${PASSWORD_HINT})`)
         return yield* Effect.fail(new ExitWith(ExitCode.Interrupted))
       }
       yield* Console.error(`run ${run.runId} stopped early (${why}); \`assay resume\` continues it`)

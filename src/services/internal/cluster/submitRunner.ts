@@ -119,6 +119,8 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
         let stopReason: string | null = null
         let stops = 0
         const stopped = yield* Deferred.make<void>()
+        /** The submission's failed pipelines, as `onSettled` tells them. */
+        let failures = 0
         const specOf = new Map<PipelineId, AnySpec>()
         const finished: Array<PipelineId> = []
         let last: Submit.SubmitProgress = {
@@ -181,6 +183,16 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
             hooks?.ended?.(spec)
           },
           onSettled: (id, outcome) => {
+            // the failure that reaches `stopAfterFailures` ends the source's reading before its
+            // end is told: told first, a trial window waiting for it would start the next
+            // trial (marking it started) inside the pull the stop then withholds, and that
+            // trial would settle `incomplete` where the embedded engine leaves it `not_started`
+            if (outcome === "failed") {
+              failures++
+              if (base.stopAfterFailures !== undefined && failures >= base.stopAfterFailures) {
+                Deferred.unsafeDone(stopped, Exit.void)
+              }
+            }
             const spec = specOf.get(id)
             if (spec === undefined) return
             specOf.delete(id)

@@ -168,7 +168,17 @@ export interface RunOptions extends RunConfig.RunConfigInput {
  * - `admitAsTheyCome` (since 0.10.0): admit each chunk of specs the source gives as it comes
  *   (a chunk longer than the admission batch is still split), instead of gathering small
  *   chunks into full batches: a source that waits for running pipelines to end before it
- *   gives more (a suite's trial window) must not have its last specs held back meanwhile.
+ *   gives more (a suite's trial window) must not have its last specs held back meanwhile;
+ * - `admissionStopped()` (since 0.17.0): told synchronously, once, when the runner will read its
+ *   source no further (a stop, a stop rule such as `stopAfterFailures`), before it tells the
+ *   `ended` of the pipeline that stopped it: a source that starts work when it is pulled (a
+ *   trial window starting its next member) starts nothing more, even in a pull already under
+ *   way. The cluster submitter tells it (its stops act at admission); the embedded runner
+ *   stops its feeder instead and need not;
+ * - `closingStop()` (since 0.17.0): asked once when the run ends with no stop of its own (its
+ *   source ended): a reason closes the run `interrupted` with that `stopReason` instead of
+ *   `completed` (the source's owner ended it early: a study's drain stop left trials not
+ *   started or unfinished); `undefined` closes it as before.
  *
  * @since 0.6.0
  * @category models
@@ -186,6 +196,8 @@ export interface RunHooks {
   readonly cancelWhen?:
     | ((spec: Pipeline.PipelineSpec<any, any, any, any>) => Effect.Effect<string> | undefined)
     | undefined
+  readonly admissionStopped?: (() => void) | undefined
+  readonly closingStop?: (() => string | undefined) | undefined
 }
 
 /**

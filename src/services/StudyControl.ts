@@ -1470,6 +1470,16 @@ export const control = (
           const t = trials.get(id)
           // a pipeline admitted once the time is up is left to the start gate (skipped, pending)
           return t === undefined || perTrial.timeMs === undefined || t.timeUp ? undefined : Deferred.await(t.cancel)
+        },
+        // a stop that left a trial of the run not started or unfinished closes the run
+        // `interrupted`, named as a cancel names it (`study_stop:manual`, `study_stop:sigint`): a
+        // drain ends the suite's source early, and the run would otherwise read `completed`
+        stoppedEarly: () => {
+          if (fired === null || fired.condition.when === "allTrialsTerminal") return undefined
+          for (const t of trials.values()) {
+            if (t.phase !== "ended") return `study_stop:${fired.signal?.toLowerCase() ?? fired.condition.when}`
+          }
+          return undefined
         }
       }
     }

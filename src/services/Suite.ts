@@ -458,6 +458,10 @@ export type Admission = "admit" | "wait" | "refuse"
  * - `pipelineEnded(id, pipelineId)` (since 0.9.0): a pipeline of the member that the start gate
  *   started (`MemberWindow.mayStartPipeline` or `mayAdmit` said yes) ended, any exit;
  *   synchronous. `pipelineId` is the one its tasks give as `Pools.Holder.pipelineId`.
+ * - `stoppedEarly()` (since 0.17.0): asked once when the run ends with no stop of the
+ *   runner's: a reason (e.g. `study_stop:manual`) closes the run `interrupted` with it as its
+ *   `stopReason` (the owner's drain left members not started or unfinished;
+ *   `Runner.RunHooks.closingStop`), `undefined` closes it `completed`.
  *
  * @since 0.6.0
  * @category models
@@ -474,6 +478,7 @@ export interface WindowObserver {
   readonly pipelineSettled?: ((experimentId: string) => void) | undefined
   readonly cancelled?: ((experimentId: string) => Effect.Effect<string> | undefined) | undefined
   readonly pipelineEnded?: ((experimentId: string, pipelineId?: string | undefined) => void) | undefined
+  readonly stoppedEarly?: (() => string | undefined) | undefined
 }
 
 /**
@@ -533,7 +538,9 @@ const hooksOf = (window: MemberWindow, occupancy: Occupancy): Runner.RunHooks =>
     cancelWhen: o?.cancelled === undefined ? undefined : (spec) => {
       const id = idOf(spec)
       return id === undefined ? undefined : o.cancelled!(id)
-    }
+    },
+    admissionStopped: occupancy.stopAdmission,
+    closingStop: o?.stoppedEarly
   }
 }
 
@@ -607,20 +614,34 @@ interface Occupancy {
   readonly settledOf: (experimentId: string) => number
   /** Completes at the next `settled` (a fresh one is taken each time). */
   readonly changed: () => Effect.Effect<void>
+  /** The runner reads the source no further (`Runner.RunHooks.admissionStopped`): wakes `changed`. */
+  readonly stopAdmission: () => void
+  /** Whether {@link Occupancy.stopAdmission} was told: the window starts no member from then on. */
+  readonly admissionStopped: () => boolean
 }
 
 const makeOccupancy = (): Occupancy => {
   const counts = new Map<string, number>()
   let next = Deferred.unsafeMake<void>(FiberId.none)
+  let stopped = false
+  const wake = () => {
+    const d = next
+    next = Deferred.unsafeMake<void>(FiberId.none)
+    Deferred.unsafeDone(d, Exit.void)
+  }
   return {
     settled: (id) => {
       counts.set(id, (counts.get(id) ?? 0) + 1)
-      const d = next
-      next = Deferred.unsafeMake<void>(FiberId.none)
-      Deferred.unsafeDone(d, Exit.void)
+      wake()
     },
     settledOf: (id) => counts.get(id) ?? 0,
-    changed: () => Deferred.await(next)
+    changed: () => Deferred.await(next),
+    stopAdmission: () => {
+      if (stopped) return
+      stopped = true
+      wake()
+    },
+    admissionStopped: () => stopped
   }
 }
 
@@ -876,7 +897,9 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
     const fill = Effect.gen(function*() {
       while (window !== undefined && running() < window.active && waiting.length > 0) {
         const lane = waiting.shift()!
-        if (!(yield* window.mayStart(lane.member.id))) {
+        // once the runner reads the source no further (a stop rule), no member starts, even in a
+        // pull already under way: it is left not started, as `mayStart` false leaves it
+        if (occupancy?.admissionStopped() === true || !(yield* window.mayStart(lane.member.id))) {
           lane.facts.startRefused = true
           yield* end(lane, {})
           continue

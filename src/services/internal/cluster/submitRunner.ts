@@ -119,6 +119,19 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
         let stopReason: string | null = null
         let stops = 0
         const stopped = yield* Deferred.make<void>()
+        /**
+         * Admission stops for good: the source is read no further (`interruptWhen`), and the
+         * hooks' owner is told first, synchronously (`RunHooks.admissionStopped`): a trial
+         * window woken by the `ended` told next, in a pull already under way, starts no trial
+         * (it would settle `incomplete` where the embedded engine leaves it `not_started`).
+         */
+        let admissionOver = false
+        const stopAdmission = () => {
+          if (admissionOver) return
+          admissionOver = true
+          hooks?.admissionStopped?.()
+          Deferred.unsafeDone(stopped, Exit.void)
+        }
         /** The submission's failed pipelines, as `onSettled` tells them. */
         let failures = 0
         const specOf = new Map<PipelineId, AnySpec>()
@@ -189,9 +202,7 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
             // trial would settle `incomplete` where the embedded engine leaves it `not_started`
             if (outcome === "failed") {
               failures++
-              if (base.stopAfterFailures !== undefined && failures >= base.stopAfterFailures) {
-                Deferred.unsafeDone(stopped, Exit.void)
-              }
+              if (base.stopAfterFailures !== undefined && failures >= base.stopAfterFailures) stopAdmission()
             }
             const spec = specOf.get(id)
             if (spec === undefined) return
@@ -214,7 +225,7 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
             stops++
             if (stops === 1) {
               stopReason = reason
-              return Deferred.succeed(stopped, undefined)
+              return Effect.sync(stopAdmission)
             }
             return stops === 2 ? Fiber.interrupt(fiber).pipe(Effect.asVoid) : Effect.void
           })
@@ -225,8 +236,10 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
           if (Exit.isFailure(exit) && !Exit.isInterrupted(exit)) return yield* Effect.failCause(exit.cause)
           const report = Exit.isSuccess(exit) ? exit.value : undefined
           const endedAt = yield* Clock.currentTimeMillis
-          const interrupted = stopReason !== null || report === undefined || report.status === "interrupted"
-          const reason = stopReason ?? report?.stopReason ?? (report === undefined ? "user" : null)
+          // a source its owner ended early (a study's drain stop) closes the run interrupted too
+          const closing = stopReason === null && report?.status === "completed" ? hooks?.closingStop?.() : undefined
+          const interrupted = stopReason !== null || closing !== undefined || report === undefined || report.status === "interrupted"
+          const reason = stopReason ?? closing ?? report?.stopReason ?? (report === undefined ? "user" : null)
           // the submitter closed the run `completed` when its source ended: a stop ended it early
           if (interrupted && report?.status === "completed") {
             yield* store.finishRun(runId, { status: "interrupted", endedAt, stopReason: reason })

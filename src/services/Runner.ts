@@ -39,7 +39,7 @@ import {
   type WorkerCrashed
 } from "../domain/Errors.js"
 import type * as Pipeline from "../domain/Pipeline.js"
-import type { PipelineRecord, RunStatus } from "../domain/Records.js"
+import type { AttemptRecord, PipelineRecord, RunStatus } from "../domain/Records.js"
 import * as RunConfig from "../domain/RunConfig.js"
 import type { Membership } from "../domain/Suite.js"
 import type { MetricOptions } from "../domain/TaskContext.js"
@@ -178,7 +178,12 @@ export interface RunOptions extends RunConfig.RunConfigInput {
  * - `closingStop()` (since 0.17.0): asked once when the run ends with no stop of its own (its
  *   source ended): a reason closes the run `interrupted` with that `stopReason` instead of
  *   `completed` (the source's owner ended it early: a study's drain stop left trials not
- *   started or unfinished); `undefined` closes it as before.
+ *   started or unfinished); `undefined` closes it as before;
+ * - `settledAttempts(spec, attempts)` (since 0.17.0): told by a runner that does not run the
+ *   tasks itself (the cluster submitter), once per pipeline of the run that settled, with the
+ *   attempts of it this run stored, before its `ended` (and `failureDecided`): what the
+ *   embedded engine meters from the leases as they are taken (a study's budgets). The
+ *   embedded runner never tells it (the leases are metered through `memberPools`).
  *
  * @since 0.6.0
  * @category models
@@ -198,6 +203,9 @@ export interface RunHooks {
     | undefined
   readonly admissionStopped?: (() => void) | undefined
   readonly closingStop?: (() => string | undefined) | undefined
+  readonly settledAttempts?:
+    | ((spec: Pipeline.PipelineSpec<any, any, any, any>, attempts: ReadonlyArray<AttemptRecord>) => Effect.Effect<void>)
+    | undefined
 }
 
 /**

@@ -33,6 +33,7 @@ import type { PipelineId, RunId } from "../domain/Ids.js"
 import type { Json } from "../domain/Json.js"
 import { messageOf } from "../domain/internal/errors.js"
 import type * as Pipeline from "../domain/Pipeline.js"
+import type { AttemptRecord } from "../domain/Records.js"
 import { checkId, frozenVariables, idKey, type SuiteLayout, tagSpec } from "../domain/Suite.js"
 import type { StoreStats } from "../domain/TaskStore.js"
 import { SKIPPED_METRIC } from "./internal/runner/run.js"
@@ -462,6 +463,10 @@ export type Admission = "admit" | "wait" | "refuse"
  *   runner's: a reason (e.g. `study_stop:manual`) closes the run `interrupted` with it as its
  *   `stopReason` (the owner's drain left members not started or unfinished;
  *   `Runner.RunHooks.closingStop`), `undefined` closes it `completed`.
+ * - `pipelineAttempts(id, pipelineId, attempts)` (since 0.17.0): a pipeline of the member
+ *   settled on a runner that does not run its tasks (the cluster submitter), with the attempts
+ *   this run stored for it, before its `pipelineEnded` (`Runner.RunHooks.settledAttempts`):
+ *   what a study's budgets meter there in place of the leases.
  *
  * @since 0.6.0
  * @category models
@@ -479,6 +484,9 @@ export interface WindowObserver {
   readonly cancelled?: ((experimentId: string) => Effect.Effect<string> | undefined) | undefined
   readonly pipelineEnded?: ((experimentId: string, pipelineId?: string | undefined) => void) | undefined
   readonly stoppedEarly?: (() => string | undefined) | undefined
+  readonly pipelineAttempts?:
+    | ((experimentId: string, pipelineId: string, attempts: ReadonlyArray<AttemptRecord>) => Effect.Effect<void>)
+    | undefined
 }
 
 /**
@@ -540,7 +548,11 @@ const hooksOf = (window: MemberWindow, occupancy: Occupancy): Runner.RunHooks =>
       return id === undefined ? undefined : o.cancelled!(id)
     },
     admissionStopped: occupancy.stopAdmission,
-    closingStop: o?.stoppedEarly
+    closingStop: o?.stoppedEarly,
+    settledAttempts: o?.pipelineAttempts === undefined ? undefined : (spec, attempts) => {
+      const id = idOf(spec)
+      return id === undefined ? Effect.void : o.pipelineAttempts!(id, spec.pipelineId, attempts)
+    }
   }
 }
 

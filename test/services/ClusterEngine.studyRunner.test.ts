@@ -181,12 +181,8 @@ describe("ClusterEngine: a study's run.stopAfterFailures on the submitter", () =
       assert.strictEqual(ClusterStudy.submitterOptions({ maxAdmitted: 8 }, Option.some(3)).maxAdmitted, 3)
     }))
 
-  it.effect("what stays refused says why and what to do instead: a budget, running: cancel", () =>
+  it.effect("what stays refused says why and what to do instead: running: cancel", () =>
     Effect.gen(function*() {
-      const budgeted = makeStudy({ id: "b", qualities: ["good"], budget: { perTrial: { calls: 10 }, total: {} } }).study
-      const b = yield* Effect.flip(ClusterStudy.refuse(args, budgeted, loaded({})))
-      assert.strictEqual(b.issues[0]?.path, "budget.perTrial.calls")
-      assert.include(b.message, "its meter would never move")
       const cancelling = makeStudy({ id: "c", qualities: ["good"], stop: [{ when: "successfulTrials", count: 1, running: "cancel" }] }).study
       const c = yield* Effect.flip(ClusterStudy.refuse(args, cancelling, loaded({})))
       assert.strictEqual(c.issues[0]?.path, "stop[0].running")
@@ -428,5 +424,68 @@ describe("ClusterEngine: a study run stopped by a drain closes its run interrupt
       }).pipe(Effect.provide(studyEnv("late", { concurrency: 1 })))
       assert.deepStrictEqual(out.report.trials.map((t) => t.status), ["succeeded"], out.report.summary())
       assert.deepStrictEqual(out.row, { status: "completed", stopReason: null })
+    }))
+})
+
+/** A study's settled facts with each trial's metered calls and tokens. */
+const meteredOf = (r: Study.StudyReport) => ({
+  ...settledOf(r),
+  usage: r.trials.map((t) => [t.trialId, t.usage.calls, t.usage.tokens] as const)
+})
+
+describe("ClusterEngine: a study's budgets on the submitter (issue 17 §3)", () => {
+  /**
+   * A study of 2 variants × 2 repeats of 3 cases, one trial at a time, each case one call of
+   * 100 tokens, with `budget`, on the submitter (one pipeline admitted at a time) and on the
+   * embedded runner (one at a time): the same trial statuses and metered usage.
+   */
+  const both = (budget: Study.StudyInput["budget"], stop?: Study.StudyInput["stop"]) =>
+    Effect.gen(function*() {
+      const fixture = () =>
+        makeStudy({ id: "budget", qualities: ["good", "bad"], repeats: 2, cases: 3, trialConcurrency: 1, leases: true, budget, ...(stop === undefined ? {} : { stop }) })
+      const cluster = fixture()
+      const catalog = fakeCatalog("budget").pipe(Layer.provide(MemoryStore.layer()))
+      const suite = cluster.study.suiteFor(1) as Suite.Suite<AnySpec, never, never>
+      const hosted = Chunk.toReadonlyArray(yield* Stream.runCollect(Suite.pipelines(suite, { runId: "r0" as RunId })).pipe(Effect.provide(catalog))) as ReadonlyArray<AnySpec>
+      const env = Layer.mergeAll(
+        Layer.effect(Runner.Runner, SubmitRunner.make({ pollInterval: "10 millis", window: 1, maxAdmitted: 1 })),
+        fakeCatalog("budget"),
+        StudyCatalog.layerMemory
+      ).pipe(Layer.provideMerge(hostOf(hosted, [llmPool])))
+      const onCluster = yield* StudyRun.run(cluster.study).pipe(Effect.provide(env))
+      const embedded = fixture()
+      const local = yield* StudyRun.run(embedded.study).pipe(Effect.provide(studyEnv("budget", { concurrency: 1, maxAdmitted: 1 })))
+      return { onCluster, local, clusterRuns: cluster.executions.size, localRuns: embedded.executions.size }
+    })
+
+  it.live("budget.perTrial.calls 2: each trial stops admitting at its second call's end, as the embedded start gate stops it", () =>
+    Effect.gen(function*() {
+      const { clusterRuns, local, localRuns, onCluster } = yield* both({ perTrial: { calls: 2 }, total: {} })
+      assert.deepStrictEqual(meteredOf(onCluster), meteredOf(local), `${onCluster.summary()}\n---\n${local.summary()}`)
+      assert.deepStrictEqual([...new Set(onCluster.trials.map((t) => t.status))], ["budget_exhausted"], onCluster.summary())
+      assert.deepStrictEqual(onCluster.trials.map((t) => t.usage.calls), [2, 2, 2, 2])
+      assert.strictEqual(clusterRuns, localRuns)
+    }), 60_000)
+
+  it.live("budget.total.tokens 500 with a budget stop: the study stops once its total is spent, as on the embedded engine", () =>
+    Effect.gen(function*() {
+      const { local, onCluster } = yield* both({ perTrial: {}, total: { tokens: 500 } }, [{ when: "budget" }, { when: "allTrialsTerminal" }])
+      assert.deepStrictEqual(meteredOf(onCluster), meteredOf(local), `${onCluster.summary()}\n---\n${local.summary()}`)
+      assert.strictEqual(onCluster.stop?.condition.when, "budget", onCluster.summary())
+    }), 60_000)
+
+  it.effect("study run --engine cluster takes calls, tokens and cost budgets and a budget stop; a trial's time budget stays refused", () =>
+    Effect.gen(function*() {
+      const args: ClusterStudy.ClusterStudyArgs = { file: "study.json", database: "postgres://x@h/db", maxAdmitted: Option.none(), quiet: true, cacheFlag: undefined }
+      const loaded = ({ run: {} }) as unknown as LoadedSuite
+      for (const budget of [{ perTrial: { calls: 10 }, total: {} }, { perTrial: { tokens: 10, costUsd: 1 }, total: { calls: 3, timeMs: 60_000 } }]) {
+        const study = makeStudy({ id: "b", qualities: ["good"], budget, stop: [{ when: "budget" }] }).study
+        const exit = yield* Effect.exit(ClusterStudy.refuse(args, study, loaded))
+        assert.isTrue(Exit.isSuccess(exit), JSON.stringify(exit))
+      }
+      const timed = makeStudy({ id: "t", qualities: ["good"], budget: { perTrial: { timeMs: 1000 }, total: {} } }).study
+      const t = yield* Effect.flip(ClusterStudy.refuse(args, timed, loaded))
+      assert.strictEqual(t.issues[0]?.path, "budget.perTrial.time")
+      assert.include(t.message, "interrupts the trial's running pipelines")
     }))
 })

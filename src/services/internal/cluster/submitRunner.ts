@@ -163,24 +163,51 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
             )
           }
         }))
-        // the gate at admission: a spec it refuses is left out and its end told at once
-        const gated: Stream.Stream<AnySpec, SE, SR> = Stream.mapChunksEffect(
+        // every spec read is known until its end is told (admitted and settled, refused by the
+        // gate, or withheld by a stop)
+        const gated: Stream.Stream<AnySpec, SE, SR> = Stream.mapChunks(
           Stream.interruptWhen(toStream<AnySpec, SE, SR>(source), Deferred.await(stopped)),
-          (chunk) =>
-            Effect.map(Effect.filter(chunk, (spec) => {
-              const gate = hooks?.startGate
-              const keep = () => {
-                specOf.set(spec.pipelineId, spec)
-                return true
-              }
-              if (gate === undefined) return Effect.sync(keep)
-              return Effect.map(gate(spec), (reason) => {
-                if (reason === undefined) return keep()
-                hooks?.ended?.(spec)
-                return false
-              })
-            }), Chunk.unsafeFromArray)
+          (chunk) => {
+            for (const spec of chunk) specOf.set(spec.pipelineId, spec)
+            return chunk
+          }
         )
+        /**
+         * The settled pipelines whose end waits for their stored attempts (`settledAttempts`:
+         * a study's budgets meter them): told in order, the attempts first, then the failure
+         * and the end, so that the window's next decision sees what they used.
+         */
+        const meterAttempts = hooks?.settledAttempts
+        const toMeter: Array<{ readonly spec: AnySpec; readonly failed: boolean }> = []
+        const metering = yield* Effect.makeSemaphore(1)
+        const drainSettled = metering.withPermits(1)(Effect.uninterruptible(Effect.gen(function*() {
+          if (meterAttempts === undefined) return
+          while (toMeter.length > 0) {
+            const { failed, spec } = toMeter.shift()!
+            const attempts = yield* Stream.runCollect(store.streamAttempts({ pipelineId: spec.pipelineId, runId })).pipe(
+              Effect.map(Chunk.toReadonlyArray),
+              Effect.catchAll((e) =>
+                Effect.as(Effect.logWarning(`could not read the attempts of ${spec.pipelineId} (its usage is not metered): ${e.message}`), [])
+              )
+            )
+            yield* meterAttempts(spec, attempts)
+            if (failed) hooks?.failureDecided?.(spec)
+            hooks?.ended?.(spec)
+          }
+        })))
+        // the start gate, asked once there is room to admit the spec (the usage of the
+        // pipelines settled before it metered first): a spec it refuses is left out, its end told
+        const startGate = hooks?.startGate
+        const admitGate = startGate === undefined ? undefined : (spec: AnySpec) =>
+          Effect.zipRight(
+            drainSettled,
+            Effect.map(startGate(spec), (reason) => {
+              if (reason === undefined) return true
+              specOf.delete(spec.pipelineId)
+              hooks?.ended?.(spec)
+              return false
+            })
+          )
         const submission = Submit.submit(gated, {
           ...base,
           runId,
@@ -188,6 +215,7 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
           ...(overrides?.label === undefined ? {} : { label: overrides.label }),
           admitAsTheyCome: true,
           mayAdmit: () => stops === 0,
+          ...(admitGate === undefined ? {} : { startGate: admitGate }),
           // a spec read but not admitted (a stop rule or a stop came first) ended without a
           // row, as one the start gate refused: a window waiting for its trial's pipelines to
           // end goes on (and gives its next specs, which the stopped admission withholds too)
@@ -207,16 +235,23 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
             const spec = specOf.get(id)
             if (spec === undefined) return
             specOf.delete(id)
+            if (outcome !== "skipped") finished.push(id)
+            if (meterAttempts !== undefined && outcome !== "skipped") {
+              toMeter.push({ spec, failed: outcome === "failed" })
+              return
+            }
             if (outcome === "failed") hooks?.failureDecided?.(spec)
             hooks?.ended?.(spec)
-            if (outcome !== "skipped") finished.push(id)
           },
           onProgress: (p) =>
             Effect.zipRight(
               Effect.sync(() => {
                 last = p
               }),
-              Effect.zipRight(drainFinished, base.onProgress === undefined ? Effect.void : base.onProgress(p))
+              Effect.zipRight(
+                Effect.zipRight(drainSettled, drainFinished),
+                base.onProgress === undefined ? Effect.void : base.onProgress(p)
+              )
             )
         }).pipe(Effect.provide(env))
         const fiber = yield* Effect.forkScoped(submission)
@@ -231,6 +266,7 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
           })
         const awaited = Effect.gen(function*() {
           const exit = yield* Fiber.await(fiber)
+          yield* drainSettled
           yield* drainFinished
           going.delete(handle)
           if (Exit.isFailure(exit) && !Exit.isInterrupted(exit)) return yield* Effect.failCause(exit.cause)

@@ -8,11 +8,19 @@
  * What each hook becomes (the differences with the embedded engine are in docs/scale-out.md,
  * "Studies on the cluster engine"):
  *
- * - `startGate(spec)`: asked when the submitter reads the spec from the source, before it is
- *   admitted (the embedded engine asks once the pipeline holds a worker slot): a reason leaves
- *   the spec out (no row written: a later run admits it) and counts it `ended`; so a gate
- *   closes admission, and the pipelines admitted before it closed still run (at most
- *   `maxAdmitted`);
+ * - `startGate(spec)`: asked when the submitter is about to admit the spec, once there is room
+ *   for it in `maxAdmitted` (the embedded engine asks once the pipeline holds a worker slot),
+ *   after the attempts of the pipelines settled so far were told (`settledAttempts`): a
+ *   reason leaves the spec out (no row written: a later run admits it) and counts it `ended`;
+ *   so a gate closes admission, and the pipelines admitted before it closed still run (at
+ *   most `maxAdmitted`);
+ * - `settledAttempts(spec, attempts)`: when given (a study with budgets), a settled
+ *   pipeline's attempts of this run are read from the store (one query) and told before its
+ *   `failureDecided` / `ended`, at the next follow or before the next start gate;
+ * - `admissionStopped()`: told at the first stop, or when `stopAfterFailures` is reached,
+ *   before the `ended` of the pipeline that reached it;
+ * - `closingStop()`: asked when the submission ended `completed` with no stop: a reason closes
+ *   the run `interrupted` with it (a study's drain);
  * - `ended(spec)` / `failureDecided(spec)`: told once the submitter sees the pipeline's row
  *   terminal (`onSettled`), at most one poll interval after it committed; a pipeline already
  *   succeeded in the store (skipped at admission) is `ended` too (its gate said yes), and so is
@@ -21,8 +29,8 @@
  * - `onPipelineFinished(record, output)`: called on the next poll after the pipeline settled,
  *   with its stored record and its final output as stored (JSON; `Option.none()` when failed);
  * - `memberPools`, `memberMetric`, `cancelWhen`: not called: the leases, metrics and fibers
- *   are the runners'. Callers that need them refuse to run here (the study's budgets and
- *   `running: cancel`);
+ *   are the runners'. Callers that need them refuse to run here (`running: cancel`, a trial's
+ *   time budget);
  * - `stop(reason)`: the first call stops admission (the source is read no further; admitted
  *   pipelines are followed to their end), the second stops following (the admitted pipelines
  *   go on on the runners; the run ends `interrupted`). The run's `stopReason` is the first

@@ -652,6 +652,18 @@ export const submit = <SE, SR>(
           pending = pending.slice(group.length)
           if (options.startGate !== undefined) {
             group = yield* Effect.filter(group, options.startGate)
+            // a stop that came while the gate was asked (it may read the store) withholds them
+            if (stopped()) {
+              halt()
+              withhold([...group, ...pending])
+              return
+            }
+            if (options.mayAdmit !== undefined) {
+              const gate = options.mayAdmit
+              const refused: Array<AnySpec> = []
+              group = group.filter((spec) => gate(spec) || (refused.push(spec), false))
+              withhold(refused)
+            }
             if (group.length === 0) continue
           }
           const started: Array<{ readonly specs: ReadonlyArray<AnySpec>; readonly executionId: string }> = []

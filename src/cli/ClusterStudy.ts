@@ -78,19 +78,15 @@ export interface ClusterStudyArgs {
 
 /** The study fields the cluster engine does not carry out: their path and why (the refusal's words after the path), or none. */
 const notCarriedOut = (study: Study.StudyInput): { readonly path: string; readonly why: string } | undefined => {
-  const budgetWhy =
-    "a study budget is metered from the leases of the trials' tasks, and on the cluster engine those are taken on the runners, " +
-    "out of the submitter's sight: its meter would never move. Remove it to run with --engine cluster (the calls, tokens and cost " +
-    "stay in the store's attempts: assay report URL), or run the study on the embedded engine"
-  for (const scope of ["perTrial", "total"] as const) {
-    const figures = study.budget?.[scope] ?? {}
-    for (const [k, v] of Object.entries(figures)) {
-      if (v === undefined || v === null) continue
-      return { path: `budget.${scope}.${k === "timeMs" ? "time" : k}`, why: budgetWhy }
-    }
-  }
+  // calls, tokens and cost are metered from the stored attempts of each settled pipeline, time
+  // on the driver's clock; a trial's time budget cancels its running pipelines when it runs
+  // out, which the submitter cannot
+  const timeWhy = "a trial's time budget interrupts the trial's running pipelines when it runs out, and the submitter cannot interrupt " +
+    "pipelines on the runners: its stops act at admission. Budget calls, tokens or costUsd instead (metered from the stored " +
+    "attempts as pipelines settle), or run the study on the embedded engine"
+  const time = study.budget?.perTrial?.timeMs
+  if (time !== undefined && time !== null) return { path: "budget.perTrial.time", why: timeWhy }
   for (const [i, s] of study.stop.entries()) {
-    if (s.when === "budget") return { path: `stop[${i}].when`, why: budgetWhy }
     if (s.running === "cancel") {
       return {
         path: `stop[${i}].running`,
@@ -105,7 +101,7 @@ const notCarriedOut = (study: Study.StudyInput): { readonly path: string; readon
 
 /**
  * Refuses (exit 2, naming the field or flag) what the cluster engine does not carry out for a
- * study: budgets, a `budget` stop, `running: cancel`, a `run` field other than the cluster
+ * study: a time budget, `running: cancel`, a `run` field other than the cluster
  * submitter's
  * (`ClusterRun.refuseRunFields`) and the call cache flags.
  *

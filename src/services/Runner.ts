@@ -39,7 +39,7 @@ import {
   type WorkerCrashed
 } from "../domain/Errors.js"
 import type * as Pipeline from "../domain/Pipeline.js"
-import type { PipelineRecord, RunStatus } from "../domain/Records.js"
+import type { AttemptRecord, PipelineRecord, RunStatus } from "../domain/Records.js"
 import * as RunConfig from "../domain/RunConfig.js"
 import type { Membership } from "../domain/Suite.js"
 import type { MetricOptions } from "../domain/TaskContext.js"
@@ -168,7 +168,22 @@ export interface RunOptions extends RunConfig.RunConfigInput {
  * - `admitAsTheyCome` (since 0.10.0): admit each chunk of specs the source gives as it comes
  *   (a chunk longer than the admission batch is still split), instead of gathering small
  *   chunks into full batches: a source that waits for running pipelines to end before it
- *   gives more (a suite's trial window) must not have its last specs held back meanwhile.
+ *   gives more (a suite's trial window) must not have its last specs held back meanwhile;
+ * - `admissionStopped()` (since 0.17.0): told synchronously, once, when the runner will read its
+ *   source no further (a stop, a stop rule such as `stopAfterFailures`), before it tells the
+ *   `ended` of the pipeline that stopped it: a source that starts work when it is pulled (a
+ *   trial window starting its next member) starts nothing more, even in a pull already under
+ *   way. The cluster submitter tells it (its stops act at admission); the embedded runner
+ *   stops its feeder instead and need not;
+ * - `closingStop()` (since 0.17.0): asked once when the run ends with no stop of its own (its
+ *   source ended): a reason closes the run `interrupted` with that `stopReason` instead of
+ *   `completed` (the source's owner ended it early: a study's drain stop left trials not
+ *   started or unfinished); `undefined` closes it as before;
+ * - `settledAttempts(spec, attempts)` (since 0.17.0): told by a runner that does not run the
+ *   tasks itself (the cluster submitter), once per pipeline of the run that settled, with the
+ *   attempts of it this run stored, before its `ended` (and `failureDecided`): what the
+ *   embedded engine meters from the leases as they are taken (a study's budgets). The
+ *   embedded runner never tells it (the leases are metered through `memberPools`).
  *
  * @since 0.6.0
  * @category models
@@ -185,6 +200,11 @@ export interface RunHooks {
   readonly admitAsTheyCome?: boolean | undefined
   readonly cancelWhen?:
     | ((spec: Pipeline.PipelineSpec<any, any, any, any>) => Effect.Effect<string> | undefined)
+    | undefined
+  readonly admissionStopped?: (() => void) | undefined
+  readonly closingStop?: (() => string | undefined) | undefined
+  readonly settledAttempts?:
+    | ((spec: Pipeline.PipelineSpec<any, any, any, any>, attempts: ReadonlyArray<AttemptRecord>) => Effect.Effect<void>)
     | undefined
 }
 

@@ -92,6 +92,7 @@ import { Deferred, Duration, Effect, Exit, Queue, Schedule, Scope } from "effect
 import { roundUsd } from "../domain/Pricing.js"
 import { classify, ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { Lease, LeaseReport } from "../domain/Lease.js"
+import type { AttemptRecord } from "../domain/Records.js"
 import { formatStudyUsd } from "./internal/money.js"
 import * as Pools from "./Pools.js"
 import * as Signals from "./Signals.js"
@@ -1358,6 +1359,41 @@ export const control = (
         reported: (lease: Lease, report) => m.reported(lease.id, report)
       }
     }
+    /**
+     * A settled pipeline's stored attempts as the leases' meter would have counted them (the
+     * cluster submitter tells them: the leases were taken on the runners): one call per lease
+     * an attempt held (none for a cache hit, nor for a lease whose connection never reached the
+     * provider), its tokens, its cost as the run priced it, else at the trial's price. Told
+     * before the pipeline's end (`pipelineEnded` counts its spend in the trial's mean).
+     */
+    const attemptsMeter = (id: string, pipelineId: string, attempts: ReadonlyArray<AttemptRecord>) =>
+      Effect.suspend(() => {
+        const t = trials.get(id)
+        if (t === undefined) return Effect.void
+        const m = meter(id)
+        return Effect.forEach(attempts, (a, k) => {
+          if (a.outcome === "cache_hit") return Effect.void
+          const usage = a.tokensIn === null && a.tokensOut === null
+            ? undefined
+            : { promptTokens: a.tokensIn ?? 0, completionTokens: a.tokensOut ?? 0 }
+          // a connection that never reached the provider is no call (`neverReachedProvider`)
+          if (a.errorClass === "connection" && usage === undefined) return Effect.void
+          const leases = a.leaseIds.map((l) => `${l}#${a.attemptId}`)
+          const report: LeaseReport = {
+            ...(usage === undefined ? {} : { usage }),
+            ...(a.costUsd === null ? {} : { costUsd: a.costUsd })
+          }
+          // the attempt's usage is reported on its first lease (the others count their call)
+          const first = leases[0] ?? `attempt#${a.attemptId}:${k}`
+          return Effect.zipRight(
+            Effect.forEach(leases, (l) => m.acquired(l, pipelineId), { discard: true }),
+            Effect.zipRight(
+              Effect.forEach(leases.slice(1), (l) => m.reported(l, {}), { discard: true }),
+              leases.length === 0 && usage === undefined ? Effect.void : m.reported(first, report)
+            )
+          )
+        }, { discard: true })
+      })
     const onTrial = (id: string, f: (t: Trial) => void) =>
       Effect.sync(() => {
         const t = trials.get(id)
@@ -1470,6 +1506,18 @@ export const control = (
           const t = trials.get(id)
           // a pipeline admitted once the time is up is left to the start gate (skipped, pending)
           return t === undefined || perTrial.timeMs === undefined || t.timeUp ? undefined : Deferred.await(t.cancel)
+        },
+        // a stop that left a trial of the run not started or unfinished closes the run
+        // `interrupted`, named as a cancel names it (`study_stop:manual`, `study_stop:sigint`): a
+        // drain ends the suite's source early, and the run would otherwise read `completed`
+        // the cluster's meter (budgets only): the stored attempts of each settled pipeline
+        ...(FIGURES.some((f) => perTrial[f] !== undefined || total[f] !== undefined) ? { pipelineAttempts: attemptsMeter } : {}),
+        stoppedEarly: () => {
+          if (fired === null || fired.condition.when === "allTrialsTerminal") return undefined
+          for (const t of trials.values()) {
+            if (t.phase !== "ended") return `study_stop:${fired.signal?.toLowerCase() ?? fired.condition.when}`
+          }
+          return undefined
         }
       }
     }

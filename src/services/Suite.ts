@@ -33,6 +33,7 @@ import type { PipelineId, RunId } from "../domain/Ids.js"
 import type { Json } from "../domain/Json.js"
 import { messageOf } from "../domain/internal/errors.js"
 import type * as Pipeline from "../domain/Pipeline.js"
+import type { AttemptRecord } from "../domain/Records.js"
 import { checkId, frozenVariables, idKey, type SuiteLayout, tagSpec } from "../domain/Suite.js"
 import type { StoreStats } from "../domain/TaskStore.js"
 import { SKIPPED_METRIC } from "./internal/runner/run.js"
@@ -458,6 +459,14 @@ export type Admission = "admit" | "wait" | "refuse"
  * - `pipelineEnded(id, pipelineId)` (since 0.9.0): a pipeline of the member that the start gate
  *   started (`MemberWindow.mayStartPipeline` or `mayAdmit` said yes) ended, any exit;
  *   synchronous. `pipelineId` is the one its tasks give as `Pools.Holder.pipelineId`.
+ * - `stoppedEarly()` (since 0.17.0): asked once when the run ends with no stop of the
+ *   runner's: a reason (e.g. `study_stop:manual`) closes the run `interrupted` with it as its
+ *   `stopReason` (the owner's drain left members not started or unfinished;
+ *   `Runner.RunHooks.closingStop`), `undefined` closes it `completed`.
+ * - `pipelineAttempts(id, pipelineId, attempts)` (since 0.17.0): a pipeline of the member
+ *   settled on a runner that does not run its tasks (the cluster submitter), with the attempts
+ *   this run stored for it, before its `pipelineEnded` (`Runner.RunHooks.settledAttempts`):
+ *   what a study's budgets meter there in place of the leases.
  *
  * @since 0.6.0
  * @category models
@@ -474,6 +483,10 @@ export interface WindowObserver {
   readonly pipelineSettled?: ((experimentId: string) => void) | undefined
   readonly cancelled?: ((experimentId: string) => Effect.Effect<string> | undefined) | undefined
   readonly pipelineEnded?: ((experimentId: string, pipelineId?: string | undefined) => void) | undefined
+  readonly stoppedEarly?: (() => string | undefined) | undefined
+  readonly pipelineAttempts?:
+    | ((experimentId: string, pipelineId: string, attempts: ReadonlyArray<AttemptRecord>) => Effect.Effect<void>)
+    | undefined
 }
 
 /**
@@ -533,6 +546,12 @@ const hooksOf = (window: MemberWindow, occupancy: Occupancy): Runner.RunHooks =>
     cancelWhen: o?.cancelled === undefined ? undefined : (spec) => {
       const id = idOf(spec)
       return id === undefined ? undefined : o.cancelled!(id)
+    },
+    admissionStopped: occupancy.stopAdmission,
+    closingStop: o?.stoppedEarly,
+    settledAttempts: o?.pipelineAttempts === undefined ? undefined : (spec, attempts) => {
+      const id = idOf(spec)
+      return id === undefined ? Effect.void : o.pipelineAttempts!(id, spec.pipelineId, attempts)
     }
   }
 }
@@ -607,20 +626,34 @@ interface Occupancy {
   readonly settledOf: (experimentId: string) => number
   /** Completes at the next `settled` (a fresh one is taken each time). */
   readonly changed: () => Effect.Effect<void>
+  /** The runner reads the source no further (`Runner.RunHooks.admissionStopped`): wakes `changed`. */
+  readonly stopAdmission: () => void
+  /** Whether {@link Occupancy.stopAdmission} was told: the window starts no member from then on. */
+  readonly admissionStopped: () => boolean
 }
 
 const makeOccupancy = (): Occupancy => {
   const counts = new Map<string, number>()
   let next = Deferred.unsafeMake<void>(FiberId.none)
+  let stopped = false
+  const wake = () => {
+    const d = next
+    next = Deferred.unsafeMake<void>(FiberId.none)
+    Deferred.unsafeDone(d, Exit.void)
+  }
   return {
     settled: (id) => {
       counts.set(id, (counts.get(id) ?? 0) + 1)
-      const d = next
-      next = Deferred.unsafeMake<void>(FiberId.none)
-      Deferred.unsafeDone(d, Exit.void)
+      wake()
     },
     settledOf: (id) => counts.get(id) ?? 0,
-    changed: () => Deferred.await(next)
+    changed: () => Deferred.await(next),
+    stopAdmission: () => {
+      if (stopped) return
+      stopped = true
+      wake()
+    },
+    admissionStopped: () => stopped
   }
 }
 
@@ -876,7 +909,9 @@ const pipelinesTracked = <S extends AnySpec, E, R>(
     const fill = Effect.gen(function*() {
       while (window !== undefined && running() < window.active && waiting.length > 0) {
         const lane = waiting.shift()!
-        if (!(yield* window.mayStart(lane.member.id))) {
+        // once the runner reads the source no further (a stop rule), no member starts, even in a
+        // pull already under way: it is left not started, as `mayStart` false leaves it
+        if (occupancy?.admissionStopped() === true || !(yield* window.mayStart(lane.member.id))) {
           lane.facts.startRefused = true
           yield* end(lane, {})
           continue

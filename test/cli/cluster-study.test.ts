@@ -113,14 +113,14 @@ describe("a study on --engine cluster", () => {
       const url = pg.url("study")
       assert.strictEqual((yield* assay(["migrate", "--database", url])).code, 0)
 
-      // refused before anything runs: a flag of the cluster engine without it, a budget, the cache flags
+      // refused before anything runs: a flag of the cluster engine without it, a trial's time budget, the cache flags
       const noEngine = yield* assay(["study", "run", study, "--database", url, "--output-root", path.join(dir, "x")])
       assert.strictEqual(noEngine.code, 2, noEngine.stderr)
       assert.include(noEngine.stderr, "--database")
-      const budgeted = write(dir, "budget.json", studyOf({ budget: { perTrial: { calls: 10 } } }))
+      const budgeted = write(dir, "budget.json", studyOf({ budget: { perTrial: { calls: 10, time: "10 minutes" } } }))
       const budget = yield* assay(["study", "run", budgeted, "--engine", "cluster", "--database", url, "--output-root", path.join(dir, "x")])
       assert.strictEqual(budget.code, 2, budget.stderr)
-      assert.include(budget.stderr, "budget.perTrial.calls")
+      assert.include(budget.stderr, "budget.perTrial.time")
       assert.include(budget.stderr, "not supported on the cluster engine yet")
       const cancelled = write(dir, "cancel.json", studyOf({ stop: [{ when: "successfulTrials", count: 1, running: "cancel" }] }))
       const cancel = yield* assay(["study", "run", cancelled, "--engine", "cluster", "--database", url, "--output-root", path.join(dir, "x")])

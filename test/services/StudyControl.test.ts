@@ -819,7 +819,9 @@ describe("stop conditions", () => {
         assert.deepStrictEqual(startedOf(report), ["a", "b"], "no trial starts after it fired")
         if (running === "drain") {
           assert.isTrue(report.members.find((m) => m.experimentId === "c")!.startRefused)
-          assert.strictEqual(report.run.status, "completed")
+          // the drain left c and d not started: the run closes interrupted (tester17af F5)
+          assert.strictEqual(report.run.status, "interrupted")
+          assert.strictEqual(report.run.stopReason, "study_stop:successfulTrials")
           assert.strictEqual(finished.get("b"), 2, "the started trial finished")
         } else {
           assert.strictEqual(report.run.status, "interrupted")
@@ -865,7 +867,9 @@ describe("stop conditions", () => {
         assert.strictEqual(fired.at, 40_000, "when b ended, not at its first pipeline's report")
         assert.includeMembers(startedOf(report), ["a", "b"])
         assert.notInclude(startedOf(report), "d")
-        assert.strictEqual(report.run.status, running === "drain" ? "completed" : "interrupted")
+        // drained or cancelled, the stop left d not started: the run closes interrupted (F5)
+        assert.strictEqual(report.run.status, "interrupted")
+        assert.strictEqual(report.run.stopReason, "study_stop:metricThreshold")
       })).pipe(Effect.provide(env())))
 
     it.effect(`metricThreshold (${running}): a running trial's partial average never fires it`, () =>
@@ -966,7 +970,9 @@ describe("stop conditions", () => {
         assert.strictEqual(fired.reason, "assay study stop")
         assert.strictEqual(fired.at, 25_000, "the next poll (1 s)")
         assert.deepStrictEqual(startedOf(report), ["a", "b"])
-        assert.strictEqual(report.run.status, running === "drain" ? "completed" : "interrupted")
+        // drained or cancelled, the stop left c and d not started: the run closes interrupted (F5)
+        assert.strictEqual(report.run.status, "interrupted")
+        assert.strictEqual(report.run.stopReason, "study_stop:manual")
       })).pipe(Effect.provide(env())))
   }
 

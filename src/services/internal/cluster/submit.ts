@@ -172,6 +172,14 @@ export interface SubmitOptions {
    * spec read is admitted, skipped or withheld. A suite's submitter counts them per member.
    */
   readonly onWithheld?: ((spec: AnySpec) => void) | undefined
+  /**
+   * Asked of each spec once there is room to admit it, right before it is admitted (after the
+   * skip of succeeded ones and `mayAdmit`): `false` leaves it out of this submission (no row
+   * written, not counted: its caller tells its end). What the embedded engine asks when the
+   * pipeline is about to start (a study's budgets, `Runner.RunHooks.startGate`): asked here as
+   * late as the submitter can, so that it sees what the pipelines settled before it used.
+   */
+  readonly startGate?: ((spec: AnySpec) => Effect.Effect<boolean>) | undefined
 }
 
 /**
@@ -640,8 +648,24 @@ export const submit = <SE, SR>(
           }
           const room = maxAdmitted - running.size
           const take = Math.min(pending.length, room >= windowSize ? room - (room % windowSize) : room)
-          const group = pending.slice(0, take)
+          let group = pending.slice(0, take)
           pending = pending.slice(group.length)
+          if (options.startGate !== undefined) {
+            group = yield* Effect.filter(group, options.startGate)
+            // a stop that came while the gate was asked (it may read the store) withholds them
+            if (stopped()) {
+              halt()
+              withhold([...group, ...pending])
+              return
+            }
+            if (options.mayAdmit !== undefined) {
+              const gate = options.mayAdmit
+              const refused: Array<AnySpec> = []
+              group = group.filter((spec) => gate(spec) || (refused.push(spec), false))
+              withhold(refused)
+            }
+            if (group.length === 0) continue
+          }
           const started: Array<{ readonly specs: ReadonlyArray<AnySpec>; readonly executionId: string }> = []
           for (let i = 0; i < group.length; i += windowSize) {
             const specs = group.slice(i, i + windowSize)

@@ -8,11 +8,19 @@
  * What each hook becomes (the differences with the embedded engine are in docs/scale-out.md,
  * "Studies on the cluster engine"):
  *
- * - `startGate(spec)`: asked when the submitter reads the spec from the source, before it is
- *   admitted (the embedded engine asks once the pipeline holds a worker slot): a reason leaves
- *   the spec out (no row written: a later run admits it) and counts it `ended`; so a gate
- *   closes admission, and the pipelines admitted before it closed still run (at most
- *   `maxAdmitted`);
+ * - `startGate(spec)`: asked when the submitter is about to admit the spec, once there is room
+ *   for it in `maxAdmitted` (the embedded engine asks once the pipeline holds a worker slot),
+ *   after the attempts of the pipelines settled so far were told (`settledAttempts`): a
+ *   reason leaves the spec out (no row written: a later run admits it) and counts it `ended`;
+ *   so a gate closes admission, and the pipelines admitted before it closed still run (at
+ *   most `maxAdmitted`);
+ * - `settledAttempts(spec, attempts)`: when given (a study with budgets), a settled
+ *   pipeline's attempts of this run are read from the store (one query) and told before its
+ *   `failureDecided` / `ended`, at the next follow or before the next start gate;
+ * - `admissionStopped()`: told at the first stop, or when `stopAfterFailures` is reached,
+ *   before the `ended` of the pipeline that reached it;
+ * - `closingStop()`: asked when the submission ended `completed` with no stop: a reason closes
+ *   the run `interrupted` with it (a study's drain);
  * - `ended(spec)` / `failureDecided(spec)`: told once the submitter sees the pipeline's row
  *   terminal (`onSettled`), at most one poll interval after it committed; a pipeline already
  *   succeeded in the store (skipped at admission) is `ended` too (its gate said yes), and so is
@@ -21,8 +29,8 @@
  * - `onPipelineFinished(record, output)`: called on the next poll after the pipeline settled,
  *   with its stored record and its final output as stored (JSON; `Option.none()` when failed);
  * - `memberPools`, `memberMetric`, `cancelWhen`: not called: the leases, metrics and fibers
- *   are the runners'. Callers that need them refuse to run here (the study's budgets and
- *   `running: cancel`);
+ *   are the runners'. Callers that need them refuse to run here (`running: cancel`, a trial's
+ *   time budget);
  * - `stop(reason)`: the first call stops admission (the source is read no further; admitted
  *   pipelines are followed to their end), the second stops following (the admitted pipelines
  *   go on on the runners; the run ends `interrupted`). The run's `stopReason` is the first
@@ -119,6 +127,19 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
         let stopReason: string | null = null
         let stops = 0
         const stopped = yield* Deferred.make<void>()
+        /**
+         * Admission stops for good: the source is read no further (`interruptWhen`), and the
+         * hooks' owner is told first, synchronously (`RunHooks.admissionStopped`): a trial
+         * window woken by the `ended` told next, in a pull already under way, starts no trial
+         * (it would settle `incomplete` where the embedded engine leaves it `not_started`).
+         */
+        let admissionOver = false
+        const stopAdmission = () => {
+          if (admissionOver) return
+          admissionOver = true
+          hooks?.admissionStopped?.()
+          Deferred.unsafeDone(stopped, Exit.void)
+        }
         /** The submission's failed pipelines, as `onSettled` tells them. */
         let failures = 0
         const specOf = new Map<PipelineId, AnySpec>()
@@ -150,24 +171,51 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
             )
           }
         }))
-        // the gate at admission: a spec it refuses is left out and its end told at once
-        const gated: Stream.Stream<AnySpec, SE, SR> = Stream.mapChunksEffect(
+        // every spec read is known until its end is told (admitted and settled, refused by the
+        // gate, or withheld by a stop)
+        const gated: Stream.Stream<AnySpec, SE, SR> = Stream.mapChunks(
           Stream.interruptWhen(toStream<AnySpec, SE, SR>(source), Deferred.await(stopped)),
-          (chunk) =>
-            Effect.map(Effect.filter(chunk, (spec) => {
-              const gate = hooks?.startGate
-              const keep = () => {
-                specOf.set(spec.pipelineId, spec)
-                return true
-              }
-              if (gate === undefined) return Effect.sync(keep)
-              return Effect.map(gate(spec), (reason) => {
-                if (reason === undefined) return keep()
-                hooks?.ended?.(spec)
-                return false
-              })
-            }), Chunk.unsafeFromArray)
+          (chunk) => {
+            for (const spec of chunk) specOf.set(spec.pipelineId, spec)
+            return chunk
+          }
         )
+        /**
+         * The settled pipelines whose end waits for their stored attempts (`settledAttempts`:
+         * a study's budgets meter them): told in order, the attempts first, then the failure
+         * and the end, so that the window's next decision sees what they used.
+         */
+        const meterAttempts = hooks?.settledAttempts
+        const toMeter: Array<{ readonly spec: AnySpec; readonly failed: boolean }> = []
+        const metering = yield* Effect.makeSemaphore(1)
+        const drainSettled = metering.withPermits(1)(Effect.uninterruptible(Effect.gen(function*() {
+          if (meterAttempts === undefined) return
+          while (toMeter.length > 0) {
+            const { failed, spec } = toMeter.shift()!
+            const attempts = yield* Stream.runCollect(store.streamAttempts({ pipelineId: spec.pipelineId, runId })).pipe(
+              Effect.map(Chunk.toReadonlyArray),
+              Effect.catchAll((e) =>
+                Effect.as(Effect.logWarning(`could not read the attempts of ${spec.pipelineId} (its usage is not metered): ${e.message}`), [])
+              )
+            )
+            yield* meterAttempts(spec, attempts)
+            if (failed) hooks?.failureDecided?.(spec)
+            hooks?.ended?.(spec)
+          }
+        })))
+        // the start gate, asked once there is room to admit the spec (the usage of the
+        // pipelines settled before it metered first): a spec it refuses is left out, its end told
+        const startGate = hooks?.startGate
+        const admitGate = startGate === undefined ? undefined : (spec: AnySpec) =>
+          Effect.zipRight(
+            drainSettled,
+            Effect.map(startGate(spec), (reason) => {
+              if (reason === undefined) return true
+              specOf.delete(spec.pipelineId)
+              hooks?.ended?.(spec)
+              return false
+            })
+          )
         const submission = Submit.submit(gated, {
           ...base,
           runId,
@@ -175,6 +223,7 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
           ...(overrides?.label === undefined ? {} : { label: overrides.label }),
           admitAsTheyCome: true,
           mayAdmit: () => stops === 0,
+          ...(admitGate === undefined ? {} : { startGate: admitGate }),
           // a spec read but not admitted (a stop rule or a stop came first) ended without a
           // row, as one the start gate refused: a window waiting for its trial's pipelines to
           // end goes on (and gives its next specs, which the stopped admission withholds too)
@@ -189,23 +238,28 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
             // trial would settle `incomplete` where the embedded engine leaves it `not_started`
             if (outcome === "failed") {
               failures++
-              if (base.stopAfterFailures !== undefined && failures >= base.stopAfterFailures) {
-                Deferred.unsafeDone(stopped, Exit.void)
-              }
+              if (base.stopAfterFailures !== undefined && failures >= base.stopAfterFailures) stopAdmission()
             }
             const spec = specOf.get(id)
             if (spec === undefined) return
             specOf.delete(id)
+            if (outcome !== "skipped") finished.push(id)
+            if (meterAttempts !== undefined && outcome !== "skipped") {
+              toMeter.push({ spec, failed: outcome === "failed" })
+              return
+            }
             if (outcome === "failed") hooks?.failureDecided?.(spec)
             hooks?.ended?.(spec)
-            if (outcome !== "skipped") finished.push(id)
           },
           onProgress: (p) =>
             Effect.zipRight(
               Effect.sync(() => {
                 last = p
               }),
-              Effect.zipRight(drainFinished, base.onProgress === undefined ? Effect.void : base.onProgress(p))
+              Effect.zipRight(
+                Effect.zipRight(drainSettled, drainFinished),
+                base.onProgress === undefined ? Effect.void : base.onProgress(p)
+              )
             )
         }).pipe(Effect.provide(env))
         const fiber = yield* Effect.forkScoped(submission)
@@ -214,19 +268,22 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
             stops++
             if (stops === 1) {
               stopReason = reason
-              return Deferred.succeed(stopped, undefined)
+              return Effect.sync(stopAdmission)
             }
             return stops === 2 ? Fiber.interrupt(fiber).pipe(Effect.asVoid) : Effect.void
           })
         const awaited = Effect.gen(function*() {
           const exit = yield* Fiber.await(fiber)
+          yield* drainSettled
           yield* drainFinished
           going.delete(handle)
           if (Exit.isFailure(exit) && !Exit.isInterrupted(exit)) return yield* Effect.failCause(exit.cause)
           const report = Exit.isSuccess(exit) ? exit.value : undefined
           const endedAt = yield* Clock.currentTimeMillis
-          const interrupted = stopReason !== null || report === undefined || report.status === "interrupted"
-          const reason = stopReason ?? report?.stopReason ?? (report === undefined ? "user" : null)
+          // a source its owner ended early (a study's drain stop) closes the run interrupted too
+          const closing = stopReason === null && report?.status === "completed" ? hooks?.closingStop?.() : undefined
+          const interrupted = stopReason !== null || closing !== undefined || report === undefined || report.status === "interrupted"
+          const reason = stopReason ?? closing ?? report?.stopReason ?? (report === undefined ? "user" : null)
           // the submitter closed the run `completed` when its source ended: a stop ended it early
           if (interrupted && report?.status === "completed") {
             yield* store.finishRun(runId, { status: "interrupted", endedAt, stopReason: reason })

@@ -739,7 +739,10 @@ const runLoop = <S extends AnySpec, SE, SR>(
 
     yield* persistResources
     const endedAt = yield* Clock.currentTimeMillis
-    const status: Exclude<RunStatus, "running"> = state.crash !== null || state.stopping ? "interrupted" : "completed"
+    // a source its owner ended early (a study's drain stop: `RunHooks.closingStop`) closes it interrupted too
+    const closing = state.crash === null && !state.stopping && state.stopReason === null ? hooks?.closingStop?.() : undefined
+    if (closing !== undefined) state.stopReason = closing
+    const status: Exclude<RunStatus, "running"> = state.crash !== null || state.stopping || closing !== undefined ? "interrupted" : "completed"
     const conflict = admit.conflict()
     const refusal = admit.refusal()
     yield* store.finishRun(runId, {

@@ -205,12 +205,12 @@ const runnerOptions = {
   // spellings of the earlier opt-in, `--window-claims` / `--block-leases`, are still accepted
   windowClaims: Options.boolean("no-window-claims", { ifPresent: false, negationNames: ["window-claims"] }).pipe(
     Options.withDescription(
-      "Claim a task at a time (a claim, a fence and an input read per task) instead of each window of pipelines whole with local deadlines, the default; also turns block leases off (they ride on the window claims)."
+      "Window claims, on by default: each window of pipelines claimed whole, with local deadlines. --no-window-claims claims, fences and reads each task on its own instead, and turns block leases off too (they ride on the window claims); --window-claims, the default, is still accepted."
     )
   ),
   blockLeases: Options.boolean("no-block-leases", { ifPresent: false, negationNames: ["block-leases"] }).pipe(
     Options.withDescription(
-      "Claim a global pool slot per task instead of holding a block of each resource's slots, sized to this runner's share of the demand, and serving the window's tasks from it in memory, the default."
+      "Block leases, on by default: a block of each global pool resource's slots held, sized to this runner's share of the demand, the window's tasks served from it in memory. --no-block-leases claims a slot per task instead; --block-leases, the default, is still accepted."
     )
   ),
   expectedRunners: integerAtLeast("expected-runners", 1).pipe(

@@ -32,11 +32,15 @@
  * with a local pool; `BENCH_CLUSTER_EMBEDDED_PROCS` processes at once, default 1, each with
  * 1/N of the pipelines, the capacity and `run.concurrency`: the floor of what a runner that
  * runs a whole window on the embedded engine would cost per pipeline, BENCHMARKS.md pg17n),
+ * `BENCH_CLUSTER_CLAIMS` (how the runners claim work: unset, their default, window claims and
+ * block leases since pg17af; `window`, `--no-block-leases`; `per-task`, `--no-window-claims`: a
+ * claim and a fence per task, the default before pg17af),
  * `BENCH_CLUSTER_WINDOW_CLAIMS=1` (the runners run with `--window-claims`: each window claimed
- * whole, with local deadlines, instead of a claim and a fence per task; BENCHMARKS.md pg17o),
+ * whole, with local deadlines, instead of a claim and a fence per task; BENCHMARKS.md pg17o; a
+ * tree before pg17af needs it),
  * `BENCH_CLUSTER_BLOCK_LEASES=1` (with window claims: the runners also run with `--block-leases
  * --expected-runners 3`, each holding a block of every resource's slots and serving its tasks
- * from it in memory; BENCHMARKS.md pg17r), `BENCH_CLUSTER_RUNNER_LOGS=DIR` (each runner's standard
+ * from it in memory; BENCHMARKS.md pg17r; a tree before pg17af needs it), `BENCH_CLUSTER_RUNNER_LOGS=DIR` (each runner's standard
  * error written whole to DIR/runner0.log, …; with `ASSAY_BLOCK_TRACE=1` in the environment they
  * hold one `block trace` line per block and renewal, BENCHMARKS.md pg17u), `BENCH_CLUSTER_OPS=1` (the
  * runners and the submitter count the Effect operations they evaluate, `bench/lib/effectOps.mjs`
@@ -65,6 +69,8 @@ const PROFILE = process.env.BENCH_CLUSTER_PROFILE
 const IDLE_S = Number(process.env.BENCH_CLUSTER_IDLE_S ?? 0)
 const EMBEDDED_PG = process.env.BENCH_CLUSTER_EMBEDDED_PG === "1"
 const EMBEDDED_PROCS = Number(process.env.BENCH_CLUSTER_EMBEDDED_PROCS ?? 1)
+const CLAIMS = process.env.BENCH_CLUSTER_CLAIMS
+if (CLAIMS !== undefined && CLAIMS !== "window" && CLAIMS !== "per-task") throw new Error(`BENCH_CLUSTER_CLAIMS=${CLAIMS}: expected window or per-task`)
 const WINDOW_CLAIMS = process.env.BENCH_CLUSTER_WINDOW_CLAIMS === "1"
 const BLOCK_LEASES = WINDOW_CLAIMS && process.env.BENCH_CLUSTER_BLOCK_LEASES === "1"
 const RUNNER_LOGS = process.env.BENCH_CLUSTER_RUNNER_LOGS
@@ -247,7 +253,8 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
         "--concurrency",
         String(CAPACITY),
         ...(WINDOW_CLAIMS ? ["--window-claims"] : []),
-        ...(BLOCK_LEASES ? ["--block-leases", "--expected-runners", "3"] : [])
+        ...(BLOCK_LEASES ? ["--block-leases", "--expected-runners", "3"] : []),
+        ...(CLAIMS === "per-task" ? ["--no-window-claims"] : CLAIMS === "window" ? ["--no-block-leases"] : [])
       ])
       const child = spawn(command, argv, {
         cwd: dir,
@@ -589,7 +596,7 @@ g AS (
 SELECT k, round(avg(v)), percentile_disc(0.5) WITHIN GROUP (ORDER BY v), percentile_disc(0.9) WITHIN GROUP (ORDER BY v), max(v)
 FROM g GROUP BY o, k ORDER BY o`
 
-emit({ bench: "cluster.setup", pipelines: N, max_admitted: MAX_ADMITTED ?? "default", tasks: N * TASKS, window_claims: WINDOW_CLAIMS, block_leases: BLOCK_LEASES, capacity: CAPACITY, task_ms: TASK_MS, bound_tasks_per_s: BOUND, cores: os.cpus().length, load: uptime() })
+emit({ bench: "cluster.setup", pipelines: N, max_admitted: MAX_ADMITTED ?? "default", tasks: N * TASKS, claims: CLAIMS ?? "default", window_claims: WINDOW_CLAIMS, block_leases: BLOCK_LEASES, capacity: CAPACITY, task_ms: TASK_MS, bound_tasks_per_s: BOUND, cores: os.cpus().length, load: uptime() })
 for (let round = 1; round <= ROUNDS; round++) {
   const sqlite = ONLY === "cluster" ? undefined : await sqliteRound(round)
   if (ONLY !== "sqlite" && ONLY !== "embedded-pg") await clusterRound(round, sqlite)

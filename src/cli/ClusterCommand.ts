@@ -201,29 +201,35 @@ const runnerOptions = {
     Options.optional,
     Options.withDescription("How often this runner renews the pool slots it holds (default a third of --lease-ttl; must be shorter).")
   ),
-  windowClaims: Options.boolean("window-claims").pipe(
+  // on by default (pg17af): `--no-window-claims` / `--no-block-leases` turn them off; the
+  // spellings of the earlier opt-in, `--window-claims` / `--block-leases`, are still accepted
+  windowClaims: Options.boolean("no-window-claims", { ifPresent: false, negationNames: ["window-claims"] }).pipe(
     Options.withDescription(
-      "Claim each window of pipelines whole, with local deadlines, instead of a claim and a fence per task (experimental; needs `assay migrate` of this version)."
+      "Window claims, on by default: each window of pipelines claimed whole, with local deadlines. --no-window-claims claims, fences and reads each task on its own instead, and turns block leases off too (they ride on the window claims); --window-claims, the default, is still accepted."
     )
   ),
-  blockLeases: Options.boolean("block-leases").pipe(
+  blockLeases: Options.boolean("no-block-leases", { ifPresent: false, negationNames: ["block-leases"] }).pipe(
     Options.withDescription(
-      "Hold a block of each global pool resource's slots, sized to this runner's share of the demand, and serve the window's tasks from it, with no slot statement per task (experimental; needs --window-claims and `assay migrate` of this version)."
+      "Block leases, on by default: a block of each global pool resource's slots held, sized to this runner's share of the demand, the window's tasks served from it in memory. --no-block-leases claims a slot per task instead; --block-leases, the default, is still accepted."
     )
   ),
   expectedRunners: integerAtLeast("expected-runners", 1).pipe(
     Options.optional,
     Options.withDescription(
-      "With --block-leases, optional: the first block of a resource holds capacity / N slots, until the runners' demands are known (deprecated: the blocks follow demand)."
+      "With block leases, optional: the first block of a resource holds capacity / N slots, until the runners' demands are known (deprecated: the blocks follow demand)."
     )
   )
 }
 
 /**
- * The block leases of `assay runner` (`--block-leases`, optional `--expected-runners N`, the
- * first blocks' size guess): `undefined` when off; a `ConfigError` (exit 2) when on without
- * `--window-claims`, or `--expected-runners` without it.
+ * The block leases of `assay runner` (on by default; `--no-block-leases` turns them off, and so
+ * does `--no-window-claims`, since the blocks are renewed with the window claims; optional
+ * `--expected-runners N`, the first blocks' size guess): `undefined` when off; a `ConfigError`
+ * (exit 2) for `--expected-runners` when block leases are off.
  *
+ * @param on block leases asked for (`false`: `--no-block-leases`)
+ * @param windowClaims window claims on (`false`: `--no-window-claims`)
+ * @param expectedRunners `--expected-runners N`, when given
  * @since 0.9.0
  * @category parsing
  */
@@ -232,12 +238,14 @@ export const blockLeasesOf = (
   windowClaims: boolean,
   expectedRunners: Option.Option<number>
 ): Either.Either<{ readonly expectedRunners?: number | undefined } | undefined, ConfigError> => {
-  if (!on) {
+  if (!on || !windowClaims) {
     return Option.isSome(expectedRunners)
-      ? Either.left(configError("--expected-runners", "is only used with --block-leases"))
+      ? Either.left(configError(
+        "--expected-runners",
+        `is only used with block leases (${!on ? "--no-block-leases" : "--no-window-claims"} turns them off)`
+      ))
       : Either.right(undefined)
   }
-  if (!windowClaims) return Either.left(configError("--block-leases", "needs --window-claims (the blocks are renewed with the window claims)"))
   return Either.right(Option.isNone(expectedRunners) ? {} : { expectedRunners: expectedRunners.value })
 }
 

@@ -301,17 +301,19 @@ export interface RunnerArgs {
   readonly concurrency?: number | undefined
   readonly lease?: LeaseTiming | undefined
   /**
-   * Window claims (`--window-claims`; default off): each window claimed whole, with local
-   * deadlines, in place of a claim, a fence and an input read per task (docs/scale-out.md).
+   * Window claims (default on; `false`: `--no-window-claims`): each window claimed whole, with
+   * local deadlines, in place of a claim, a fence and an input read per task
+   * (docs/scale-out.md "Window claims").
    */
   readonly windowClaims?: boolean | undefined
   /**
-   * Block leases (`--block-leases [--expected-runners N]`; default off; needs window claims):
-   * each global pool resource's slots held as a block sized to the runner's
-   * demand-proportional share of the capacity and handed to the window's tasks in memory; `N`
-   * only sets the first block's size, `⌊capacity ÷ N⌋` (docs/scale-out.md "Block leases").
+   * Block leases (default on, `{}`, when window claims are; `false`: `--no-block-leases`, and
+   * always off without window claims): each global pool resource's slots held as a block sized
+   * to the runner's demand-proportional share of the capacity and handed to the window's tasks
+   * in memory; `expectedRunners` (`--expected-runners N`) only sets the first block's size,
+   * `⌊capacity ÷ N⌋` (docs/scale-out.md "Block leases").
    */
-  readonly blockLeases?: { readonly expectedRunners?: number | undefined } | undefined
+  readonly blockLeases?: { readonly expectedRunners?: number | undefined } | false | undefined
 }
 
 /**
@@ -520,16 +522,19 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
     const address = o.address
     const lease = o.lease ?? { leaseTtl: DEFAULT_LEASE_TTL, renewEvery: defaultRenewEvery(DEFAULT_LEASE_TTL) }
     const concurrency = runnerConcurrency(o.concurrency, experiment.run.concurrency)
+    // both on by default (pg17af); block leases ride on the window claims' renewal
+    const windowClaims = o.windowClaims !== false
+    const blockLeases = !windowClaims || o.blockLeases === false ? undefined : (o.blockLeases ?? {})
     yield* Console.error(
       `runner: cluster database ${redactUrl(o.database)}${
         address === undefined ? "" : `, listening on ${address.host}:${address.port}`
       }; ${concurrency.n} attempt(s) at once in this process (${concurrency.from}); pool slots held ${Duration.format(lease.leaseTtl)} without renewal, renewed every ${Duration.format(lease.renewEvery)}${
-        o.windowClaims === true ? "; window claims on" : ""
+        windowClaims ? "; window claims on" : "; window claims off (a claim per task)"
       }${
-        o.blockLeases === undefined
-          ? ""
+        blockLeases === undefined
+          ? "; block leases off (a slot claim per task)"
           : `; block leases on (shares by demand${
-            o.blockLeases.expectedRunners === undefined ? "" : `, first blocks for ${o.blockLeases.expectedRunners} runners`
+            blockLeases.expectedRunners === undefined ? "" : `, first blocks for ${blockLeases.expectedRunners} runners`
           })`
       }`
     )
@@ -540,8 +545,8 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
       concurrency: concurrency.n,
       pricing: experiment.run.pricing,
       cache: cache.run,
-      windowClaims: o.windowClaims === true,
-      blockLeases: o.blockLeases
+      windowClaims,
+      blockLeases
     }).pipe(
       Layer.provideMerge(ClusterEngine.runnerLayer({
         shardingConfig: address === undefined ? {} : { runnerAddress: Option.some(RunnerAddress.make(address.host, address.port)) }

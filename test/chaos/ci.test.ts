@@ -10,6 +10,10 @@
  * After each scenario: every pipeline terminal, no duplicate checkpoint, no call for a key
  * committed before the fault, repeated calls within the allowance snapshotted at the fault,
  * peak in-flight ≤ capacity, all slots free within one lease TTL (`support/invariants.ts`).
+ *
+ * The runners claim work as `assay runner` does by default (window claims and block leases);
+ * run the file again with `ASSAY_CHAOS_CLAIMS=per-task` (and `window`) for the other modes
+ * (`support/cluster.ts` `ClaimMode`).
  */
 import { describe, expect, it } from "vitest"
 import { usePostgres } from "../support/postgres.js"

@@ -9,8 +9,9 @@
  * allowance snapshotted at the fault, peak in flight ≤ capacity, slots free within a TTL),
  * and those of the traversal: one rewind per pipeline in the ledger (the budget spent once,
  * whoever ran it), every pipeline's visits `a` ×2, `b` ×2, `c` ×1 committed once each, and no
- * attempt number used twice for a visit. Both claim modes: `ASSAY_CHAOS_WINDOW_CLAIMS=1`
- * (and `ASSAY_CHAOS_BLOCK_LEASES=1`) runs the runners with window claims (and block leases).
+ * attempt number used twice for a visit. Every claim mode: `ASSAY_CHAOS_CLAIMS=window` or
+ * `per-task` runs the runners without block leases or without window claims (default: both,
+ * the runner's default; `support/cluster.ts` `ClaimMode`).
  */
 import { describe, expect, it } from "vitest"
 import { usePostgres } from "../support/postgres.js"

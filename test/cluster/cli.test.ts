@@ -194,18 +194,57 @@ describe("leaseTiming", () => {
   })
 })
 
-describe("blockLeasesOf (--block-leases, --expected-runners)", () => {
+describe("blockLeasesOf (block leases on by default, --no-block-leases, --expected-runners)", () => {
   const path = (e: ReturnType<typeof blockLeasesOf>) => Either.isLeft(e) ? e.left.issues.map((i) => i.path) : []
 
-  it("off by default; on with window claims, the expected runners optional (the first blocks' size guess)", () => {
-    assert.deepStrictEqual(blockLeasesOf(false, false, Option.none()), Either.right(undefined))
+  it("on with window claims (the default), the expected runners optional (the first blocks' size guess); off with either opt-out", () => {
     assert.deepStrictEqual(blockLeasesOf(true, true, Option.some(3)), Either.right({ expectedRunners: 3 }))
     assert.deepStrictEqual(blockLeasesOf(true, true, Option.none()), Either.right({}))
+    assert.deepStrictEqual(blockLeasesOf(false, true, Option.none()), Either.right(undefined))
+    // --no-window-claims turns block leases off too (they ride on the window claims' renewal)
+    assert.deepStrictEqual(blockLeasesOf(true, false, Option.none()), Either.right(undefined))
+    assert.deepStrictEqual(blockLeasesOf(false, false, Option.none()), Either.right(undefined))
   })
 
-  it("refused (exit 2, the flag as the issue's path) without window claims, or the runners alone", () => {
-    assert.deepStrictEqual(path(blockLeasesOf(true, false, Option.some(3))), ["--block-leases"])
-    assert.deepStrictEqual(path(blockLeasesOf(true, false, Option.none())), ["--block-leases"])
-    assert.deepStrictEqual(path(blockLeasesOf(false, true, Option.some(3))), ["--expected-runners"])
+  it("--expected-runners with block leases off is refused (exit 2, the flag as the issue's path), naming the opt-out", () => {
+    const off = blockLeasesOf(false, true, Option.some(3))
+    assert.deepStrictEqual(path(off), ["--expected-runners"])
+    assert.include(Either.isLeft(off) ? off.left.message : "", "--no-block-leases")
+    const noWindows = blockLeasesOf(true, false, Option.some(3))
+    assert.deepStrictEqual(path(noWindows), ["--expected-runners"])
+    assert.include(Either.isLeft(noWindows) ? noWindows.left.message : "", "--no-window-claims")
   })
+})
+
+describe("assay runner: window claims and block leases on by default (pg17af)", () => {
+  const url = "postgres://u@127.0.0.1:1/db"
+
+  it.scopedLive("--expected-runners alone is taken (block leases are on); with --no-block-leases or --no-window-claims it exits 2", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("cluster-cli")
+      const file = experiment(dir)
+      // the flags pass; the runner goes on to the database (unreachable here)
+      const alone = yield* assay(["runner", "-c", file, "--database", url, "--expected-runners", "3"], { killAfterMs: 60_000 })
+      assert.notInclude(alone.stderr, "--expected-runners", alone.stderr)
+      for (const off of ["--no-block-leases", "--no-window-claims"]) {
+        const r = yield* assay(["runner", "-c", file, "--database", url, off, "--expected-runners", "3"])
+        assert.strictEqual(r.code, 2, r.stderr)
+        assert.include(r.stderr, "--expected-runners")
+        assert.include(r.stderr, off)
+      }
+      // the earlier opt-in spellings are still accepted
+      const old = yield* assay(["runner", "-c", file, "--database", url, "--window-claims", "--block-leases", "--expected-runners", "3"], {
+        killAfterMs: 60_000
+      })
+      assert.notInclude(old.stderr, "--expected-runners", old.stderr)
+      assert.notInclude(old.stderr, "--window-claims", old.stderr)
+    }), 120_000)
+
+  it.scopedLive("the help gives the opt-outs", () =>
+    Effect.gen(function*() {
+      const r = yield* assay(["runner", "--help"])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.include(r.stdout, "--no-window-claims")
+      assert.include(r.stdout, "--no-block-leases")
+    }))
 })

@@ -60,18 +60,34 @@ export const fastTimings: ClusterTimings = {
 }
 
 /**
- * Whether the runners run with window claims (`assay runner --window-claims`, issue 17 step 1):
- * `ASSAY_CHAOS_WINDOW_CLAIMS=1`. Off by default, so that both modes stay covered by running the
- * suite once each way.
+ * How the runners claim work (`ASSAY_CHAOS_CLAIMS`): `blocks`, the runner's default since
+ * pg17af (window claims and block leases: no flag passed); `window`, window claims with a slot
+ * claim per task (`--no-block-leases`); `per-task`, a claim, a fence and a slot claim per task
+ * (`--no-window-claims`). Run the suite once per mode to cover each; the default covers what
+ * users get. The spellings of before pg17af (`ASSAY_CHAOS_WINDOW_CLAIMS=1` with or without
+ * `ASSAY_CHAOS_BLOCK_LEASES=1`, when the default was per-task) are no longer read.
  */
-export const windowClaims = process.env.ASSAY_CHAOS_WINDOW_CLAIMS === "1"
+export type ClaimMode = "blocks" | "window" | "per-task"
 
-/**
- * Whether the runners also hold block leases (`--block-leases --expected-runners N`, issue 17
- * step 2; N the scenario's runner count): `ASSAY_CHAOS_BLOCK_LEASES=1`, with
- * `ASSAY_CHAOS_WINDOW_CLAIMS=1` (block leases need window claims). Off by default.
- */
-export const blockLeases = windowClaims && process.env.ASSAY_CHAOS_BLOCK_LEASES === "1"
+/** The mode of this run (see {@link ClaimMode}); an unknown value fails the suite at once. */
+export const claimMode: ClaimMode = (() => {
+  const v = process.env.ASSAY_CHAOS_CLAIMS ?? "blocks"
+  if (v === "blocks" || v === "window" || v === "per-task") return v
+  throw new Error(`ASSAY_CHAOS_CLAIMS=${v}: expected blocks, window or per-task`)
+})()
+
+/** Whether the runners run with window claims ({@link claimMode} `blocks` or `window`). */
+export const windowClaims = claimMode !== "per-task"
+
+/** Whether the runners also hold block leases ({@link claimMode} `blocks`). */
+export const blockLeases = claimMode === "blocks"
+
+/** The `assay runner` flags of {@link claimMode}. */
+export const claimFlags: ReadonlyArray<string> = claimMode === "per-task"
+  ? ["--no-window-claims"]
+  : claimMode === "window"
+  ? ["--no-block-leases"]
+  : []
 
 /** A duration of {@link ClusterTimings} in milliseconds. */
 export const timingMs = (d: string): number => Duration.toMillis(Duration.decode(d as Duration.DurationInput))
@@ -205,6 +221,17 @@ const assaySync = (args: ReadonlyArray<string>, env: Record<string, string>): st
   return r.stdout
 }
 
+/**
+ * What a runner that exited during its start-up left, for the test's error: its exit code or
+ * signal and its whole stderr and stdout (the cluster's own logs), read once the process has
+ * closed its pipes. `exitCode` is set at the process's exit, before the last of its output is
+ * read: a report made then cut the runner's error message short (pg17af).
+ */
+export const exitReport = async (index: number, proc: CliProcess): Promise<string> => {
+  const ran = await proc.done
+  return `runner ${index} exited (${ran.code ?? ran.signal}) during start-up\n--- stderr ---\n${ran.stderr}\n--- stdout ---\n${ran.stdout}`
+}
+
 /** A port free on loopback now (the kernel's choice: a fixed range collides with other processes' sockets). */
 export const freePort = (): Promise<number> =>
   new Promise((resolve, reject) => {
@@ -251,8 +278,7 @@ export const startCluster = async (options: {
       `127.0.0.1:${port}`,
       "--concurrency",
       "64",
-      ...(windowClaims ? ["--window-claims"] : []),
-      ...(blockLeases ? ["--block-leases", "--expected-runners", String(options.runners ?? 3)] : [])
+      ...claimFlags
     ], { cwd: dir, env })
   const logs: Array<Array<CliProcess>> = []
   const launch = (i: number) => {
@@ -277,8 +303,13 @@ export const startCluster = async (options: {
     const t0 = Date.now()
     while (registered() < n) {
       if (Date.now() - t0 > 90_000) throw new Error(`only ${registered()} of ${n} runners registered`)
-      const exited = runners.find((r) => r.proc.child.exitCode !== null)
-      if (exited !== undefined) throw new Error(`runner ${exited.index} exited: ${exited.proc.stderr()}`)
+      const exited = runners.find((r) => r.proc.child.exitCode !== null || r.proc.child.signalCode !== null)
+      if (exited !== undefined) {
+        const report = await exitReport(exited.index, exited.proc)
+        // printed whole as well: a test runner may shorten an error's message
+        console.error(report)
+        throw new Error(report)
+      }
       await sleep(200)
     }
     // wait for the shards to settle (every shard locked, by n runners): a shard that moves while

@@ -44,8 +44,12 @@ export const withScene = async <A>(
     return await body({ cluster, provider, experiment, tasks: experiment.rows * 3 })
   } catch (e) {
     if (cluster !== undefined) {
-      for (const r of cluster.runners) console.error(`--- runner ${r.index} (${db}) ---\n${r.log().slice(-3000)}`)
-      for (const s of cluster.submitters) console.error(`--- submitter (${db}) ---\n${s.stderr().slice(-1500)}`)
+      // each process's stderr whole (a cut one hid the cause of pg17ad's options-mode failures),
+      // the tail of its stdout (the cluster's own logs)
+      for (const r of cluster.runners) {
+        console.error(`--- runner ${r.index} (${db}) stderr ---\n${r.log()}\n--- runner ${r.index} stdout (tail) ---\n${r.proc.stdout().slice(-4000)}`)
+      }
+      for (const s of cluster.submitters) console.error(`--- submitter (${db}) stderr ---\n${s.stderr()}`)
       try {
         console.error(`checkpoints: ${committedCount(cluster)}`)
         console.error(`pipelines: ${cluster.sql("SELECT state, count(*) FROM assay_pipelines GROUP BY 1").replace(/\n/g, " ")}`)

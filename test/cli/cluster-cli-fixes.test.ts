@@ -10,8 +10,8 @@
  *   named when the database is not migrated.
  * - a refused login (SQLSTATE 28000 here: a role the server does not know) on the cluster's
  *   paths (runner start, study run / resume, study status) is explained as `assay migrate`
- *   explains it (`refused the login of user …`, what to check); the runner and the submitters
- *   exit 2 (a configuration error), `study status` 1 (a read, as `assay report`).
+ *   explains it (`refused the login of user …`, what to check); every command that connects
+ *   (runner, submitters, study status, migrate, report) exits 2 for it (a configuration error).
  * - a runner whose `--listen` address is in use names it and says so, exit 2 (not `error: Open`,
  *   exit 1, which a supervisor would restart forever).
  */
@@ -103,7 +103,7 @@ describe("pasteable commands on the cluster engine (the database password)", () 
 })
 
 describe("a refused login on the cluster's paths", () => {
-  it.live("runner, study run and study resume explain it and exit 2; study status explains it (exit 1)", () =>
+  it.live("runner, study run, resume, status, migrate and report explain it and exit 2", () =>
     Effect.scoped(Effect.gen(function*() {
       const url = `postgres://nobody_here:s3cretPw@127.0.0.1:${pg.port}/postgres`
       // study status reads the cluster's database only for a study that has a state: run it
@@ -115,7 +115,10 @@ describe("a refused login on the cluster's paths", () => {
         [["runner", "-c", study, "--database", url], 2],
         [["study", "run", study, "--engine", "cluster", "--database", url], 2],
         [["study", "resume", study, "--engine", "cluster", "--database", url], 2],
-        [["study", "status", study, "--output-root", out, "--database", url], 1]
+        [["study", "status", study, "--output-root", out, "--database", url], 2],
+        // one rule for every command that connects: a refused login is a configuration mistake
+        [["migrate", "--database", url], 2],
+        [["report", url], 2]
       ]
       for (const [argv, code] of commands) {
         const r = yield* assay(argv)

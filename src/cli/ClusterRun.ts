@@ -1058,6 +1058,8 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
     }
     /** Specs of each member read from its source but not admitted (any stop, or its own budget spent). */
     const withheldOf = new Map<string, number>()
+    /** Pipelines of each member this submission admitted (rows written, workflows started). */
+    const admittedOf = new Map<string, number>()
     const body = Effect.gen(function*() {
       const catalog = PgSuites.make(yield* SqlClient.SqlClient, {
         suiteId: loaded.id,
@@ -1109,6 +1111,10 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
           const id = spec.member?.experimentId
           if (id !== undefined) withheldOf.set(id, (withheldOf.get(id) ?? 0) + 1)
         },
+        onAdmitted: (spec: AnySpec) => {
+          const id = spec.member?.experimentId
+          if (id !== undefined) admittedOf.set(id, (admittedOf.get(id) ?? 0) + 1)
+        },
         pollInterval: Duration.seconds(1),
         onSettled: (pipelineId, o) => {
           const id = byDigest.get(memberDigestOf(pipelineId) ?? "")
@@ -1129,10 +1135,22 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
       ))
     )
     const facts = new Map(members.map((m) => [m.experimentId, m]))
+    // what each member read and this submission neither admitted, skipped nor withheld by a
+    // stop rule: the specs in hand when Ctrl-C interrupted it, withheld too (tester17af F4), so
+    // that submitted = admitted + already done + withheld for every member, and the members'
+    // figures add up to the run's
+    for (const [id, c] of outcome) {
+      const inHand = (facts.get(id)?.admitted ?? 0) - (admittedOf.get(id) ?? 0) - c.skipped - (withheldOf.get(id) ?? 0)
+      if (inHand > 0) withheldOf.set(id, (withheldOf.get(id) ?? 0) + inHand)
+    }
+    const withheldAll = [...withheldOf.values()].reduce((a, b) => a + b, 0)
     if (args.summary === "json") {
       // the embedded suite's member fields that exist on the cluster, and its left-out members
+      const run = clusterJson(report, target.url)
       const json = {
-        ...clusterJson(report, target.url),
+        ...run,
+        // the members' withheld specs, those in hand at Ctrl-C included
+        cluster: { ...(run["cluster"] as Record<string, unknown>), withheld: withheldAll },
         suiteId: loaded.id,
         members: [
           ...suite.experiments.map((m) => {
@@ -1143,7 +1161,10 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
               experimentId: m.id,
               label: m.label,
               selected,
-              admitted: f?.admitted ?? 0,
+              // read from its source (its line's `submitted`): admitted + skipped + withheld
+              submitted: f?.admitted ?? 0,
+              // admitted by this submission: the members' sum is `cluster.admitted`
+              admitted: admittedOf.get(m.id) ?? 0,
               sourceExhausted: f?.sourceExhausted ?? false,
               sourceError: f?.sourceError ?? null,
               limitReached: f?.limitReached ?? false,
@@ -1170,7 +1191,7 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
         total.failed += c.failed
         total.skipped += c.skipped
       }
-      const heldAll = [...withheldOf.values()].reduce((a, b) => a + b, 0)
+      const heldAll = withheldAll
       yield* Console.log(`suite ${oneLine(loaded.id)}: submitted ${total.submitted} · ${line(total)}${heldAll > 0 ? ` · withheld ${heldAll}` : ""}`)
       for (const m of suite.experiments) {
         const name = oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)

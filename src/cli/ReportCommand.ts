@@ -25,7 +25,6 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Context, Effect, Layer, Option } from "effect"
 import * as nodePath from "node:path"
-import { idKey } from "../domain/Suite.js"
 import * as StudyTables from "../layers/internal/study/tables.js"
 import * as PgLoad from "../layers/internal/pg/load.js"
 import * as PgSuites from "../layers/internal/pg/suites.js"
@@ -126,9 +125,14 @@ export const report = Command.make("report", {
     // pipelines by state and its facts in the suite's latest run (`layers/internal/pg/suites.ts`)
     const url = o.stores.length === 1 && /^postgres(ql)?:\/\//.test(o.stores[0]!) ? o.stores[0]! : undefined
     const every = url === undefined ? [] : yield* Effect.flatMap(PgLoad.loadPgSuiteReport, (m) => m.readSuites(url))
-    // with --experiment, the suite section keeps that member's line alone
-    const suites = member === undefined ? every : every.flatMap((s) => {
-      const members = s.members.filter((m) => idKey(m.experimentId) === idKey(member))
+    // with --experiment, the suite section keeps that member's line alone (`ID` or `SUITE/ID`,
+    // resolved as the store's view resolved it)
+    const picked = member === undefined || url === undefined
+      ? undefined
+      : yield* Effect.flatMap(PgLoad.loadPgStore, (PgStore) => PgStore.memberOf(url, member))
+    const suites = picked === undefined ? every : every.flatMap((s) => {
+      if (s.suiteId !== picked.suiteId) return []
+      const members = s.members.filter((m) => m.experimentId === picked.experimentId)
       return members.length === 0 ? [] : [{ ...s, members }]
     })
     if (o.json) return yield* Console.log(JSON.stringify(suites.length === 0 ? data : { ...data, suites }, null, 2))

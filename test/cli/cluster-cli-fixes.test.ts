@@ -22,13 +22,21 @@ import * as path from "node:path"
 import { vi } from "vitest"
 import * as ClusterRun from "../../src/cli/ClusterRun.js"
 import * as StudyRun from "../../src/cli/StudyRun.js"
-import { assay, root, tempDir } from "../support/cli.js"
+import { assay, root, start, tempDir, write } from "../support/cli.js"
 import { usePostgres } from "../support/postgres.js"
 
 // a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
 const pg = usePostgres()
 
 const study = path.join(root, "examples/studies/study.yaml")
+
+/** Waits (real time, bounded) until `check` holds. */
+const until = (check: () => boolean, ms: number) =>
+  Effect.promise(async () => {
+    const end = Date.now() + ms
+    while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 100))
+    return check()
+  })
 const url = "postgres://nobody@127.0.0.1:1/none"
 
 describe("study --max-admitted", () => {
@@ -166,5 +174,43 @@ describe("an unmigrated cluster database", () => {
       assert.include(out, `run \`assay migrate --database postgres://${pg.user}@127.0.0.1:${pg.port}/unmigrated\` once`)
       assert.include(out, "PGPASSWORD")
       assert.notInclude(out, "s3cretPw")
+    }), 120_000)
+})
+
+describe("a suite submitter stopped by Ctrl-C", () => {
+  it.scopedLive("reports the specs read and not admitted as withheld; the members' figures add up to the run's", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-sigint")
+      const exp = { pipeline: { name: "p", tasks: [{ use: "echo" }] }, source: { range: { n: 6 } } }
+      write(dir, "a.json", exp)
+      write(dir, "b.json", exp)
+      const suite = write(dir, "suite.json", {
+        suite: { id: "held" },
+        output: { root: "out" },
+        experiments: { a: { config: "a.json" }, b: { config: "b.json" } }
+      })
+      yield* Effect.promise(() => pg.createDatabase("sigint"))
+      const url = pg.url("sigint")
+      assert.strictEqual((yield* assay(["migrate", "--database", url])).code, 0)
+      // no runner: the submitter admits 2 and waits for room, with the other specs read
+      const sub = start(["run", "-c", suite, "--engine", "cluster", "--database", url, "--max-admitted", "2", "--summary", "json"])
+      const admitted = yield* until(() => sub.stderr().includes("2 admitted"), 60_000)
+      assert.isTrue(admitted, sub.stderr())
+      sub.child.kill("SIGINT")
+      const r = yield* Effect.promise(() => sub.done)
+      assert.strictEqual(r.code, 130, r.stderr)
+      const json = JSON.parse(r.stdout) as {
+        cluster: { admitted: number; withheld: number }
+        skipped: number
+        members: ReadonlyArray<{ experimentId: string; submitted: number; admitted: number; skipped: number; withheld: number }>
+      }
+      const sum = (f: (m: (typeof json.members)[number]) => number) => json.members.reduce((n, m) => n + f(m), 0)
+      assert.strictEqual(json.cluster.admitted, 2)
+      assert.strictEqual(sum((m) => m.admitted), json.cluster.admitted, r.stdout)
+      assert.strictEqual(sum((m) => m.withheld), json.cluster.withheld, r.stdout)
+      assert.isAbove(json.cluster.withheld, 0, r.stdout)
+      for (const m of json.members) assert.strictEqual(m.submitted, m.admitted + m.skipped + m.withheld, JSON.stringify(m))
+      // every spec read is accounted for: 12 in all, none read twice
+      assert.strictEqual(sum((m) => m.submitted), json.cluster.admitted + json.cluster.withheld + json.skipped, r.stdout)
     }), 120_000)
 })

@@ -172,6 +172,13 @@ export interface SubmitOptions {
    * spec read is admitted, skipped or withheld. A suite's submitter counts them per member.
    */
   readonly onWithheld?: ((spec: AnySpec) => void) | undefined
+  /**
+   * Told synchronously of each spec the submission admitted (its row written and its workflow
+   * started: the ones counted in {@link SubmitProgress} `admitted`). A suite's submitter counts
+   * them per member, so that what a member read and neither admitted, skipped nor withheld
+   * (specs in hand when Ctrl-C interrupted the submission) is known too.
+   */
+  readonly onAdmitted?: ((spec: AnySpec) => void) | undefined
 }
 
 /**
@@ -682,6 +689,7 @@ export const submit = <SE, SR>(
             for (const spec of specs) {
               running.add(spec.pipelineId)
               counts.admitted++
+              options.onAdmitted?.(spec)
             }
           }
         }

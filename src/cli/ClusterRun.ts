@@ -742,7 +742,8 @@ const STOPPED_MESSAGE =
   "stopped: no more pipelines are admitted; the admitted ones go on on the runners. Run the same command again to follow them and admit the rest."
 
 /**
- * The submitter's progress line on stderr (none with `--quiet`) and its warning when no runner
+ * The submitter's progress line on stderr (none with `--quiet`; told after every poll, printed
+ * only when it differs from the last one printed) and its warning when no runner
  * is up (said even with `--quiet`: nothing moves until a runner is up), naming the command that
  * starts one with the file given (an experiment's or a suite's) and the database URL without its
  * password (pasteable: a masked `user:***@` would log in with `***`), followed, when the URL had
@@ -753,18 +754,27 @@ const STOPPED_MESSAGE =
 export const followProgress = (
   args: { readonly quiet: boolean; readonly config: string },
   database: string
-): Pick<ClusterEngine.SubmitOptions, "onProgress" | "onWarning"> => ({
-  onProgress: (p) =>
-    args.quiet ? Effect.void : Console.error(
-      `cluster run ${p.runId}: ${p.admitted} admitted, ${p.running} running, ${p.succeeded} succeeded, ${p.failed} failed, ${p.skipped} already done`
-    ),
-  onWarning: (w) =>
-    Console.error(
-      `${w.message}. Start one (or several) with: assay runner -c ${shellQuote(args.config)} --database ${
-        shellQuote(withoutPassword(database))
-      }${hasPassword(database) ? `\n  (${PASSWORD_HINT})` : ""}`
-    )
-})
+): Pick<ClusterEngine.SubmitOptions, "onProgress" | "onWarning"> => {
+  // the line is told after every poll (each second): printed only when it changed, so that a
+  // log keeps the other lines (no runner up, the stop) in sight (tester17af F12)
+  let last: string | undefined
+  return {
+    onProgress: (p) =>
+      Effect.suspend(() => {
+        const line =
+          `cluster run ${p.runId}: ${p.admitted} admitted, ${p.running} running, ${p.succeeded} succeeded, ${p.failed} failed, ${p.skipped} already done`
+        if (args.quiet || line === last) return Effect.void
+        last = line
+        return Console.error(line)
+      }),
+    onWarning: (w) =>
+      Console.error(
+        `${w.message}. Start one (or several) with: assay runner -c ${shellQuote(args.config)} --database ${
+          shellQuote(withoutPassword(database))
+        }${hasPassword(database) ? `\n  (${PASSWORD_HINT})` : ""}`
+      )
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // assay run --engine cluster

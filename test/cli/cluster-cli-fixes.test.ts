@@ -110,6 +110,29 @@ describe("pasteable commands on the cluster engine (the database password)", () 
     }))
 })
 
+describe("the submitter's progress line", () => {
+  it.effect("is printed when it changed, not after every poll", () =>
+    Effect.gen(function*() {
+      const lines: Array<string> = []
+      const spy = vi.spyOn(console, "error").mockImplementation((...xs: Array<unknown>) => {
+        lines.push(xs.join(" "))
+      })
+      const progress = { runId: "r1", admitted: 4, skipped: 0, succeeded: 0, failed: 0, refused: 0, running: 4, withheld: 0 }
+      try {
+        const { onProgress } = ClusterRun.followProgress({ quiet: false, config: "suite.yaml" }, url)
+        for (const p of [progress, progress, progress, { ...progress, running: 3, succeeded: 1 }, { ...progress, running: 3, succeeded: 1 }]) {
+          yield* onProgress!(p as never)
+        }
+      } finally {
+        spy.mockRestore()
+      }
+      assert.deepStrictEqual(lines, [
+        "cluster run r1: 4 admitted, 4 running, 0 succeeded, 0 failed, 0 already done",
+        "cluster run r1: 4 admitted, 3 running, 1 succeeded, 0 failed, 0 already done"
+      ])
+    }))
+})
+
 describe("a refused login on the cluster's paths", () => {
   it.live("runner, study run, resume, status, migrate and report explain it and exit 2", () =>
     Effect.scoped(Effect.gen(function*() {

@@ -330,13 +330,18 @@ const hostedFile = (config: string, database: string) =>
       return {
         hosted: hostedOf(experiment),
         specs: experiment.pipelines() as Stream.Stream<AnySpec, { readonly message: string }, FileSystem.FileSystem>,
-        reload: undefined
+        reload: undefined,
+        serving: undefined
       }
     }
     const loaded = yield* SuiteConfig.load(config, { strictEnv: false })
     for (const w of loaded.warnings) yield* Console.error(w)
-    yield* Console.error(`runner: suite ${loaded.id}: serving members ${loaded.members.map((m) => m.id).join(", ")}`)
-    return { hosted: suiteHosted(loaded), specs: suiteSpecs(loaded), reload: undefined }
+    return {
+      hosted: suiteHosted(loaded),
+      specs: suiteSpecs(loaded),
+      reload: undefined,
+      serving: `runner: suite ${loaded.id}: serving members ${loaded.members.map((m) => m.id).join(", ")}`
+    }
   })
 
 /**
@@ -366,11 +371,10 @@ const studyHosted = (config: string, database: string) =>
     let extras = yield* recorded()
     const { last, specs } = yield* specsOf(extras)
     for (const w of last.warnings) yield* Console.error(w)
-    yield* Console.error(
-      `runner: study ${base.id}: serving the trials of protocol version${current === 1 ? " 1" : `s 1-${current}`} (${
-        last.members.length
-      } trials per version${extras.length === 0 ? "" : `, ${Words.count(extras.length, "confirmation trial")} among them`})`
-    )
+    // said once the runner is up (`runnerMain`): the declared trials of each version (variants
+    // × repeats of the file), and the confirmation trials recorded, which are served for any
+    // version (they are recorded by variant and repeat)
+    const serving = servingStudyLine(base.id, current, base.suiteFor(current).members.length, extras.length)
     const reload = Effect.gen(function*() {
       const now = yield* recorded()
       if (sameTrials(now, extras)) return Option.none()
@@ -381,8 +385,28 @@ const studyHosted = (config: string, database: string) =>
       yield* Console.error(`runner: study ${base.id}: now serving ${Words.count(now.length, "confirmation trial")} too`)
       return Option.some(next.specs)
     })
-    return { hosted: suiteHosted(last), specs, reload }
+    return { hosted: suiteHosted(last), specs, reload, serving }
   })
+
+/**
+ * The runner's line saying which trials of a study it serves: the protocol versions (1 up to
+ * the study's current one on the cluster), the declared trials of each (variants × repeats of
+ * the file: the same count for every version) and the confirmation trials recorded on the
+ * cluster (`study confirm`), counted once whatever the number of versions.
+ *
+ * @param studyId the study's id
+ * @param current the study's current protocol version on the cluster (1 or more)
+ * @param declared the declared trials of one version
+ * @param confirmations the confirmation trials recorded
+ * @returns the line (without a newline)
+ * @internal
+ */
+export const servingStudyLine = (studyId: string, current: number, declared: number, confirmations: number): string =>
+  `runner: study ${studyId}: serving the trials of protocol version${current === 1 ? " 1" : `s 1-${current}`} (${
+    Words.count(declared, "declared trial")
+  }${current === 1 ? "" : " per version"}${
+    confirmations === 0 ? "" : `, and the ${Words.count(confirmations, "confirmation trial")} recorded by study confirm`
+  })`
 
 /** A trial of a study by variant and repeat (a confirmation trial recorded on the cluster). */
 type StudyTrialRef = { readonly variantId: string; readonly repeat: number }
@@ -509,7 +533,7 @@ const suiteSpecs = (loaded: SuiteConfig.LoadedSuite) =>
  */
 export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSystem.FileSystem> =>
   Effect.gen(function*() {
-    const { hosted: experiment, reload, specs } = yield* hostedFile(o.config, o.database)
+    const { hosted: experiment, reload, serving, specs } = yield* hostedFile(o.config, o.database)
     const watchdogs = yield* Watchdog.settingsFromEnv
     const { layer: store, target } = yield* sharedStoreLayer(experiment, o.store, o.database)
     // the experiment's `run.cache` and `pricing` apply to the runner's tasks (the submitter's
@@ -520,7 +544,9 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
     const address = o.address
     const lease = o.lease ?? { leaseTtl: DEFAULT_LEASE_TTL, renewEvery: defaultRenewEvery(DEFAULT_LEASE_TTL) }
     const concurrency = runnerConcurrency(o.concurrency, experiment.run.concurrency)
-    yield* Console.error(
+    // what the runner serves and where it listens, said once it does (its checks passed, its
+    // socket open), never before a refusal (tester17af F11)
+    const started = Console.error(
       `runner: cluster database ${redactUrl(o.database)}${
         address === undefined ? "" : `, listening on ${address.host}:${address.port}`
       }; ${concurrency.n} attempt(s) at once in this process (${concurrency.from}); pool slots held ${Duration.format(lease.leaseTtl)} without renewal, renewed every ${Duration.format(lease.renewEvery)}${
@@ -569,6 +595,8 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
     // that its supervisor restarts it (and the restart gives its shards back)
     return yield* Effect.scoped(Effect.gen(function*() {
       const context = yield* Layer.build(host).pipe(Effect.catchIf(isOpenFailure, (e) => Effect.fail(listenRefused(address, e.cause))))
+      if (serving !== undefined) yield* Console.error(serving)
+      yield* started
       const sharding = Context.get(context, Sharding.Sharding)
       const ping = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe("SELECT 1"))
       // a stop signal (SIGTERM from a supervisor's rolling restart, Ctrl-C) closes the call gate

@@ -23,7 +23,7 @@ import { vi } from "vitest"
 import * as ClusterRun from "../../src/cli/ClusterRun.js"
 import * as StudyRun from "../../src/cli/StudyRun.js"
 import { assay, root, start, tempDir, write } from "../support/cli.js"
-import { usePostgres } from "../support/postgres.js"
+import { freePort, usePostgres } from "../support/postgres.js"
 
 // a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
 const pg = usePostgres()
@@ -159,6 +159,8 @@ describe("a refused login on the cluster's paths", () => {
         assert.include(out, "PGPASSWORD")
         assert.notInclude(out, "Failed to connect")
         assert.notInclude(out, "s3cretPw")
+        // nothing said to be served before the refusal (F11)
+        assert.notInclude(out, "serving the trials")
       }
     })), 180_000)
 })
@@ -182,6 +184,9 @@ describe("a runner whose --listen address is in use", () => {
       assert.strictEqual(r.code, 2, out)
       assert.include(out, `cannot listen on 127.0.0.1:${port}: the address is already in use`)
       assert.notInclude(out, "error: Open")
+      // what it serves and where it listens are said once it does, not before a refusal (F11)
+      assert.notInclude(out, "listening on")
+      assert.notInclude(out, "serving the trials")
     }), 180_000)
 })
 
@@ -236,4 +241,29 @@ describe("a suite submitter stopped by Ctrl-C", () => {
       // every spec read is accounted for: 12 in all, none read twice
       assert.strictEqual(sum((m) => m.submitted), json.cluster.admitted + json.cluster.withheld + json.skipped, r.stdout)
     }), 120_000)
+})
+
+describe("a study runner's start line", () => {
+  it.scopedLive("counts the declared trials of one version and the confirmation trials once, said when it is up", () =>
+    Effect.gen(function*() {
+      yield* Effect.promise(() => pg.createDatabase("serving"))
+      const url = pg.url("serving")
+      assert.strictEqual((yield* assay(["migrate", "--database", url])).code, 0)
+      // the study at protocol version 3 on the cluster, with one confirmation trial recorded
+      pg.psql("serving", `INSERT INTO assay_meta (key, value) VALUES ('study/multiples/version', '3'),
+        ('study/multiples/trials', '[{"variantId":"v01","repeat":3}]')`)
+      const port = yield* Effect.promise(freePort)
+      const runner = start(["runner", "-c", study, "--database", url, "--listen", `127.0.0.1:${port}`])
+      yield* Effect.addFinalizer(() => Effect.sync(() => runner.child.kill("SIGKILL")))
+      const up = yield* until(() => runner.stderr().includes("listening on"), 90_000)
+      assert.isTrue(up, runner.stderr())
+      runner.child.kill("SIGTERM")
+      const r = yield* Effect.promise(() => runner.done)
+      // 6 variants × 2 repeats declared in each version; the confirmation trial counted once
+      assert.include(
+        r.stderr,
+        "runner: study multiples: serving the trials of protocol versions 1-3 (12 declared trials per version, and the 1 confirmation trial recorded by study confirm)"
+      )
+      assert.isBelow(r.stderr.indexOf("serving the trials"), r.stderr.indexOf("listening on"))
+    }), 180_000)
 })

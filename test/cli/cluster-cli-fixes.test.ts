@@ -22,6 +22,7 @@ import * as path from "node:path"
 import { vi } from "vitest"
 import * as ClusterRun from "../../src/cli/ClusterRun.js"
 import * as StudyRun from "../../src/cli/StudyRun.js"
+import * as InternalSubmit from "../../src/services/internal/cluster/submit.js"
 import { assay, root, start, tempDir, write } from "../support/cli.js"
 import { freePort, usePostgres } from "../support/postgres.js"
 
@@ -80,6 +81,19 @@ describe("pasteable commands on the cluster engine (the database password)", () 
     assert.include(text, "PGPASSWORD")
     assert.include(text, "~/.pgpass")
     assert.notInclude(StudyRun.resumeCommand(args), "***")
+  })
+
+  it("runners that refused a new protocol version's pipelines: restart them, said once, then the command that continues (F7)", () => {
+    const refused = InternalSubmit.refusedError(20, ["pipeline ab3f-1 is not among the pipelines this runner serves (its file, as it read it when it started)"])
+    const e = StudyRun.refusedByRunners(refused, 2, args)
+    assert.strictEqual(e._tag, "ConfigError")
+    assert.include(e.message, "20 pipeline(s) were refused by the runners: pipeline ab3f-1 is not among the pipelines this runner serves")
+    assert.include(e.message, `restart every runner (assay runner -c study.yaml --database ${bare}) so that it serves protocol version 2`)
+    assert.include(e.message, `continue with: assay study resume study.yaml --engine cluster --database ${bare}`)
+    // the advice once: no second "start the runners with the submitter's file"
+    assert.strictEqual(e.message.split("assay runner -c").length, 2, e.message)
+    assert.notInclude(e.message, "submitter's")
+    assert.notInclude(e.message, secret)
   })
 
   it("continue with: no note when the URL had no password", () => {

@@ -281,3 +281,28 @@ describe("a study runner's start line", () => {
       assert.isBelow(r.stderr.indexOf("serving the trials"), r.stderr.indexOf("listening on"))
     }), 180_000)
 })
+
+describe("assay report ROOT on a study root the cluster engine ran", () => {
+  it.scopedLive("names the Postgres store that holds the trials' pipelines, with the commands to type (not an empty suite view)", () =>
+    Effect.gen(function*() {
+      const out = path.join(yield* tempDir("report-cluster-root"), "root")
+      const ran = yield* assay(["study", "run", study, "--output-root", out, "--quiet"])
+      assert.strictEqual(ran.code, 0, ran.stderr)
+      // what `study run --engine cluster` records in the root (the URL as it was given, masked)
+      write(out, "cluster.json", { engine: "cluster", database: "postgres://pwuser:***@127.0.0.1:5432/pw" })
+      const r = yield* assay(["report", out])
+      assert.strictEqual(r.code, 0, r.stderr)
+      const bare = "postgres://pwuser@127.0.0.1:5432/pw"
+      assert.include(r.stdout, `--output-root ${out} --database ${bare}`)
+      assert.include(r.stdout, `they are in the Postgres store, not in this root: assay report ${bare}`)
+      assert.include(r.stdout, "PGPASSWORD")
+      assert.notInclude(r.stdout, "***")
+      assert.notInclude(r.stdout, "no runs")
+      assert.notInclude(r.stdout, "Pipelines: ")
+      const json = yield* assay(["report", out, "--json"])
+      assert.strictEqual(json.code, 0, json.stderr)
+      const data = JSON.parse(json.stdout) as { study: { database: string; command: string }; pipelines?: unknown }
+      assert.strictEqual(data.study.database, bare)
+      assert.isUndefined(data.pipelines)
+    }), 180_000)
+})

@@ -332,13 +332,18 @@ const hostedFile = (config: string, database: string) =>
       return {
         hosted: hostedOf(experiment),
         specs: experiment.pipelines() as Stream.Stream<AnySpec, { readonly message: string }, FileSystem.FileSystem>,
-        reload: undefined
+        reload: undefined,
+        serving: undefined
       }
     }
     const loaded = yield* SuiteConfig.load(config, { strictEnv: false })
     for (const w of loaded.warnings) yield* Console.error(w)
-    yield* Console.error(`runner: suite ${loaded.id}: serving members ${loaded.members.map((m) => m.id).join(", ")}`)
-    return { hosted: suiteHosted(loaded), specs: suiteSpecs(loaded), reload: undefined }
+    return {
+      hosted: suiteHosted(loaded),
+      specs: suiteSpecs(loaded),
+      reload: undefined,
+      serving: `runner: suite ${loaded.id}: serving members ${loaded.members.map((m) => m.id).join(", ")}`
+    }
   })
 
 /**
@@ -368,11 +373,10 @@ const studyHosted = (config: string, database: string) =>
     let extras = yield* recorded()
     const { last, specs } = yield* specsOf(extras)
     for (const w of last.warnings) yield* Console.error(w)
-    yield* Console.error(
-      `runner: study ${base.id}: serving the trials of protocol version${current === 1 ? " 1" : `s 1-${current}`} (${
-        last.members.length
-      } trials per version${extras.length === 0 ? "" : `, ${Words.count(extras.length, "confirmation trial")} among them`})`
-    )
+    // said once the runner is up (`runnerMain`): the declared trials of each version (variants
+    // × repeats of the file), and the confirmation trials recorded, which are served for any
+    // version (they are recorded by variant and repeat)
+    const serving = servingStudyLine(base.id, current, base.suiteFor(current).members.length, extras.length)
     const reload = Effect.gen(function*() {
       const now = yield* recorded()
       if (sameTrials(now, extras)) return Option.none()
@@ -383,8 +387,28 @@ const studyHosted = (config: string, database: string) =>
       yield* Console.error(`runner: study ${base.id}: now serving ${Words.count(now.length, "confirmation trial")} too`)
       return Option.some(next.specs)
     })
-    return { hosted: suiteHosted(last), specs, reload }
+    return { hosted: suiteHosted(last), specs, reload, serving }
   })
+
+/**
+ * The runner's line saying which trials of a study it serves: the protocol versions (1 up to
+ * the study's current one on the cluster), the declared trials of each (variants × repeats of
+ * the file: the same count for every version) and the confirmation trials recorded on the
+ * cluster (`study confirm`), counted once whatever the number of versions.
+ *
+ * @param studyId the study's id
+ * @param current the study's current protocol version on the cluster (1 or more)
+ * @param declared the declared trials of one version
+ * @param confirmations the confirmation trials recorded
+ * @returns the line (without a newline)
+ * @internal
+ */
+export const servingStudyLine = (studyId: string, current: number, declared: number, confirmations: number): string =>
+  `runner: study ${studyId}: serving the trials of protocol version${current === 1 ? " 1" : `s 1-${current}`} (${
+    Words.count(declared, "declared trial")
+  }${current === 1 ? "" : " per version"}${
+    confirmations === 0 ? "" : `, and the ${Words.count(confirmations, "confirmation trial")} recorded by study confirm`
+  })`
 
 /** A trial of a study by variant and repeat (a confirmation trial recorded on the cluster). */
 type StudyTrialRef = { readonly variantId: string; readonly repeat: number }
@@ -511,7 +535,7 @@ const suiteSpecs = (loaded: SuiteConfig.LoadedSuite) =>
  */
 export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSystem.FileSystem> =>
   Effect.gen(function*() {
-    const { hosted: experiment, reload, specs } = yield* hostedFile(o.config, o.database)
+    const { hosted: experiment, reload, serving, specs } = yield* hostedFile(o.config, o.database)
     const watchdogs = yield* Watchdog.settingsFromEnv
     const { layer: store, target } = yield* sharedStoreLayer(experiment, o.store, o.database)
     // the experiment's `run.cache` and `pricing` apply to the runner's tasks (the submitter's
@@ -525,7 +549,9 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
     // both on by default (pg17af); block leases ride on the window claims' renewal
     const windowClaims = o.windowClaims !== false
     const blockLeases = !windowClaims || o.blockLeases === false ? undefined : (o.blockLeases ?? {})
-    yield* Console.error(
+    // what the runner serves and where it listens, said once it does (its checks passed, its
+    // socket open), never before a refusal (tester17af F11)
+    const started = Console.error(
       `runner: cluster database ${redactUrl(o.database)}${
         address === undefined ? "" : `, listening on ${address.host}:${address.port}`
       }; ${concurrency.n} attempt(s) at once in this process (${concurrency.from}); pool slots held ${Duration.format(lease.leaseTtl)} without renewal, renewed every ${Duration.format(lease.renewEvery)}${
@@ -574,6 +600,8 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
     // that its supervisor restarts it (and the restart gives its shards back)
     return yield* Effect.scoped(Effect.gen(function*() {
       const context = yield* Layer.build(host).pipe(Effect.catchIf(isOpenFailure, (e) => Effect.fail(listenRefused(address, e.cause))))
+      if (serving !== undefined) yield* Console.error(serving)
+      yield* started
       const sharding = Context.get(context, Sharding.Sharding)
       const ping = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe("SELECT 1"))
       // a stop signal (SIGTERM from a supervisor's rolling restart, Ctrl-C) closes the call gate
@@ -747,7 +775,8 @@ const STOPPED_MESSAGE =
   "stopped: no more pipelines are admitted; the admitted ones go on on the runners. Run the same command again to follow them and admit the rest."
 
 /**
- * The submitter's progress line on stderr (none with `--quiet`) and its warning when no runner
+ * The submitter's progress line on stderr (none with `--quiet`; told after every poll, printed
+ * only when it differs from the last one printed) and its warning when no runner
  * is up (said even with `--quiet`: nothing moves until a runner is up), naming the command that
  * starts one with the file given (an experiment's or a suite's) and the database URL without its
  * password (pasteable: a masked `user:***@` would log in with `***`), followed, when the URL had
@@ -758,18 +787,27 @@ const STOPPED_MESSAGE =
 export const followProgress = (
   args: { readonly quiet: boolean; readonly config: string },
   database: string
-): Pick<ClusterEngine.SubmitOptions, "onProgress" | "onWarning"> => ({
-  onProgress: (p) =>
-    args.quiet ? Effect.void : Console.error(
-      `cluster run ${p.runId}: ${p.admitted} admitted, ${p.running} running, ${p.succeeded} succeeded, ${p.failed} failed, ${p.skipped} already done`
-    ),
-  onWarning: (w) =>
-    Console.error(
-      `${w.message}. Start one (or several) with: assay runner -c ${shellQuote(args.config)} --database ${
-        shellQuote(withoutPassword(database))
-      }${hasPassword(database) ? `\n  (${PASSWORD_HINT})` : ""}`
-    )
-})
+): Pick<ClusterEngine.SubmitOptions, "onProgress" | "onWarning"> => {
+  // the line is told after every poll (each second): printed only when it changed, so that a
+  // log keeps the other lines (no runner up, the stop) in sight (tester17af F12)
+  let last: string | undefined
+  return {
+    onProgress: (p) =>
+      Effect.suspend(() => {
+        const line =
+          `cluster run ${p.runId}: ${p.admitted} admitted, ${p.running} running, ${p.succeeded} succeeded, ${p.failed} failed, ${p.skipped} already done`
+        if (args.quiet || line === last) return Effect.void
+        last = line
+        return Console.error(line)
+      }),
+    onWarning: (w) =>
+      Console.error(
+        `${w.message}. Start one (or several) with: assay runner -c ${shellQuote(args.config)} --database ${
+          shellQuote(withoutPassword(database))
+        }${hasPassword(database) ? `\n  (${PASSWORD_HINT})` : ""}`
+      )
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // assay run --engine cluster
@@ -1063,6 +1101,8 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
     }
     /** Specs of each member read from its source but not admitted (any stop, or its own budget spent). */
     const withheldOf = new Map<string, number>()
+    /** Pipelines of each member this submission admitted (rows written, workflows started). */
+    const admittedOf = new Map<string, number>()
     const body = Effect.gen(function*() {
       const catalog = PgSuites.make(yield* SqlClient.SqlClient, {
         suiteId: loaded.id,
@@ -1114,6 +1154,10 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
           const id = spec.member?.experimentId
           if (id !== undefined) withheldOf.set(id, (withheldOf.get(id) ?? 0) + 1)
         },
+        onAdmitted: (spec: AnySpec) => {
+          const id = spec.member?.experimentId
+          if (id !== undefined) admittedOf.set(id, (admittedOf.get(id) ?? 0) + 1)
+        },
         pollInterval: Duration.seconds(1),
         onSettled: (pipelineId, o) => {
           const id = byDigest.get(memberDigestOf(pipelineId) ?? "")
@@ -1134,10 +1178,22 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
       ))
     )
     const facts = new Map(members.map((m) => [m.experimentId, m]))
+    // what each member read and this submission neither admitted, skipped nor withheld by a
+    // stop rule: the specs in hand when Ctrl-C interrupted it, withheld too (tester17af F4), so
+    // that submitted = admitted + already done + withheld for every member, and the members'
+    // figures add up to the run's
+    for (const [id, c] of outcome) {
+      const inHand = (facts.get(id)?.admitted ?? 0) - (admittedOf.get(id) ?? 0) - c.skipped - (withheldOf.get(id) ?? 0)
+      if (inHand > 0) withheldOf.set(id, (withheldOf.get(id) ?? 0) + inHand)
+    }
+    const withheldAll = [...withheldOf.values()].reduce((a, b) => a + b, 0)
     if (args.summary === "json") {
       // the embedded suite's member fields that exist on the cluster, and its left-out members
+      const run = clusterJson(report, target.url)
       const json = {
-        ...clusterJson(report, target.url),
+        ...run,
+        // the members' withheld specs, those in hand at Ctrl-C included
+        cluster: { ...(run["cluster"] as Record<string, unknown>), withheld: withheldAll },
         suiteId: loaded.id,
         members: [
           ...suite.experiments.map((m) => {
@@ -1148,7 +1204,10 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
               experimentId: m.id,
               label: m.label,
               selected,
-              admitted: f?.admitted ?? 0,
+              // read from its source (its line's `submitted`): admitted + skipped + withheld
+              submitted: f?.admitted ?? 0,
+              // admitted by this submission: the members' sum is `cluster.admitted`
+              admitted: admittedOf.get(m.id) ?? 0,
               sourceExhausted: f?.sourceExhausted ?? false,
               sourceError: f?.sourceError ?? null,
               limitReached: f?.limitReached ?? false,
@@ -1175,7 +1234,7 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
         total.failed += c.failed
         total.skipped += c.skipped
       }
-      const heldAll = [...withheldOf.values()].reduce((a, b) => a + b, 0)
+      const heldAll = withheldAll
       yield* Console.log(`suite ${oneLine(loaded.id)}: submitted ${total.submitted} · ${line(total)}${heldAll > 0 ? ` · withheld ${heldAll}` : ""}`)
       for (const m of suite.experiments) {
         const name = oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)

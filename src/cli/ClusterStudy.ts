@@ -37,7 +37,7 @@ import type * as Study from "../services/Study.js"
 import { StudyCatalog } from "../services/StudyCatalog.js"
 import { SuiteCatalog } from "../services/SuiteCatalog.js"
 import { redactUrlsIn, scrub } from "../layers/internal/pg/url.js"
-import { connectionMessage, isConnectionProblem } from "../layers/internal/pg/connect.js"
+import { connectionMessage, isConnectionProblem, isLoginRefused } from "../layers/internal/pg/connect.js"
 import { checkDatabase, redactUrl } from "./ClusterCommand.js"
 import {
   checkMigrated,
@@ -286,8 +286,12 @@ export const readViews = (
         e instanceof ConfigError || e instanceof StoreUnavailable
           ? e
           : isConnectionProblem(e)
-          // explained as \`assay report\` explains it (a read: exit 1, as the store's own refusal)
-          ? new StoreUnavailable({ message: connectionMessage(url, e), path: redactUrl(url) })
+          // explained as \`assay report\` explains it; a refused login exits 2, as everywhere
+          ? new StoreUnavailable({
+            message: connectionMessage(url, e),
+            path: redactUrl(url),
+            ...(isLoginRefused(e) ? { loginRefused: true } : {})
+          })
           : new StoreUnavailable({ message: redactUrlsIn(scrub(`cannot reach the cluster's database ${redactUrl(url)}: ${String(e)}`, url)) })
       )
     )

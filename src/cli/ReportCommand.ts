@@ -24,10 +24,11 @@ import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Context, Effect, Layer, Option } from "effect"
+import * as fs from "node:fs"
 import * as nodePath from "node:path"
-import { idKey } from "../domain/Suite.js"
 import * as StudyTables from "../layers/internal/study/tables.js"
 import * as PgLoad from "../layers/internal/pg/load.js"
+import * as PgUrl from "../layers/internal/pg/url.js"
 import * as PgSuites from "../layers/internal/pg/suites.js"
 import * as Manifest from "../layers/internal/suite/manifest.js"
 import * as Report from "../services/Report.js"
@@ -37,6 +38,7 @@ import * as SuiteViews from "../services/internal/suiteViews.js"
 import * as Flags from "./Flags.js"
 import { integerAtLeast } from "./Flags.js"
 import * as StoreArgs from "./StoreArgs.js"
+import { CLUSTER_MARKER } from "./StudyRun.js"
 
 const stores = Args.text({ name: "store" }).pipe(
   Args.atLeast(1),
@@ -65,6 +67,24 @@ const json = Options.boolean("json").pipe(Options.withDescription("Print the rep
  * @since 0.1.0
  * @category commands
  */
+/**
+ * The Postgres store a study root the cluster engine ran names in its `cluster.json` (the URL
+ * as recorded, without the password: given back with none, to be pasted, and whether it had
+ * one); `undefined` for a root the embedded engine ran (no such file, or not readable).
+ */
+const clusterDatabaseOf = (root: string): Effect.Effect<{ readonly url: string; readonly hadPassword: boolean } | undefined> =>
+  Effect.sync(() => {
+    try {
+      const marker = JSON.parse(fs.readFileSync(nodePath.join(root, CLUSTER_MARKER), "utf8")) as { readonly database?: unknown }
+      const recorded = marker.database
+      return typeof recorded === "string" && recorded !== ""
+        ? { url: PgUrl.withoutPassword(recorded), hadPassword: PgUrl.hasPassword(recorded) }
+        : undefined
+    } catch {
+      return undefined
+    }
+  })
+
 export const report = Command.make("report", {
   stores,
   runId,
@@ -101,7 +121,17 @@ export const report = Command.make("report", {
       // the command that reports it
       const abs = nodePath.resolve(root)
       const alive = StudyTables.writerAlive(nodePath.join(abs, Manifest.catalogOf(suite.layout)))
-      const header = Option.getOrUndefined(yield* StudyHeader.studyHeaderOf(study.study, suite.suiteId, root, alive))
+      // a root the cluster engine ran keeps none of its trials' pipelines: they are in the
+      // Postgres store its `cluster.json` names (without the password), which the header
+      // names, with the commands to type (tester17af F6)
+      const cluster = yield* clusterDatabaseOf(abs)
+      const header = Option.getOrUndefined(yield* StudyHeader.studyHeaderOf(study.study, suite.suiteId, root, alive, cluster?.url))
+      if (header !== undefined && cluster !== undefined) {
+        if (o.json) return yield* Console.log(JSON.stringify({ study: header }, null, 2))
+        yield* Console.log(StudyHeader.renderStudyHeader(header))
+        if (cluster.hadPassword) yield* Console.log(`  (${PgUrl.PASSWORD_HINT})`)
+        return
+      }
       if (o.json) return yield* Console.log(JSON.stringify(header === undefined ? data : { study: header, ...data }, null, 2))
       const text = SuiteViews.renderSuiteText(data)
       return yield* Console.log(header === undefined ? text : `${StudyHeader.renderStudyHeader(header)}\n\n${text}`)
@@ -126,9 +156,14 @@ export const report = Command.make("report", {
     // pipelines by state and its facts in the suite's latest run (`layers/internal/pg/suites.ts`)
     const url = o.stores.length === 1 && /^postgres(ql)?:\/\//.test(o.stores[0]!) ? o.stores[0]! : undefined
     const every = url === undefined ? [] : yield* Effect.flatMap(PgLoad.loadPgSuiteReport, (m) => m.readSuites(url))
-    // with --experiment, the suite section keeps that member's line alone
-    const suites = member === undefined ? every : every.flatMap((s) => {
-      const members = s.members.filter((m) => idKey(m.experimentId) === idKey(member))
+    // with --experiment, the suite section keeps that member's line alone (`ID` or `SUITE/ID`,
+    // resolved as the store's view resolved it)
+    const picked = member === undefined || url === undefined
+      ? undefined
+      : yield* Effect.flatMap(PgLoad.loadPgStore, (PgStore) => PgStore.memberOf(url, member))
+    const suites = picked === undefined ? every : every.flatMap((s) => {
+      if (s.suiteId !== picked.suiteId) return []
+      const members = s.members.filter((m) => m.experimentId === picked.experimentId)
       return members.length === 0 ? [] : [{ ...s, members }]
     })
     if (o.json) return yield* Console.log(JSON.stringify(suites.length === 0 ? data : { ...data, suites }, null, 2))

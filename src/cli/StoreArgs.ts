@@ -248,7 +248,7 @@ export const readLayer = (
  */
 export const experimentOption = Options.text("experiment").pipe(
   Options.optional,
-  Options.withDescription("A suite root's member, or a cluster suite's member in a Postgres store: show it alone (default: the whole suite or store).")
+  Options.withDescription("A suite root's member, or a cluster suite's member in a Postgres store (ID, or SUITE/ID when several suites share it): show it alone (default: the whole suite or store).")
 )
 
 /**

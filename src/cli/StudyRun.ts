@@ -62,6 +62,7 @@ import { changedParts, inWords, StudyCatalog, type StudyRecordStatus } from "../
 import { SuiteCatalog } from "../services/SuiteCatalog.js"
 import { callsServedText, formatCost, formatStudyUsd, STUDY_COST } from "../services/internal/money.js"
 import { shellQuote } from "../services/internal/processRunner.js"
+import { isRunnersRefused, REFUSAL_ADVICE } from "../services/internal/cluster/refusal.js"
 import { ModuleLoader } from "../layers/ModuleLoader.js"
 import * as PgUrl from "../layers/internal/pg/url.js"
 import { ExitCode, ExitWith } from "./Exit.js"
@@ -567,7 +568,12 @@ const runStudyStages = (
           prepared.trials.filter((t) => loaded.repeats !== undefined && t.repeat > loaded.repeats).map((t) => ({ variantId: t.variant.id, repeat: t.repeat }))
         )
         reached({ at: "running" })
-        return yield* Study.execute(prepared, options).pipe(Effect.provide(context))
+        return yield* Study.execute(prepared, options).pipe(
+          Effect.provide(context),
+          // runners that refused the version's pipelines were started before it (or before the
+          // file changed): they need a restart, said once, with the command that continues
+          Effect.mapError((e) => isRunnersRefused(e) ? refusedByRunners(e, prepared.version, args) : e)
+        )
       }
       // the pools of the version's suite (shared by every trial), the runner on the root's store
       const env = Runner.layer(input).pipe(
@@ -604,6 +610,29 @@ const runStudyStages = (
     const code = signalled ? ExitCode.Interrupted : exitCodeOfStatus(report.status, named !== undefined)
     if (code !== ExitCode.Success) return yield* Effect.fail(new ExitWith(code))
   })
+
+/**
+ * The cluster submitter's refusal (runners refused pipelines) said for a study: the runners
+ * serve the protocol versions (and the file) as they were when they started, so a runner up
+ * before `--new-version` (or before the study's experiment changed) needs a restart; the
+ * refused pipelines are left interrupted, and the command that continues the study follows
+ * (`continueWith`: the URL without its password). Still a `ConfigError` (exit 2).
+ *
+ * @param e the submitter's refusal (`refusal.ts` `isRunnersRefused`)
+ * @param version the protocol version the study ran
+ * @param args the command's arguments, for the command that continues it
+ * @returns the refusal with the study's advice in place of the submitter's
+ * @internal
+ */
+export const refusedByRunners = (e: ConfigError, version: number, args: RunStudyArgs): ConfigError => {
+  const advice = `The runners up serve the study as it was when they started (its protocol versions then, and its files): ` +
+    `restart every runner (assay runner -c ${shellQuote(args.file)} --database ${
+      args.database !== undefined && Option.isSome(args.database) ? shellQuote(PgUrl.withoutPassword(args.database.value)) : "URL"
+    }) so that it serves protocol version ${version}; ` +
+    `the refused pipelines are left interrupted. Then ${continueWith(args)}`
+  const message = e.message.includes(REFUSAL_ADVICE) ? e.message.replace(REFUSAL_ADVICE, advice) : `${e.message} ${advice}`
+  return new ConfigError({ message, issues: e.issues })
+}
 
 /** Opens the study's root read-only; `undefined` when the study never ran there. */
 const openRead = (loaded: LoadedStudyFile) =>

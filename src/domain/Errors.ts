@@ -370,7 +370,13 @@ export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>("assa
     path: Schema.optional(Schema.String),
     cause: Schema.optional(Schema.Defect),
     /** Another process holds the writer lock (since 0.5.0). */
-    locked: Schema.optional(Schema.Boolean)
+    locked: Schema.optional(Schema.Boolean),
+    /**
+     * The database server refused the login (SQLSTATE `28P01` / `28000`: a wrong user,
+     * password or `pg_hba.conf` rule): a configuration mistake, which the CLI exits 2 for
+     * (since 0.14.0).
+     */
+    loginRefused: Schema.optional(Schema.Boolean)
   }
 ) {}
 
@@ -382,6 +388,21 @@ export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>("assa
  * @category guards
  */
 export const isStoreLocked = (u: unknown): u is StoreUnavailable => u instanceof StoreUnavailable && u.locked === true
+
+/**
+ * Whether `u` is a {@link StoreUnavailable} raised because the database server refused the
+ * login (`loginRefused: true`): a configuration mistake (the user, the password or the
+ * server's `pg_hba.conf`), which trying again will not mend. The CLI exits 2 for it, as for a
+ * `ConfigError`, on every command that connects.
+ *
+ * @param u - any failure.
+ * @returns `true` for a refused login.
+ *
+ * @since 0.14.0
+ * @category guards
+ */
+export const isLoginRefusedError = (u: unknown): u is StoreUnavailable =>
+  u instanceof StoreUnavailable && u.loginRefused === true
 
 /**
  * A worker died outside its own handlers (a defect in the framework or a store hook). The run

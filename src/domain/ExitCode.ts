@@ -9,7 +9,7 @@
  */
 import * as ValidationError from "@effect/cli/ValidationError"
 import { Cause, Exit, Option } from "effect"
-import { isConfigFamily, isStoreLocked } from "./Errors.js"
+import { isConfigFamily, isLoginRefusedError, isStoreLocked } from "./Errors.js"
 import { messageOf } from "./internal/errors.js"
 
 /**
@@ -43,7 +43,8 @@ export class ExitWith {
 
 /**
  * Chooses the exit code for a finished CLI program: success → 0; interruption only → 130;
- * an {@link ExitWith} → its code; a CLI validation error or a config-family error → 2; a store
+ * an {@link ExitWith} → its code; a CLI validation error, a config-family error or a database
+ * login the server refused (`StoreUnavailable` with `loginRefused: true`) → 2; a store
  * held by another writer (`StoreUnavailable` with `locked: true`) → 75; any
  * other failure → 1 (printed); a defect → 1 (printed with its cause).
  *
@@ -58,7 +59,7 @@ export const exitCodeOf = (exit: Exit.Exit<unknown, unknown>, print: (line: stri
     const e = failure.value
     if (e instanceof ExitWith) return e.code
     if (ValidationError.isValidationError(e)) return ExitCode.Invalid
-    if (isConfigFamily(e)) {
+    if (isConfigFamily(e) || isLoginRefusedError(e)) {
       print(`error: ${messageOf(e)}`)
       return ExitCode.Invalid
     }

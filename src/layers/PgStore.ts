@@ -347,9 +347,12 @@ export const commitCheckpoint = (
  * The suite member `experimentId` of the Postgres store at `url`, as its suites registered it
  * (`assay run -c SUITE --engine cluster`: `assay_meta` rows `suite/<suite>/member/<member>`):
  * the member id as registered (an id differing only in case finds it, as on a suite root) and
- * the pipeline-id prefix of its pipelines. Fails with `ConfigError` at `--experiment` when no
- * suite of the store has that member (naming the members there are) or when several do (member
- * ids are per suite), `StoreUnavailable` when the store cannot be read.
+ * the pipeline-id prefix of its pipelines. `experimentId` is a member id, or `SUITE/ID` to
+ * pick the member of one suite when several suites of the store share the id (the spelling the
+ * refusals list the members in). Fails with `ConfigError` at `--experiment` when no suite of
+ * the store has that member (naming the members there are, as `SUITE/ID`) or when several do
+ * (member ids are per suite; the refusal names each as `SUITE/ID`), `StoreUnavailable` when the
+ * store cannot be read.
  *
  * @since 0.12.0
  * @category suites
@@ -368,8 +371,18 @@ export const memberOf = (
       const m = /^suite\/(.+)\/member\/(.+)$/.exec(r.key)
       return m === null ? [] : [{ suiteId: m[1]!, experimentId: m[2]! }]
     })
-    const exact = members.filter((m) => m.experimentId === experimentId)
-    const found = exact.length > 0 ? exact : members.filter((m) => idKey(m.experimentId) === idKey(experimentId))
+    // `ID`, else `SUITE/ID` (the spelling the refusals list members in), each exactly, then
+    // differing only in case
+    const full = (m: { readonly suiteId: string; readonly experimentId: string }) => `${m.suiteId}/${m.experimentId}`
+    const slash = experimentId.lastIndexOf("/")
+    const [suitePart, idPart] = [experimentId.slice(0, slash), experimentId.slice(slash + 1)]
+    const tries: ReadonlyArray<(m: { readonly suiteId: string; readonly experimentId: string }) => boolean> = [
+      (m) => m.experimentId === experimentId,
+      (m) => full(m) === experimentId,
+      (m) => idKey(m.experimentId) === idKey(experimentId),
+      (m) => slash > 0 && idKey(m.suiteId) === idKey(suitePart) && idKey(m.experimentId) === idKey(idPart)
+    ]
+    const found = tries.map((t) => members.filter(t)).find((f) => f.length > 0) ?? []
     const refuse = (message: string) => new ConfigError({ message: `--experiment: ${message}`, issues: [{ path: "--experiment", message }] })
     if (found.length === 0) {
       const known = members.map((m) => `${m.suiteId}/${m.experimentId}`).join(", ")
@@ -379,7 +392,9 @@ export const memberOf = (
     }
     if (found.length > 1) {
       return yield* refuse(
-        `member "${experimentId}" is in several suites of ${redactUrl(url)} (${found.map((m) => m.suiteId).join(", ")}); report, export, watch and serve read one suite's member`
+        `member "${experimentId}" is in several suites of ${redactUrl(url)} (${
+          found.map((m) => m.suiteId).join(", ")
+        }); report, export, watch and serve read one suite's member: name it as SUITE/ID (${found.map(full).join(", ")})`
       )
     }
     const m = found[0]!

@@ -616,7 +616,10 @@ export const settleTrial = (
   // a manual stop (Ctrl-C, `assay study stop`) holds only for its run: resume continues the trial
   const more = f.stop !== null && f.stop.condition.when === "manual" ? "; resume continues it" : ""
   if (f.stop !== null && f.stop.running === "cancel") return { status: "cancelled", reason: `cancelled: ${f.stop.reason}; ${progress}${more}` }
-  return { status: "incomplete", reason: f.stop === null ? progress : `stopped after it started: ${f.stop.reason}; ${progress}${more}` }
+  if (f.stop === null) return { status: "incomplete", reason: progress }
+  // started by the window, stopped before any pipeline of it was submitted
+  if (nothing) return { status: "incomplete", reason: `started, then stopped before any pipeline of it was submitted: ${f.stop.reason}${more}` }
+  return { status: "incomplete", reason: `stopped after it started: ${f.stop.reason}; ${progress}${more}` }
 }
 
 /**

@@ -693,16 +693,18 @@ export const decideFreeze = (
 }
 
 /**
- * The fired `manual` stop of a stop request.
+ * The fired `manual` stop of a stop request. Its reason (`manual stop requested by WHO at
+ * TIME; running trials drain|cancelled`) has no parentheses, as every trial reason quoting it.
  *
  * @since 0.6.0
  * @category ledger
  */
 export const stopOfRequest = (r: StopRequest): StopFired => ({
   condition: { when: "manual", running: r.running },
-  reason: `manual stop requested by ${r.by} at ${new Date(r.at).toISOString()} (running trials ${
+  // no parentheses: a trial's reason quotes it, and its row prints the reason inside a pair
+  reason: `manual stop requested by ${r.by} at ${new Date(r.at).toISOString()}; running trials ${
     r.running === "cancel" ? "cancelled" : "drain"
-  })`,
+  }`,
   at: r.at,
   running: r.running
 })

@@ -10,8 +10,8 @@
  *   named when the database is not migrated.
  * - a refused login (SQLSTATE 28000 here: a role the server does not know) on the cluster's
  *   paths (runner start, study run / resume, study status) is explained as `assay migrate`
- *   explains it (`refused the login of user …`, what to check); the runner and the submitters
- *   exit 2 (a configuration error), `study status` 1 (a read, as `assay report`).
+ *   explains it (`refused the login of user …`, what to check); every command that connects
+ *   (runner, submitters, study status, migrate, report) exits 2 for it (a configuration error).
  * - a runner whose `--listen` address is in use names it and says so, exit 2 (not `error: Open`,
  *   exit 1, which a supervisor would restart forever).
  */
@@ -22,13 +22,22 @@ import * as path from "node:path"
 import { vi } from "vitest"
 import * as ClusterRun from "../../src/cli/ClusterRun.js"
 import * as StudyRun from "../../src/cli/StudyRun.js"
-import { assay, root, tempDir } from "../support/cli.js"
-import { usePostgres } from "../support/postgres.js"
+import * as InternalSubmit from "../../src/services/internal/cluster/submit.js"
+import { assay, root, start, tempDir, write } from "../support/cli.js"
+import { freePort, usePostgres } from "../support/postgres.js"
 
 // a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
 const pg = usePostgres()
 
 const study = path.join(root, "examples/studies/study.yaml")
+
+/** Waits (real time, bounded) until `check` holds. */
+const until = (check: () => boolean, ms: number) =>
+  Effect.promise(async () => {
+    const end = Date.now() + ms
+    while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 100))
+    return check()
+  })
 const url = "postgres://nobody@127.0.0.1:1/none"
 
 describe("study --max-admitted", () => {
@@ -74,6 +83,19 @@ describe("pasteable commands on the cluster engine (the database password)", () 
     assert.notInclude(StudyRun.resumeCommand(args), "***")
   })
 
+  it("runners that refused a new protocol version's pipelines: restart them, said once, then the command that continues (F7)", () => {
+    const refused = InternalSubmit.refusedError(20, ["pipeline ab3f-1 is not among the pipelines this runner serves (its file, as it read it when it started)"])
+    const e = StudyRun.refusedByRunners(refused, 2, args)
+    assert.strictEqual(e._tag, "ConfigError")
+    assert.include(e.message, "20 pipeline(s) were refused by the runners: pipeline ab3f-1 is not among the pipelines this runner serves")
+    assert.include(e.message, `restart every runner (assay runner -c study.yaml --database ${bare}) so that it serves protocol version 2`)
+    assert.include(e.message, `continue with: assay study resume study.yaml --engine cluster --database ${bare}`)
+    // the advice once: no second "start the runners with the submitter's file"
+    assert.strictEqual(e.message.split("assay runner -c").length, 2, e.message)
+    assert.notInclude(e.message, "submitter's")
+    assert.notInclude(e.message, secret)
+  })
+
   it("continue with: no note when the URL had no password", () => {
     const text = StudyRun.continueWith({ ...args, database: Option.some(bare) })
     assert.strictEqual(text, `continue with: assay study resume study.yaml --engine cluster --database ${bare}`)
@@ -102,8 +124,31 @@ describe("pasteable commands on the cluster engine (the database password)", () 
     }))
 })
 
+describe("the submitter's progress line", () => {
+  it.effect("is printed when it changed, not after every poll", () =>
+    Effect.gen(function*() {
+      const lines: Array<string> = []
+      const spy = vi.spyOn(console, "error").mockImplementation((...xs: Array<unknown>) => {
+        lines.push(xs.join(" "))
+      })
+      const progress = { runId: "r1", admitted: 4, skipped: 0, succeeded: 0, failed: 0, refused: 0, running: 4, withheld: 0 }
+      try {
+        const { onProgress } = ClusterRun.followProgress({ quiet: false, config: "suite.yaml" }, url)
+        for (const p of [progress, progress, progress, { ...progress, running: 3, succeeded: 1 }, { ...progress, running: 3, succeeded: 1 }]) {
+          yield* onProgress!(p as never)
+        }
+      } finally {
+        spy.mockRestore()
+      }
+      assert.deepStrictEqual(lines, [
+        "cluster run r1: 4 admitted, 4 running, 0 succeeded, 0 failed, 0 already done",
+        "cluster run r1: 4 admitted, 3 running, 1 succeeded, 0 failed, 0 already done"
+      ])
+    }))
+})
+
 describe("a refused login on the cluster's paths", () => {
-  it.live("runner, study run and study resume explain it and exit 2; study status explains it (exit 1)", () =>
+  it.live("runner, study run, resume, status, migrate and report explain it and exit 2", () =>
     Effect.scoped(Effect.gen(function*() {
       const url = `postgres://nobody_here:s3cretPw@127.0.0.1:${pg.port}/postgres`
       // study status reads the cluster's database only for a study that has a state: run it
@@ -115,7 +160,10 @@ describe("a refused login on the cluster's paths", () => {
         [["runner", "-c", study, "--database", url], 2],
         [["study", "run", study, "--engine", "cluster", "--database", url], 2],
         [["study", "resume", study, "--engine", "cluster", "--database", url], 2],
-        [["study", "status", study, "--output-root", out, "--database", url], 1]
+        [["study", "status", study, "--output-root", out, "--database", url], 2],
+        // one rule for every command that connects: a refused login is a configuration mistake
+        [["migrate", "--database", url], 2],
+        [["report", url], 2]
       ]
       for (const [argv, code] of commands) {
         const r = yield* assay(argv)
@@ -125,6 +173,8 @@ describe("a refused login on the cluster's paths", () => {
         assert.include(out, "PGPASSWORD")
         assert.notInclude(out, "Failed to connect")
         assert.notInclude(out, "s3cretPw")
+        // nothing said to be served before the refusal (F11)
+        assert.notInclude(out, "serving the trials")
       }
     })), 180_000)
 })
@@ -148,6 +198,9 @@ describe("a runner whose --listen address is in use", () => {
       assert.strictEqual(r.code, 2, out)
       assert.include(out, `cannot listen on 127.0.0.1:${port}: the address is already in use`)
       assert.notInclude(out, "error: Open")
+      // what it serves and where it listens are said once it does, not before a refusal (F11)
+      assert.notInclude(out, "listening on")
+      assert.notInclude(out, "serving the trials")
     }), 180_000)
 })
 
@@ -164,4 +217,92 @@ describe("an unmigrated cluster database", () => {
       assert.include(out, "PGPASSWORD")
       assert.notInclude(out, "s3cretPw")
     }), 120_000)
+})
+
+describe("a suite submitter stopped by Ctrl-C", () => {
+  it.scopedLive("reports the specs read and not admitted as withheld; the members' figures add up to the run's", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("suite-sigint")
+      const exp = { pipeline: { name: "p", tasks: [{ use: "echo" }] }, source: { range: { n: 6 } } }
+      write(dir, "a.json", exp)
+      write(dir, "b.json", exp)
+      const suite = write(dir, "suite.json", {
+        suite: { id: "held" },
+        output: { root: "out" },
+        experiments: { a: { config: "a.json" }, b: { config: "b.json" } }
+      })
+      yield* Effect.promise(() => pg.createDatabase("sigint"))
+      const url = pg.url("sigint")
+      assert.strictEqual((yield* assay(["migrate", "--database", url])).code, 0)
+      // no runner: the submitter admits 2 and waits for room, with the other specs read
+      const sub = start(["run", "-c", suite, "--engine", "cluster", "--database", url, "--max-admitted", "2", "--summary", "json"])
+      const admitted = yield* until(() => sub.stderr().includes("2 admitted"), 60_000)
+      assert.isTrue(admitted, sub.stderr())
+      sub.child.kill("SIGINT")
+      const r = yield* Effect.promise(() => sub.done)
+      assert.strictEqual(r.code, 130, r.stderr)
+      const json = JSON.parse(r.stdout) as {
+        cluster: { admitted: number; withheld: number }
+        skipped: number
+        members: ReadonlyArray<{ experimentId: string; submitted: number; admitted: number; skipped: number; withheld: number }>
+      }
+      const sum = (f: (m: (typeof json.members)[number]) => number) => json.members.reduce((n, m) => n + f(m), 0)
+      assert.strictEqual(json.cluster.admitted, 2)
+      assert.strictEqual(sum((m) => m.admitted), json.cluster.admitted, r.stdout)
+      assert.strictEqual(sum((m) => m.withheld), json.cluster.withheld, r.stdout)
+      assert.isAbove(json.cluster.withheld, 0, r.stdout)
+      for (const m of json.members) assert.strictEqual(m.submitted, m.admitted + m.skipped + m.withheld, JSON.stringify(m))
+      // every spec read is accounted for: 12 in all, none read twice
+      assert.strictEqual(sum((m) => m.submitted), json.cluster.admitted + json.cluster.withheld + json.skipped, r.stdout)
+    }), 120_000)
+})
+
+describe("a study runner's start line", () => {
+  it.scopedLive("counts the declared trials of one version and the confirmation trials once, said when it is up", () =>
+    Effect.gen(function*() {
+      yield* Effect.promise(() => pg.createDatabase("serving"))
+      const url = pg.url("serving")
+      assert.strictEqual((yield* assay(["migrate", "--database", url])).code, 0)
+      // the study at protocol version 3 on the cluster, with one confirmation trial recorded
+      pg.psql("serving", `INSERT INTO assay_meta (key, value) VALUES ('study/multiples/version', '3'),
+        ('study/multiples/trials', '[{"variantId":"v01","repeat":3}]')`)
+      const port = yield* Effect.promise(freePort)
+      const runner = start(["runner", "-c", study, "--database", url, "--listen", `127.0.0.1:${port}`])
+      yield* Effect.addFinalizer(() => Effect.sync(() => runner.child.kill("SIGKILL")))
+      const up = yield* until(() => runner.stderr().includes("listening on"), 90_000)
+      assert.isTrue(up, runner.stderr())
+      runner.child.kill("SIGTERM")
+      const r = yield* Effect.promise(() => runner.done)
+      // 6 variants × 2 repeats declared in each version; the confirmation trial counted once
+      assert.include(
+        r.stderr,
+        "runner: study multiples: serving the trials of protocol versions 1-3 (12 declared trials per version, and the 1 confirmation trial recorded by study confirm)"
+      )
+      assert.isBelow(r.stderr.indexOf("serving the trials"), r.stderr.indexOf("listening on"))
+    }), 180_000)
+})
+
+describe("assay report ROOT on a study root the cluster engine ran", () => {
+  it.scopedLive("names the Postgres store that holds the trials' pipelines, with the commands to type (not an empty suite view)", () =>
+    Effect.gen(function*() {
+      const out = path.join(yield* tempDir("report-cluster-root"), "root")
+      const ran = yield* assay(["study", "run", study, "--output-root", out, "--quiet"])
+      assert.strictEqual(ran.code, 0, ran.stderr)
+      // what `study run --engine cluster` records in the root (the URL as it was given, masked)
+      write(out, "cluster.json", { engine: "cluster", database: "postgres://pwuser:***@127.0.0.1:5432/pw" })
+      const r = yield* assay(["report", out])
+      assert.strictEqual(r.code, 0, r.stderr)
+      const bare = "postgres://pwuser@127.0.0.1:5432/pw"
+      assert.include(r.stdout, `--output-root ${out} --database ${bare}`)
+      assert.include(r.stdout, `they are in the Postgres store, not in this root: assay report ${bare}`)
+      assert.include(r.stdout, "PGPASSWORD")
+      assert.notInclude(r.stdout, "***")
+      assert.notInclude(r.stdout, "no runs")
+      assert.notInclude(r.stdout, "Pipelines: ")
+      const json = yield* assay(["report", out, "--json"])
+      assert.strictEqual(json.code, 0, json.stderr)
+      const data = JSON.parse(json.stdout) as { study: { database: string; command: string }; pipelines?: unknown }
+      assert.strictEqual(data.study.database, bare)
+      assert.isUndefined(data.pipelines)
+    }), 180_000)
 })

@@ -21,7 +21,7 @@ import { Chunk, Effect, Exit, Layer, Option, Redacted, Stream } from "effect"
 import type { RunId } from "../../src/domain/Ids.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Resource from "../../src/domain/Resource.js"
-import { tagSpec } from "../../src/domain/Suite.js"
+import { memberDigest, tagSpec } from "../../src/domain/Suite.js"
 import * as Task from "../../src/domain/Task.js"
 import * as PgSuites from "../../src/layers/internal/pg/suites.js"
 import * as PgStore from "../../src/layers/PgStore.js"
@@ -188,5 +188,16 @@ describe("a suite member's view of a Postgres store (export, watch, serve --expe
       }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url) })), Effect.scoped)
       const ambiguous = yield* Effect.flip(PgStore.memberOf(url, "a"))
       assert.include(ambiguous.message, `member "a" is in several suites`)
+      assert.include(ambiguous.message, "name it as SUITE/ID (cmp/a, other/a)")
+      // ... and `SUITE/ID`, the spelling the refusals list, picks one (tester17af F9)
+      const other = yield* PgStore.memberOf(url, "other/a")
+      assert.deepStrictEqual([other.suiteId, other.experimentId], ["other", "a"])
+      const cased = yield* PgStore.memberOf(url, "CMP/A")
+      assert.deepStrictEqual([cased.suiteId, cased.experimentId, cased.prefix], ["cmp", "a", `${memberDigest("cmp", "a")}-`])
+      const picked = yield* assay(["report", url, "--experiment", "cmp/a", "--json"])
+      assert.strictEqual(picked.code, 0, picked.stderr)
+      const pickedData = JSON.parse(picked.stdout) as { pipelines: number; suites?: Array<{ suiteId: string; members: Array<{ experimentId: string }> }> }
+      assert.strictEqual(pickedData.pipelines, 3)
+      assert.deepStrictEqual(pickedData.suites?.map((x) => [x.suiteId, x.members.map((m) => m.experimentId)]), [["cmp", ["a"]]])
     }), 120_000)
 })

@@ -181,11 +181,16 @@ describe("cluster task claims", () => {
       const blocker = yield* Effect.forkScoped(Effect.scoped(Effect.zipRight(pools.acquire("llm"), Effect.never)))
       const waitFor = (check: (token: string | undefined) => boolean) =>
         Effect.repeat(tokenOf(spec.pipelineId), { until: check }).pipe(Effect.zipLeft(Effect.yieldNow()))
+      // (a clock past the epoch: a claim's start of 0 reads as unknown)
+      yield* TestClock.setTime(1_000_000)
       // runner 1 claims the task, then waits for the lease
       const env1 = yield* makeTaskEnv({ store, pools, bus: yield* makeBus, concurrency: 2, claims })
       const zombie = yield* Effect.fork(runTask(env1, spec, 0))
       const token1 = yield* waitFor((t) => t !== undefined)
+      const claimedAt = yield* Clock.currentTimeMillis
       // runner 1 freezes past the TTL; its shard moves to runner 2, which takes the claim over
+      // (5 s later)
+      yield* TestClock.adjust("5 seconds")
       yield* ageClaims
       const env2 = yield* makeTaskEnv({ store, pools, bus: yield* makeBus, concurrency: 2, claims })
       const owner = yield* Effect.fork(runTask(env2, spec, 0))
@@ -206,6 +211,11 @@ describe("cluster task claims", () => {
       assert.deepStrictEqual(abandoned.map((a) => [a.attemptNo, a.outcome]), [[1, "cancelled"]])
       assert.match(abandoned[0]!.taskRunId, new RegExp(`^${spec.pipelineId}:0:run-z:`))
       assert.match(abandoned[0]!.errorMessage ?? "", /may not have called/)
+      // it ran from runner 1's claim to its detection by runner 2, not 0 ms at the detection (F13)
+      assert.deepStrictEqual(
+        [abandoned[0]!.startedAt, abandoned[0]!.endedAt, abandoned[0]!.durationMs],
+        [claimedAt, claimedAt + 5_000, 5_000]
+      )
     }).pipe(
       Effect.provide(Layer.mergeAll(
         MemoryStore.layer(),

@@ -17,6 +17,7 @@ import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import { isRunnersRefused } from "../../src/services/internal/cluster/refusal.js"
 import { Store } from "../../src/services/Store.js"
 import { type AnySpec, assertSucceeded, createClusterDatabase, singleRunner, submitSpecs } from "../support/clusterRunner.js"
 import { usePostgres } from "../support/postgres.js"
@@ -51,13 +52,20 @@ describe("ClusterEngine: submitting again", () => {
       if (Either.isLeft(out)) {
         assert.strictEqual(out.left._tag, "ConfigError")
         assert.match(out.left.message, /refused by the runners/)
-        assert.match(out.left.message, /not in this runner's experiment/)
+        assert.match(out.left.message, /is not among the pipelines this runner serves/)
         assert.match(out.left.message, /assay runner -c FILE --database URL/)
+        // what to do is said once, and names the restart a runner needs once its file changed (F7)
+        assert.strictEqual(out.left.message.split("runner -c").length, 2, out.left.message)
+        assert.include(out.left.message, "restart them if they were started before the file changed")
+        assert.isTrue(isRunnersRefused(out.left))
       }
       const store = yield* Store
       // admission stopped at the first refusals: the window, not the whole experiment
       const admitted = yield* Effect.filter(specs, (s) => Effect.map(store.getPipeline(s.pipelineId), Option.isSome))
       assert.isAtMost(admitted.length, 3)
+      // nothing runs them: left interrupted (resumable), not running (tester17af F7)
+      const states = yield* Effect.forEach(admitted, (s) => Effect.map(store.getPipeline(s.pipelineId), (r) => Option.getOrThrow(r).state))
+      assert.deepStrictEqual(states, admitted.map(() => "interrupted"))
       // the runners are fixed: submitting again runs every pipeline (the refused workflows do not answer for them)
       hosting = true
       const report = yield* submitSpecs(specs, { maxAdmitted: 3 })

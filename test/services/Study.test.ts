@@ -8,6 +8,7 @@ import Database from "better-sqlite3"
 import * as SuiteStore from "../../src/layers/SuiteStore.js"
 import * as StudyTables from "../../src/layers/internal/study/tables.js"
 import * as Study from "../../src/services/Study.js"
+import { stopOfRequest } from "../../src/services/StudyCatalog.js"
 import * as Suite from "../../src/services/Suite.js"
 import { FatalError } from "../../src/domain/Errors.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
@@ -103,7 +104,7 @@ describe("Study.settleTrial", () => {
       "started (the window began it, a call used) but stopped before any pipeline of it was stored (drain)",
       { admitted: 0, byState: {}, sourceExhausted: false, stop: stop("manual", "drain"), started: true },
       "incomplete",
-      "stopped after it started: manual fired; no pipeline of it ran yet; resume continues it"
+      "started, then stopped before any pipeline of it was submitted: manual fired; resume continues it"
     ],
     [
       "started but stopped before any pipeline of it was stored (cancel)",
@@ -132,6 +133,19 @@ describe("Study.settleTrial", () => {
       { overBudget: ["cost $0.0013 of $0.0010, 30% over"] },
       "budget_exhausted",
       "every pipeline ended, but over its budget: cost $0.0013 of $0.0010, 30% over; it never counts as a best"
+    ],
+    // `assay study stop`'s reason, quoted whole: no parentheses of its own (tester17af F10)
+    [
+      "drained by `assay study stop` mid-way",
+      { byState: { succeeded: 1 }, stop: stopOfRequest({ id: 1, studyId: "s", at: 0, running: "drain", by: "pid 7 on vm", handledAt: null }) },
+      "incomplete",
+      "stopped after it started: manual stop requested by pid 7 on vm at 1970-01-01T00:00:00.000Z; running trials drain; 1 of 3"
+    ],
+    [
+      "never started: `assay study stop --cancel` came first",
+      { admitted: 0, byState: {}, sourceExhausted: false, stop: stopOfRequest({ id: 1, studyId: "s", at: 0, running: "cancel", by: "pid 7 on vm", handledAt: null }) },
+      "not_started",
+      "never started: manual stop requested by pid 7 on vm at 1970-01-01T00:00:00.000Z; running trials cancelled"
     ],
     ["source not read to its end", { sourceExhausted: false }, "incomplete", "source not read to its end"],
     ["fewer stored than submitted (skipped for budget)", { byState: { succeeded: 2 } }, "incomplete", "2 of 3"]
@@ -654,7 +668,7 @@ describe("Study.run", () => {
         })
       const report = yield* Study.run(study, { control })
       assert.deepStrictEqual(report.trials.map((t) => t.status), ["succeeded", "incomplete", "not_started"])
-      assert.strictEqual(report.trials[1]!.reason, "stopped after it started: SIGINT received; no pipeline of it ran yet; resume continues it")
+      assert.strictEqual(report.trials[1]!.reason, "started, then stopped before any pipeline of it was submitted: SIGINT received; resume continues it")
       assert.strictEqual(report.trials[2]!.reason, "never started: SIGINT received")
       assert.deepStrictEqual(report.notStarted, ["p1-v03-r1"])
       assert.strictEqual(report.status, "stopped_with_results")

@@ -22,7 +22,11 @@ import type { StudyCatalogService } from "../StudyCatalog.js"
  * - `trials`: the current version's trials by status (status -> count, in first-seen order);
  * - `file`: the study file stored with the version (`null` when unknown); `command`: the
  *   command that reports the study (`assay study report FILE --output-root ROOT`, the root as
- *   given: the file may have been run into another root than its `output.root`).
+ *   given: the file may have been run into another root than its `output.root`), with
+ *   `--database URL` for a root the cluster engine ran;
+ * - `database`: for a root the cluster engine ran (its `cluster.json`), the Postgres store that
+ *   holds the trials' pipelines, without its password (the root holds none of them); absent
+ *   otherwise.
  *
  * @since 0.7.0
  * @category models
@@ -38,6 +42,7 @@ export interface StudyHeader {
   readonly trials: Readonly<Record<string, number>>
   readonly file: string | null
   readonly command: string
+  readonly database?: string | undefined
 }
 
 const field = (u: unknown, ...path: ReadonlyArray<string>): unknown => {
@@ -60,6 +65,8 @@ const shellWord = (s: string): string => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s
  * @param studyId the suite id of the root
  * @param root the root as the user gave it (printed in the command)
  * @param alive whether a process holds the root's writer lock now
+ * @param database for a root the cluster engine ran: the Postgres store holding the trials'
+ *   pipelines, without its password (put in the command, and said to hold them)
  * @returns the header, or none for a plain suite root
  * @since 0.7.0
  * @category reading
@@ -68,7 +75,8 @@ export const studyHeaderOf = (
   study: StudyCatalogService,
   studyId: string,
   root: string,
-  alive: boolean
+  alive: boolean,
+  database?: string | undefined
 ): Effect.Effect<Option.Option<StudyHeader>, StoreUnavailable> =>
   Effect.gen(function*() {
     const row = yield* study.study(studyId)
@@ -81,7 +89,9 @@ export const studyHeaderOf = (
     const file = field(current?.protocol, "study", "file")
     const fileText = typeof file === "string" ? file : null
     // the root as given (the file's output.root may be another: `--output-root` is always right)
-    const command = `assay study report ${fileText === null ? "FILE" : shellWord(fileText)} --output-root ${shellWord(root)}`
+    const command = `assay study report ${fileText === null ? "FILE" : shellWord(fileText)} --output-root ${shellWord(root)}${
+      database === undefined ? "" : ` --database ${shellWord(database)}`
+    }`
     return Option.some({
       studyId,
       question: r.question,
@@ -92,7 +102,8 @@ export const studyHeaderOf = (
       stopReason: r.stopReason,
       trials,
       file: fileText,
-      command
+      command,
+      ...(database === undefined ? {} : { database })
     })
   })
 
@@ -121,6 +132,10 @@ export const renderStudyHeader = (h: StudyHeader): string => {
     `  question: ${h.question}`,
     `  trials (version ${h.version}): ${trials === "" ? "none" : trials}`,
     `  the study's comparison, trials and limitations: ${h.command}`,
-    "  below: the suite view of the trials' pipelines (one member per trial)"
+    h.database === undefined
+      ? "  below: the suite view of the trials' pipelines (one member per trial)"
+      : `  its trials' pipelines ran on the cluster engine: they are in the Postgres store, not in this root: assay report ${
+        shellWord(h.database)
+      } (one suite member per trial)`
   ].join("\n")
 }

@@ -97,7 +97,7 @@ import {
 } from "../sqlite/rows.js"
 import * as TraversalText from "../sqlite/traversalText.js"
 import { redactUrl, scrub } from "./url.js"
-import { connectionMessage, isConnectionProblem } from "./connect.js"
+import { connectionMessage, isConnectionProblem, isLoginRefused } from "./connect.js"
 
 type Row = Record<string, unknown>
 
@@ -232,7 +232,8 @@ const retrySchedule = (retryFor: Duration.DurationInput) =>
 /**
  * An `SqlError` (or anything thrown below the client) as the typed `StoreUnavailable` of a
  * store on `url`: the message names the database without its password and quotes the
- * driver's reason (its code, e.g. `57P01` for a server shutting down, `ECONNREFUSED`).
+ * driver's reason (its code, e.g. `57P01` for a server shutting down, `ECONNREFUSED`). A
+ * login the server refused is marked `loginRefused: true` (the CLI exits 2 for it).
  *
  * @since 0.8.0
  * @category errors
@@ -244,7 +245,12 @@ export const unavailableOf = (url: string, what: string, cause: unknown): StoreU
   // a server that cannot be reached or refuses the login: host, port, cause and what to do
   if (isConnectionProblem(cause)) {
     const why = connectionMessage(url, cause)
-    return new StoreUnavailable({ message: what === "connecting" ? why : `${what} failed: ${why}`, path: redactUrl(url) })
+    return new StoreUnavailable({
+      message: what === "connecting" ? why : `${what} failed: ${why}`,
+      path: redactUrl(url),
+      // a refused login is a configuration mistake: the CLI exits 2 for it
+      ...(isLoginRefused(cause) ? { loginRefused: true } : {})
+    })
   }
   const reason = scrub(`${typeof code === "string" ? `${code}: ` : ""}${String(text)}`, url)
   return new StoreUnavailable({ message: `${what} of postgres store ${redactUrl(url)} failed: ${reason}`, path: redactUrl(url) })

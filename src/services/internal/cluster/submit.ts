@@ -33,6 +33,7 @@ import { Store, type StoreService } from "../../Store.js"
 import * as Traversal from "../../../domain/Traversal.js"
 import * as Rows from "../runner/rows.js"
 import * as Infra from "./infra.js"
+import { REFUSAL_ADVICE, RUNNERS_REFUSED } from "./refusal.js"
 import { type PipelineNotRunnable, type WindowOutcome, WindowWorkflow } from "./workflow.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
@@ -180,6 +181,13 @@ export interface SubmitOptions {
    * late as the submitter can, so that it sees what the pipelines settled before it used.
    */
   readonly startGate?: ((spec: AnySpec) => Effect.Effect<boolean>) | undefined
+  /**
+   * Told synchronously of each spec the submission admitted (its row written and its workflow
+   * started: the ones counted in {@link SubmitProgress} `admitted`). A suite's submitter counts
+   * them per member, so that what a member read and neither admitted, skipped nor withheld
+   * (specs in hand when Ctrl-C interrupted the submission) is known too.
+   */
+  readonly onAdmitted?: ((spec: AnySpec) => void) | undefined
 }
 
 /**
@@ -254,15 +262,15 @@ export const refuseControl = (spec: AnySpec, store: Pick<StoreService, "traversa
  * The error {@link submit} ends with when runners refused pipelines (`PipelineNotRunnable`:
  * they host another experiment, or another definition of it): admission stopped at the first
  * refusal, the pipelines admitted before it were followed to their end, and the message names
- * the cause. The refused pipelines stay resumable: submitting again once the runners load the
- * submitter's experiment file runs them.
+ * the cause and says what to do once (`refusal.ts`). The refused pipelines are left
+ * `interrupted` (resumable): submitting again once the runners load the submitter's file runs
+ * them.
  *
  * @internal
  */
 export const refusedError = (refused: number, causes: ReadonlyArray<string>): ConfigError => {
-  const message = `${refused} pipeline(s) were refused by the runners: ${causes[0] ?? "not runnable"}. ` +
-    "Start every runner with the submitter's experiment file (assay runner -c FILE --database URL), then submit again."
-  return new ConfigError({ message, issues: [{ path: "--config", message: "the runners host another experiment" }] })
+  const message = `${refused} pipeline(s) were refused by the runners: ${causes[0] ?? "not runnable"}. ${REFUSAL_ADVICE}`
+  return new ConfigError({ message, issues: [{ path: "--config", message: RUNNERS_REFUSED }] })
 }
 
 /** A window workflow's address in the cluster (what `MessageStorage.clearAddress` takes). */
@@ -481,6 +489,9 @@ export const submit = <SE, SR>(
           if (ended._tag === "Refused") {
             counts.refused++
             if (refusals.length < 20) refusals.push(ended.message)
+            // nothing of it ran: left interrupted, resumable (a submission admits it again),
+            // not running with no runner running it (tester17af F7)
+            yield* store.updatePipeline(id, { state: "interrupted", updatedAt: yield* Clock.currentTimeMillis })
           }
           const verdict = ended._tag === "Verdict" ? ended.verdicts[w.ids.indexOf(id)] : undefined
           if (verdict === "succeeded") {
@@ -706,6 +717,7 @@ export const submit = <SE, SR>(
             for (const spec of specs) {
               running.add(spec.pipelineId)
               counts.admitted++
+              options.onAdmitted?.(spec)
             }
           }
         }

@@ -801,7 +801,8 @@ const acquireClaim = (
 /**
  * A claim won: held from now on; an earlier execution of this task under this run that
  * started and never committed (cut short, or frozen past the TTL: the claim taken over from it)
- * is recorded as an abandoned attempt, as the embedded engine's resume does.
+ * is recorded as an abandoned attempt, as the embedded engine's resume does: from that
+ * execution's claim (its `startedAt`) to now, the time it was found abandoned.
  */
 const claimWon = (
   env: TaskEnv,
@@ -818,7 +819,9 @@ const claimWon = (
     const p = previous
     if (Option.isSome(p) && p.value.seq === seq && p.value.runId === runId && p.value.token !== claim.token) {
       return env.store.recordAttempt(
-        Rows.abandonedAttempt(pipelineId, runId, taskName, seq, now, 0, abandonedMessage, p.value.attempt, p.value.taskRunId)
+        // from its execution's claim (the earliest its attempt began) to now, when it was found
+        // abandoned: not a 0 ms attempt at the time of detection (tester17af F13)
+        Rows.abandonedAttempt(pipelineId, runId, taskName, seq, now, 0, abandonedMessage, p.value.attempt, p.value.taskRunId, p.value.startedAt)
       )
     }
     return Effect.void

@@ -353,7 +353,8 @@ const runnable = (
     if (Option.isNone(found)) {
       return yield* new PipelineNotRunnable({
         pipelineId,
-        message: `pipeline ${pipelineId} is not in this runner's experiment: start the runners with the submitter's experiment file`
+        // what to do is said once, by the submitter (`refusal.ts`)
+        message: `pipeline ${pipelineId} is not among the pipelines this runner serves (its file, as it read it when it started)`
       })
     }
     const spec = found.value

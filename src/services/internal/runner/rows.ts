@@ -262,6 +262,10 @@ export const ABANDONED_MESSAGE = "attempt abandoned: its run died (no heartbeat)
  * pipeline (0 otherwise); `message` says why (default: {@link ABANDONED_MESSAGE}); `attemptNo`
  * is the number the attempt ran (or would have run) with (0 when unknown: the cluster's
  * marker) and `taskRunId` its task run's id when known (otherwise one of its own).
+ * `startedAt` is when its execution began, when known (the cluster's claim of the task: its
+ * attempt ran from then at the earliest): the row then runs from it to `now`, the time the
+ * abandonment was detected (an upper bound of the time it took); otherwise it starts and ends
+ * at `now` (0 ms: nothing is known of its start).
  *
  * @internal
  */
@@ -274,7 +278,8 @@ export const abandonedAttempt = (
   visit = 0,
   message = ABANDONED_MESSAGE,
   attemptNo = 0,
-  taskRunId?: string | undefined
+  taskRunId?: string | undefined,
+  startedAt?: number | undefined
 ): NewAttempt =>
   attemptRow(
     {
@@ -294,7 +299,7 @@ export const abandonedAttempt = (
     },
     null,
     [],
-    now,
+    startedAt !== undefined && startedAt > 0 && startedAt <= now ? startedAt : now,
     now
   )
 

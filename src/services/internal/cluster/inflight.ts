@@ -195,10 +195,19 @@ export interface Claims {
    */
   readonly sameDatabase: (other: SqlClient.SqlClient) => Effect.Effect<boolean>
   /**
-   * Whether the store whose identity is `storeId` (`Store.storeId`) lives in this database:
-   * then {@link Claims.fence} reads its pipeline rows. `false` when unknown.
+   * {@link Claims.sameDatabase} asked at a runner's start, where "unknown" must not be read as
+   * "no" (block leases would be off for the process's whole life): fails with a
+   * `StoreUnavailable` naming the database error when either identity cannot be read, and
+   * keeps the answer for {@link Claims.sameDatabase} once both were read.
    */
-  readonly holdsStore: (storeId: string) => Effect.Effect<boolean>
+  readonly checkSameDatabase: (other: SqlClient.SqlClient) => Effect.Effect<boolean, StoreUnavailable>
+  /**
+   * Whether the store whose identity is `storeId` (`Store.storeId`) lives in this database:
+   * then {@link Claims.fence} reads its pipeline rows. Fails with a `StoreUnavailable` naming
+   * the database error when it cannot be read (asked once, at a runner's start: a transient
+   * error must not make the runner read the store apart for its whole life).
+   */
+  readonly holdsStore: (storeId: string) => Effect.Effect<boolean, StoreUnavailable>
 }
 
 /** What {@link Claims.fence} is asked. */
@@ -276,12 +285,16 @@ const unavailable = (what: string) => (e: { readonly message: string }) =>
  * start time (`undefined` when it cannot be read). Two clients with the same identity reach
  * the same database of the same server instance.
  */
-const databaseIdentity = (sql: SqlClient.SqlClient): Effect.Effect<string | undefined> =>
+const databaseIdentity = (sql: SqlClient.SqlClient): Effect.Effect<string | undefined, StoreUnavailable> =>
   Effect.map(
     sql<{ id: string }>`SELECT current_database() || '/' || (SELECT oid FROM pg_database WHERE datname = current_database())::text
       || '/' || COALESCE(inet_server_port(), 0)::text || '/' || pg_postmaster_start_time()::text AS id`,
     (rows) => rows[0]?.id
-  ).pipe(Effect.orElseSucceed(() => undefined))
+  ).pipe(
+    Effect.mapError((e) =>
+      new StoreUnavailable({ message: `cannot read which database a client reaches: ${e.message}`, cause: e })
+    )
+  )
 
 /** A claim row as the claim statements return it (`prev.*`). */
 interface PreviousRow {
@@ -469,7 +482,9 @@ export const make = (sql: SqlClient.SqlClient, options: ClaimOptions = {}): Clai
         const answer = Deferred.unsafeMake<boolean>(FiberId.none)
         asking.set(other, answer)
         return Effect.map(
-          Effect.all([databaseIdentity(sql), databaseIdentity(other)]),
+          Effect.all([databaseIdentity(sql), databaseIdentity(other)]).pipe(
+            Effect.orElseSucceed(() => [undefined, undefined] as const)
+          ),
           ([a, b]) => {
             const same = a !== undefined && a === b
             // kept once both were read (an unreachable database is asked again next time)
@@ -483,6 +498,15 @@ export const make = (sql: SqlClient.SqlClient, options: ClaimOptions = {}): Clai
           })
         )
       },
+      checkSameDatabase: (other) =>
+        other === sql ? Effect.succeed(true) : Effect.map(
+          Effect.all([databaseIdentity(sql), databaseIdentity(other)]),
+          ([a, b]) => {
+            const same = a !== undefined && a === b
+            sameDb.set(other, same)
+            return same
+          }
+        ),
       holdsStore: (storeId) =>
         sql<{ present: boolean }>`SELECT to_regclass('assay_meta') IS NOT NULL AS present`.pipe(
           Effect.flatMap((rows) =>
@@ -493,7 +517,9 @@ export const make = (sql: SqlClient.SqlClient, options: ClaimOptions = {}): Clai
               )
               : Effect.succeed(false)
           ),
-          Effect.orElseSucceed(() => false)
+          Effect.mapError((e) =>
+            new StoreUnavailable({ message: `cannot read whether the store lives in the cluster's database: ${e.message}`, cause: e })
+          )
         )
     }),
     orElse: () => undefined

@@ -43,7 +43,7 @@ import * as Infra from "./infra.js"
 import * as InFlight from "./inflight.js"
 import * as PgPools from "../pool/pg/pools.js"
 import * as PoolSql from "../pool/pg/sql.js"
-import { type CallGate, makeTaskEnv, newClaim, runTask, type TaskEnv } from "./task.js"
+import { type CallGate, defaultInfraRetry, makeTaskEnv, newClaim, runTask, type TaskEnv } from "./task.js"
 import { runWindow } from "./window.js"
 import { runControlledClaimed } from "./controlled.js"
 import * as WindowClaims from "./windowClaims.js"
@@ -477,6 +477,10 @@ export const workflowLayer = (
     if (Option.isSome(sql)) yield* InFlight.requireTable(sql.value)
     const sharding = yield* Effect.serviceOption(ShardingConfig.ShardingConfig)
     const ownStore = store.storeId === undefined ? undefined : yield* store.storeId
+    // the start-up checks below ride out a database that is briefly away as the tasks' writes
+    // do (L5), then fail with its error: an unknown answer read as "no" would leave this runner
+    // in another claim mode than the others (or refuse it with a wrong reason) for its life
+    const startRetry = options.infraRetry ?? defaultInfraRetry()
     const claims = Option.isSome(sql)
       ? InFlight.make(sql.value, {
         ttl: options.claimTtl ?? Option.getOrUndefined(Option.map(sharding, (c) => c.shardLockExpiration)),
@@ -497,7 +501,8 @@ export const workflowLayer = (
       },
       claims,
       // the store in the claims' database: the checkpoint re-read after a lease joins the fence
-      storeHere: claims !== undefined && ownStore !== undefined && (yield* claims.holdsStore(ownStore))
+      storeHere: claims !== undefined && ownStore !== undefined &&
+        (yield* Effect.retry(claims.holdsStore(ownStore), startRetry))
     })
     // pool events go to the event log, filed under the run this process works for
     yield* pools.listen((event) => {
@@ -525,11 +530,17 @@ export const workflowLayer = (
     const gate = PgPools.gateOf(pools)
     let rider: WindowClaims.Rider | undefined = undefined
     if (options.blockLeases !== undefined && options.windowClaims === true && Option.isSome(sql) && claims !== undefined) {
-      if (gate === undefined || !(yield* claims.sameDatabase(gate.sql))) {
+      if (gate === undefined || !(yield* Effect.retry(claims.checkSameDatabase(gate.sql), startRetry))) {
         yield* Effect.logWarning("block leases need the global pools in the cluster's database: a slot is claimed per task")
       } else {
         // the demand table (step 3) comes with `assay migrate` of this version
-        if (!(yield* Effect.orElseSucceed(PoolSql.demandTablePresent(gate.sql), () => false))) {
+        const present = yield* PoolSql.demandTablePresent(gate.sql).pipe(
+          Effect.mapError((e) =>
+            new StoreUnavailable({ message: `cannot read whether the pools' demand table exists: ${e.message}`, cause: e })
+          ),
+          Effect.retry(startRetry)
+        )
+        if (!present) {
           return yield* new StoreUnavailable({
             message: "the pools' database has no `assay_pool_demand` table (block leases): run `assay migrate --database URL` " +
               "once before starting runners with block leases"

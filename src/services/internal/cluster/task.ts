@@ -69,11 +69,13 @@ type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 /**
  * The verdict of one task as the activity records it: `done` (its checkpoint is committed,
  * by this executor or another), `failed` (the task failed for good: the pipeline is failed),
- * or `gone` (the pipeline row is missing or settled otherwise: nothing to do).
+ * `gone` (the pipeline row is missing or settled otherwise: nothing to do), or `interrupted`
+ * (its run was cancelled, `cancelMarks.ts`: the task did not call, and the pipeline's row is
+ * settled `interrupted` at the task, resumable).
  *
  * @internal
  */
-export type TaskVerdict = "done" | "failed" | "gone"
+export type TaskVerdict = "done" | "failed" | "gone" | "interrupted"
 
 /**
  * Whether this runner process still starts calls: closed once it was told to stop (`assay
@@ -167,6 +169,12 @@ export interface TaskEnv {
   readonly windows: Map<string, WindowRun>
   /** Whether calls may still start here (closed when the process was told to stop). */
   readonly gate: CallGate
+  /**
+   * The runs cancelled (`cancelMarks.ts`), with the reason of each, as this process last read
+   * their marks (once per heartbeat, `workflow.ts`): a task of one of them starts no attempt;
+   * its pipeline is settled `interrupted`.
+   */
+  readonly cancelled: Map<RunId, string>
 }
 
 /**
@@ -244,7 +252,8 @@ export const makeTaskEnv = (options: {
     cache: options.cache,
     fencedTasks: new WeakSet(),
     windows: new Map(),
-    gate: options.gate ?? makeCallGate()
+    gate: options.gate ?? makeCallGate(),
+    cancelled: new Map()
   }))
 
 /**
@@ -285,9 +294,21 @@ export const stateOf = (env: TaskEnv, runId: RunId): Effect.Effect<State.RunStat
     })
   })
 
-/** The committed verdict of task `seq` in a stored row, if any. */
+/**
+ * The committed verdict of task `seq` in a stored row, if any. An `interrupted` row was
+ * settled by a cancel of its run (a resume admits it again, `running`, before its workflow
+ * runs): a replay of the workflow runs nothing of it.
+ */
 const committed = (row: Pick<PipelineRecord, "nTasksDone" | "state">, seq: number): TaskVerdict | undefined =>
-  row.nTasksDone > seq ? "done" : row.state === "failed" ? "failed" : row.state === "succeeded" ? "done" : undefined
+  row.nTasksDone > seq
+    ? "done"
+    : row.state === "failed"
+    ? "failed"
+    : row.state === "succeeded"
+    ? "done"
+    : row.state === "interrupted"
+    ? "interrupted"
+    : undefined
 
 /**
  * What the last step before a task's call found, when it stopped the attempt: `lost`, the
@@ -618,7 +639,7 @@ export const runWindowedTask = (
  * @internal
  */
 export interface WindowRun {
-  readonly done: Deferred.Deferred<ReadonlyArray<"succeeded" | "failed" | "gone">, StoreUnavailable>
+  readonly done: Deferred.Deferred<ReadonlyArray<"succeeded" | "failed" | "gone" | "interrupted">, StoreUnavailable>
   callers: number
   draining: boolean
 }
@@ -1083,6 +1104,23 @@ const taskTry = (
       // the process was told to stop: no attempt starts any more (nothing is recorded; the
       // execution waits for the process's end and the task's next owner runs it)
       if (env.gate.closed) return yield* Effect.never
+      // the run was cancelled: no attempt starts; the pipeline ends `interrupted` at this task
+      // (its checkpoints kept: resumable), and the task's claim goes back
+      const cancelledBy = env.cancelled.get(runId)
+      if (cancelledBy !== undefined) {
+        yield* Effect.uninterruptible(retryOnFailure(
+          Effect.zipRight(
+            store.flush,
+            store.checkpoint(Rows.interruptedUnit(pipelineId, runId, seq, undefined, cancelledBy, clock.unsafeCurrentTimeMillis()))
+          ),
+          env.infraRetry
+        ))
+        if (claims !== undefined && claim.held) {
+          yield* Effect.ignore(claims.release(pipelineId, claim.token))
+          claim.held = false
+        }
+        return "interrupted" as const
+      }
       if (!claim.fence.lost) {
         yield* slots.take(holder)
         const result = yield* Effect.ensuring(

@@ -56,7 +56,7 @@ const hostOf = (specs: ReadonlyArray<AnySpec>, pools: ReadonlyArray<typeof llmPo
     NodeContext.layer,
     marks ? CancelMarks.layerMemory : Layer.empty
   )
-  return ClusterEngine.workflowLayer({ concurrency: 8, resourcesEvery: "1 second", ...(marks ? { cancelEvery: "10 millis" } : {}) }).pipe(
+  return ClusterEngine.workflowLayer({ concurrency: 8, resourcesEvery: "1 second", ...(marks ? { cancelEvery: Duration.millis(10) } : {}) }).pipe(
     Layer.provideMerge(engine),
     Layer.provideMerge(services),
     Layer.provide(ClusterEngine.catalogLayer(specs))

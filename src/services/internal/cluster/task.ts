@@ -414,7 +414,9 @@ const recheckingPools = (
   found: Deferred.Deferred<TaskVerdict>,
   claim: ClaimState | undefined,
   watch: (lease: Lease<any>) => Effect.Effect<void>,
-  windowed?: WindowedTask | undefined
+  windowed?: WindowedTask | undefined,
+  /** Whether the task's run was cancelled (`cancelMarks.ts`): asked once a lease is granted. */
+  cancelled?: (() => boolean) | undefined
 ): PoolsService => {
   /**
    * Stops the attempt at its fence, before its call: the lease goes back at once, as after a
@@ -524,7 +526,11 @@ const recheckingPools = (
       // the process was told to stop: no call starts any more; the lease goes back and the
       // attempt waits for the process's end (its activity is then interrupted by the engine,
       // as on any stop: a task ending here would be an activity's failure to the workflow)
-      env.gate.closed ? Effect.zipRight(lease.releaseNow, Effect.never) : Effect.flatMap(
+      env.gate.closed ? Effect.zipRight(lease.releaseNow, Effect.never) : cancelled !== undefined && cancelled()
+        // the run was cancelled while the attempt waited for its lease: the lease goes back at
+        // once and the attempt stops before its call (the execution settles the pipeline)
+        ? stop(lease)
+        : Effect.flatMap(
         // a lease its renewal fiber already saw lost (taken, or past its local deadline) is not
         // fenced again; a lease fenced by its slot claim has nothing left to check, unless the
         // process froze between the claim and now (`freshAtClaim`)
@@ -1052,6 +1058,32 @@ const taskTry = (
     // may be another's by then); a result that arrived first is kept (first-writer-wins at
     // the checkpoint).
     const lossGuard = makeLossGuard()
+    /** Set when a lease was granted after the run was cancelled: the attempt stopped before its call. */
+    let cutByCancel = false
+    const cancelledAtLease = () => {
+      if (!env.cancelled.has(runId)) return false
+      cutByCancel = true
+      return true
+    }
+    /**
+     * The run was cancelled: the pipeline ends `interrupted` at this task (its checkpoints
+     * kept: resumable), nothing of the task recorded, and the task's claim goes back.
+     */
+    const settleCancelled = (reason: string) =>
+      Effect.gen(function*() {
+        yield* Effect.uninterruptible(retryOnFailure(
+          Effect.zipRight(
+            store.flush,
+            store.checkpoint(Rows.interruptedUnit(pipelineId, runId, seq, undefined, reason, clock.unsafeCurrentTimeMillis()))
+          ),
+          env.infraRetry
+        ))
+        if (claims !== undefined && claim.held) {
+          yield* Effect.ignore(claims.release(pipelineId, claim.token))
+          claim.held = false
+        }
+        return "interrupted" as const
+      })
     const watch = (lease: Lease<any>) =>
       Effect.suspend(() => {
         const lose = lossGuard.current()
@@ -1070,7 +1102,8 @@ const taskTry = (
         found,
         claims === undefined && windowed === undefined ? undefined : claim,
         watch,
-        windowed
+        windowed,
+        cancelledAtLease
       ),
       emit: (kind, pid, data) =>
         Effect.suspend(() => store.emitEvent({ kind, pipelineId: pid, runId, data, ts: clock.unsafeCurrentTimeMillis() })),
@@ -1104,29 +1137,17 @@ const taskTry = (
       // the process was told to stop: no attempt starts any more (nothing is recorded; the
       // execution waits for the process's end and the task's next owner runs it)
       if (env.gate.closed) return yield* Effect.never
-      // the run was cancelled: no attempt starts; the pipeline ends `interrupted` at this task
-      // (its checkpoints kept: resumable), and the task's claim goes back
+      // the run was cancelled: no attempt starts (the task boundary, or before a retry)
       const cancelledBy = env.cancelled.get(runId)
-      if (cancelledBy !== undefined) {
-        yield* Effect.uninterruptible(retryOnFailure(
-          Effect.zipRight(
-            store.flush,
-            store.checkpoint(Rows.interruptedUnit(pipelineId, runId, seq, undefined, cancelledBy, clock.unsafeCurrentTimeMillis()))
-          ),
-          env.infraRetry
-        ))
-        if (claims !== undefined && claim.held) {
-          yield* Effect.ignore(claims.release(pipelineId, claim.token))
-          claim.held = false
-        }
-        return "interrupted" as const
-      }
+      if (cancelledBy !== undefined) return yield* settleCancelled(cancelledBy)
       if (!claim.fence.lost) {
         yield* slots.take(holder)
         const result = yield* Effect.ensuring(
           runAttempt(penv, spec, task, seq, attempt, input, holder, attempt === 1 ? undefined : taskStarted),
           Effect.sync(() => slots.release(holder))
         )
+        // a lease granted after the run was cancelled: the attempt stopped before its call
+        if (cutByCancel) return yield* settleCancelled(env.cancelled.get(runId) ?? "cancelled")
         // L4: another executor committed this task while the attempt waited for its lease
         const other = yield* Deferred.poll(found)
         if (Option.isSome(other)) return yield* other.value

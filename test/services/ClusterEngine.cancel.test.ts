@@ -75,7 +75,7 @@ describe("cluster: a cancelled run's tasks on a runner (issue 17 §3, in memory)
       assert.deepStrictEqual(calls, ["a"])
       assert.deepStrictEqual(yield* rowOf(store, spec), ["interrupted", 1])
       assert.isTrue(Option.isSome(yield* store.getArtifact(spec.pipelineId, 0)), "task a's checkpoint is kept")
-      const events = yield* store.events({ pipelineId: spec.pipelineId, kind: "pipeline.interrupted" }, undefined)
+      const events = yield* store.events({ pipelineId: spec.pipelineId, kind: "pipeline.interrupted" })
       assert.deepStrictEqual(events.map((e) => (e.data as { reason: unknown }).reason), ["study_stop:manual"])
       // asked again (a replay of its workflow), nothing of it runs
       assert.strictEqual(yield* runTask(env, spec, 1), "interrupted")

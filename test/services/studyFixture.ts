@@ -76,7 +76,7 @@ export const makeStudy = (o: FixtureOptions) => {
           return n
         })))
   const templateOf = (trialId: string, quality: Quality) =>
-    (Pipeline.make as (name: string, ...tasks: ReadonlyArray<Task.Any>) => Pipeline.Template<number, number, any, any>)(
+    (Pipeline.make as unknown as (name: string, ...tasks: ReadonlyArray<Task.Any>) => Pipeline.Template<number, number, any, any>)(
       "cases",
       Task.make("score", (n: number, ctx) =>
         Effect.gen(function*() {

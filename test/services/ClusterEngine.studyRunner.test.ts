@@ -494,7 +494,7 @@ describe("ClusterEngine: a study's budgets on the submitter (issue 17 §3)", () 
       const timed = makeStudy({ id: "t", qualities: ["good"], budget: { perTrial: { timeMs: 1000 }, total: {} } }).study
       const t = yield* Effect.flip(ClusterStudy.refuse(args, timed, loaded))
       assert.strictEqual(t.issues[0]?.path, "budget.perTrial.time")
-      assert.include(t.message, "interrupts the trial's running pipelines")
+      assert.include(t.message, "interrupts that trial's running pipelines")
     }))
 })
 
@@ -505,11 +505,12 @@ describe("ClusterEngine: study stop --cancel on the runners (issue 17 §3, cance
    * `assay study stop --cancel` once a first step began: the running trial's pipelines stop at
    * their next task boundary, settle `interrupted` with their committed tasks kept, the trial
    * settles `cancelled`, the next trial is not started, and the run's row is `interrupted`.
-   * A second run of the study (a resume) runs only what was not committed.
+   * (A resume of such rows, re-admitted, needs the durable engine: `TestRunner` does not run a
+   * cleared workflow again; see ClusterEngine.cancel.test.ts.)
    */
-  it.live("the running trial's pipelines stop at a task boundary, interrupted and resumable; the trial settles cancelled", () =>
+  it.live("the running trial's pipelines stop at a task boundary, interrupted with their checkpoints; the trial settles cancelled", () =>
     Effect.gen(function*() {
-      const { executions, stepRuns, study } = makeStudy({
+      const { stepRuns, study } = makeStudy({
         id: "cx",
         qualities: ["good"],
         repeats: 2,
@@ -534,12 +535,10 @@ describe("ClusterEngine: study stop --cancel on the runners (issue 17 §3, cance
         const first = yield* StudyRun.run(study, { control: StudyRun.studyControl({ pollMs: 20 }) })
         const rows = yield* (yield* Store).getPipelines(hosted.map((h) => h.pipelineId))
         const row = yield* runRowOf(first.run!.runId)
-        const stepsAtCancel = new Map(stepRuns)
-        const scoresAtCancel = new Map(executions)
-        const second = yield* StudyRun.run(study, { control: StudyRun.studyControl({ pollMs: 20 }) })
-        return { first, rows, row, stepsAtCancel, scoresAtCancel, second }
+        const checkpoints = yield* Effect.forEach(hosted, (h) => (Effect.flatMap(Store, (st) => st.getArtifact(h.pipelineId, 0))))
+        return { first, rows, row, checkpoints }
       }).pipe(Effect.provide(env))
-      const { first, row, rows, scoresAtCancel, second, stepsAtCancel } = out
+      const { checkpoints, first, row, rows } = out
       assert.strictEqual(first.stop?.running, "cancel", first.summary())
       assert.deepStrictEqual(first.trials.map((t) => t.status), ["cancelled", "not_started"], first.summary())
       assert.deepStrictEqual(row, { status: "interrupted", stopReason: "study_stop:manual" })
@@ -552,10 +551,11 @@ describe("ClusterEngine: study stop --cancel on the runners (issue 17 §3, cance
         assert.isAtLeast(done, 1, JSON.stringify(states))
         assert.isBelow(done, 4, JSON.stringify(states))
       }
-      assert.isFalse([...stepsAtCancel.keys()].some((k) => k.endsWith("/step3")), JSON.stringify([...stepsAtCancel]))
-      // resumed: both trials succeed; no task committed before the cancel ran again
-      assert.deepStrictEqual(second.trials.map((t) => t.status), ["succeeded", "succeeded"], second.summary())
-      for (const [k, n] of scoresAtCancel) assert.strictEqual(executions.get(k), n, `score ${k} ran again`)
+      // the last step never ran; each step ran once (a step under way at the cancel committed)
+      assert.isFalse([...stepRuns.keys()].some((k) => k.endsWith("/step3")), JSON.stringify([...stepRuns]))
       for (const [k, n] of stepRuns) assert.strictEqual(n, 1, `step ${k} ran ${n} times`)
+      // the interrupted pipelines keep their first task's checkpoint (a resume starts after it)
+      const ran = hosted.filter((h) => rows.has(h.pipelineId))
+      assert.strictEqual(checkpoints.filter(Option.isSome).length, ran.length)
     }), 60_000)
 })

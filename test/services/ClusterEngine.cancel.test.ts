@@ -30,7 +30,8 @@ import * as Rows from "../../src/services/internal/runner/rows.js"
 import * as Pool from "../../src/services/Pool.js"
 import type { PoolsService } from "../../src/services/Pools.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
-import { type AnySpec, turn } from "../support/clusterRunner.js"
+import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
+import { type AnySpec, createClusterDatabase, singleRunner, submitSpecs, turn } from "../support/clusterRunner.js"
 import { usePostgres } from "../support/postgres.js"
 
 // a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
@@ -163,4 +164,47 @@ describe("cluster: a run's cancel mark in assay_meta (issue 17 §3)", () => {
       assert.deepStrictEqual(yield* runWindow(env, claims, undefined, key, specs), ["interrupted", "interrupted"])
       assert.strictEqual(calls.size, 2)
     }).pipe(Effect.provide(Layer.mergeAll(MemoryStore.layer(), Pool.layer([]), pgLayer("cancel_window")))), 180_000)
+
+  it.live("durable engine: a submission whose run is marked ends with its pipelines interrupted; a re-submit runs only what was not committed", () => {
+    const calls = new Map<string, number>()
+    const count = (k: string) => calls.set(k, (calls.get(k) ?? 0) + 1)
+    return Effect.gen(function*() {
+      const gate = yield* Deferred.make<void>()
+      const a = Task.make("a", (n: number, ctx) => Effect.zipRight(Effect.sync(() => count(`${ctx.pipelineId}/a`)), Effect.as(Deferred.await(gate), n + 1)))
+      const b = Task.make("b", (n: number, ctx) => Effect.sync(() => (count(`${ctx.pipelineId}/b`), n * 2)))
+      const specs: ReadonlyArray<AnySpec> = [1, 2].map((n) => Pipeline.make("resumed", a, b).bind(n))
+      const runId = "run-d" as RunId
+      // the runner's marks in memory; told once a read found the run's mark
+      const memory = CancelMarks.makeMemory()
+      const seen = yield* Deferred.make<void>()
+      const marks: CancelMarks.CancelMarksService = {
+        mark: memory.mark,
+        read: (ids) => Effect.tap(memory.read(ids), (found) => found.has(runId) ? Deferred.succeed(seen, undefined) : Effect.void)
+      }
+      yield* createClusterDatabase(pg, "cancel_resubmit")
+      const runner = singleRunner(pg, "cancel_resubmit", {
+        catalog: ClusterEngine.catalogLayer(specs),
+        workflow: { concurrency: 8, cancelEvery: "20 millis" },
+        services: Layer.succeed(CancelMarks.CancelMarks, marks)
+      })
+      yield* Effect.gen(function*() {
+        const first = yield* Effect.fork(submitSpecs(specs, { runId }))
+        yield* Effect.repeat(Effect.sleep("10 millis"), { until: () => calls.size === 2 })
+        yield* marks.mark(runId, "study_stop:manual")
+        yield* Deferred.await(seen)
+        yield* Deferred.succeed(gate, undefined)
+        const report = yield* Fiber.join(first)
+        assert.deepInclude(report, { admitted: 2, succeeded: 0, failed: 0, interrupted: 2 })
+        const store = yield* Store
+        for (const spec of specs) assert.deepStrictEqual(yield* rowOf(store, spec), ["interrupted", 1])
+        // submitted again (a new run): only task b runs
+        const again = yield* submitSpecs(specs)
+        assert.deepInclude(again, { admitted: 2, succeeded: 2 })
+        for (const spec of specs) {
+          assert.strictEqual(calls.get(`${spec.pipelineId}/a`), 1)
+          assert.strictEqual(calls.get(`${spec.pipelineId}/b`), 1)
+        }
+      }).pipe(Effect.provide(runner))
+    }).pipe(Effect.provide(MemoryStore.layer()))
+  }, 60_000)
 })

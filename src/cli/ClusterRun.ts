@@ -1162,7 +1162,8 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
         onSettled: (pipelineId, o) => {
           const id = byDigest.get(memberDigestOf(pipelineId) ?? "")
           const c = id === undefined ? undefined : outcome.get(id)
-          if (c !== undefined) c[o]++
+          // (`interrupted`: a cancel, which a suite run never asks for)
+          if (c !== undefined && o !== "interrupted") c[o]++
         },
         ...followProgress(args, database)
       })).pipe(Effect.onInterrupt(() => Console.error(STOPPED_MESSAGE)))

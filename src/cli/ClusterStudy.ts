@@ -79,29 +79,19 @@ export interface ClusterStudyArgs {
 /** The study fields the cluster engine does not carry out: their path and why (the refusal's words after the path), or none. */
 const notCarriedOut = (study: Study.StudyInput): { readonly path: string; readonly why: string } | undefined => {
   // calls, tokens and cost are metered from the stored attempts of each settled pipeline, time
-  // on the driver's clock; a trial's time budget cancels its running pipelines when it runs
-  // out, which the submitter cannot
-  const timeWhy = "a trial's time budget interrupts the trial's running pipelines when it runs out, and the submitter cannot interrupt " +
-    "pipelines on the runners: its stops act at admission. Budget calls, tokens or costUsd instead (metered from the stored " +
-    "attempts as pipelines settle), or run the study on the embedded engine"
+  // on the driver's clock; a trial's time budget cancels one trial's running pipelines when it
+  // runs out, and the runners cancel a whole run only (`running: cancel`: `cancelMarks.ts`)
+  const timeWhy = "a trial's time budget interrupts that trial's running pipelines when it runs out, and the runners can cancel a " +
+    "whole study run only (running: cancel), not one trial's pipelines. Budget calls, tokens or costUsd instead (metered from the " +
+    "stored attempts as pipelines settle), or run the study on the embedded engine"
   const time = study.budget?.perTrial?.timeMs
   if (time !== undefined && time !== null) return { path: "budget.perTrial.time", why: timeWhy }
-  for (const [i, s] of study.stop.entries()) {
-    if (s.running === "cancel") {
-      return {
-        path: `stop[${i}].running`,
-        why: "cancelling interrupts the running trials' pipelines (they end interrupted, resumable), and the submitter cannot " +
-          "interrupt pipelines on the runners: its stops act at admission. Use running: drain (no trial starts after the stop; " +
-          "the running ones finish), or run the study on the embedded engine"
-      }
-    }
-  }
   return undefined
 }
 
 /**
  * Refuses (exit 2, naming the field or flag) what the cluster engine does not carry out for a
- * study: a time budget, `running: cancel`, a `run` field other than the cluster
+ * study: a trial's time budget, a `run` field other than the cluster
  * submitter's
  * (`ClusterRun.refuseRunFields`) and the call cache flags.
  *

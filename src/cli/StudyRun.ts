@@ -923,8 +923,8 @@ export const stop = (
 /**
  * What `assay study stop` says once the request is written: how the running trials stop
  * (drain, or cancelled), and, on a root the cluster engine runs (`onCluster`), what a cancel
- * is there: no more of the running trials' pipelines are admitted, the ones admitted finish on
- * the runners (the submitter cannot interrupt them), and the trials cut short settle
+ * is there: no more of the running trials' pipelines are admitted, the runners stop the ones
+ * admitted at their next task boundary (`cancelMarks.ts`), and the trials cut short settle
  * `cancelled` (resumable).
  *
  * @param studyId the study
@@ -938,7 +938,7 @@ export const stopRequestedLine = (studyId: string, running: "drain" | "cancel", 
     running === "drain"
       ? "drain"
       : onCluster
-      ? "are cancelled at admission (cluster engine: no more of their pipelines are admitted; the admitted ones finish on the runners, up to --max-admitted of them; the trials cut short settle cancelled, resumable)"
+      ? "are cancelled (cluster engine: no more of their pipelines are admitted; the runners stop the admitted ones at their next task boundary, a call under way finishing first; the trials cut short settle cancelled, resumable)"
       : "are cancelled"
   }; the running process takes the request within about a second`
 

@@ -158,7 +158,10 @@ export const catalogStreamLayer = <E, R>(
  * slots held as a block, renewed with the window claims, resized at each renewal to the
  * process's demand-proportional share of the capacity (`expectedRunners`, optional: the first
  * block's size, `⌊capacity ÷ expectedRunners⌋`, before demands are known), and handed to the
- * window's tasks in memory (docs/scale-out.md "Block leases").
+ * window's tasks in memory (docs/scale-out.md "Block leases"); `cancelEvery`, how often the
+ * cancel marks of the runs this process serves are read (default the claims' heartbeat; the
+ * marks are rows of the store's `assay_meta` when the store lives in the cluster's database: a
+ * study's `running: cancel`, docs/scale-out.md "Studies on the cluster engine").
  *
  * @since 0.7.0
  * @category models

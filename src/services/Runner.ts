@@ -183,7 +183,12 @@ export interface RunOptions extends RunConfig.RunConfigInput {
  *   tasks itself (the cluster submitter), once per pipeline of the run that settled, with the
  *   attempts of it this run stored, before its `ended` (and `failureDecided`): what the
  *   embedded engine meters from the leases as they are taken (a study's budgets). The
- *   embedded runner never tells it (the leases are metered through `memberPools`).
+ *   embedded runner never tells it (the leases are metered through `memberPools`);
+ * - `stopCancels()` (since 0.17.0): asked at the run's first stop by a runner whose stop does
+ *   not interrupt running pipelines by itself (the cluster submitter: its stops act at
+ *   admission): `true` makes the stop a cancel, the running pipelines stopping at their next
+ *   task boundary, `interrupted` and resumable, as the embedded runner's stop leaves them (a
+ *   study's `running: cancel`). The embedded runner never asks it.
  *
  * @since 0.6.0
  * @category models
@@ -203,6 +208,7 @@ export interface RunHooks {
     | undefined
   readonly admissionStopped?: (() => void) | undefined
   readonly closingStop?: (() => string | undefined) | undefined
+  readonly stopCancels?: (() => boolean) | undefined
   readonly settledAttempts?:
     | ((spec: Pipeline.PipelineSpec<any, any, any, any>, attempts: ReadonlyArray<AttemptRecord>) => Effect.Effect<void>)
     | undefined

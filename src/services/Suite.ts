@@ -443,7 +443,8 @@ export type Admission = "admit" | "wait" | "refuse"
  * What the owner of a {@link MemberWindow} is told of, and plugs in (each optional):
  *
  * - `attach(stop)`: once the run started, its graceful stop (`RunHandle.stop`), for a stop
- *   that cancels running pipelines;
+ *   that cancels running pipelines (told to the runner as such: `Runner.RunHooks.stopCancels`,
+ *   which the cluster submitter reads to cancel them on the runners);
  * - `memberStarted(id)`: the member entered the window (before its first spec);
  * - `memberSubmitted(id)`: the member submits nothing more (source ended or failed, a limit,
  *   `mayAdmit` false, or `mayStart` false);
@@ -548,6 +549,8 @@ const hooksOf = (window: MemberWindow, occupancy: Occupancy): Runner.RunHooks =>
       return id === undefined ? undefined : o.cancelled!(id)
     },
     admissionStopped: occupancy.stopAdmission,
+    // the stop given to `attach` is the owner's cancel
+    stopCancels: occupancy.cancelling,
     closingStop: o?.stoppedEarly,
     settledAttempts: o?.pipelineAttempts === undefined ? undefined : (spec, attempts) => {
       const id = idOf(spec)
@@ -630,12 +633,17 @@ interface Occupancy {
   readonly stopAdmission: () => void
   /** Whether {@link Occupancy.stopAdmission} was told: the window starts no member from then on. */
   readonly admissionStopped: () => boolean
+  /** The owner stops the run to cancel its running pipelines (the stop given to `WindowObserver.attach`). */
+  readonly cancel: () => void
+  /** Whether {@link Occupancy.cancel} was told (`Runner.RunHooks.stopCancels`). */
+  readonly cancelling: () => boolean
 }
 
 const makeOccupancy = (): Occupancy => {
   const counts = new Map<string, number>()
   let next = Deferred.unsafeMake<void>(FiberId.none)
   let stopped = false
+  let cancelling = false
   const wake = () => {
     const d = next
     next = Deferred.unsafeMake<void>(FiberId.none)
@@ -653,7 +661,11 @@ const makeOccupancy = (): Occupancy => {
       stopped = true
       wake()
     },
-    admissionStopped: () => stopped
+    admissionStopped: () => stopped,
+    cancel: () => {
+      cancelling = true
+    },
+    cancelling: () => cancelling
   }
 }
 
@@ -1301,7 +1313,11 @@ export const start = <S extends AnySpec, E, R>(
       }, tracker, budgets, occupancy)))
     const handle = yield* runner.start(source, hooks === undefined ? runOptions : { ...runOptions, hooks })
     reportMetric = handle.reportMetric
-    if (window?.observe?.attach !== undefined) yield* window.observe.attach(handle.stop)
+    // the stop the owner is given cancels the running pipelines: a runner whose stop does not by
+    // itself (the cluster submitter) asks `stopCancels` at the stop
+    if (window?.observe?.attach !== undefined) {
+      yield* window.observe.attach((reason) => Effect.zipRight(Effect.sync(() => occupancy!.cancel()), handle.stop(reason)))
+    }
     yield* Deferred.succeed(runIdOf, handle.runId)
     const awaitSuite = Effect.flatMap(handle.await, (report) =>
       Effect.map(outcomes(suite, catalog, report.runId, tracker), (members) =>

@@ -31,6 +31,7 @@ import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
 import { catalogFromStreamReloading } from "../../src/services/internal/cluster/workflow.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as CancelMarks from "../../src/services/internal/cluster/cancelMarks.js"
 import * as SubmitRunner from "../../src/services/internal/cluster/submitRunner.js"
 import * as Pool from "../../src/services/Pool.js"
 import * as Runner from "../../src/services/Runner.js"
@@ -43,11 +44,19 @@ import type { AnySpec } from "../support/clusterRunner.js"
 import { llmPool, makeStudy, studyEnv } from "./studyFixture.js"
 import { fakeCatalog } from "./suiteFixture.js"
 
-/** A runner host in this process over a memory store, for `specs`. */
-const hostOf = (specs: ReadonlyArray<AnySpec>, pools: ReadonlyArray<typeof llmPool> = []) => {
+/**
+ * A runner host in this process over a memory store, for `specs`; `marks`: with cancel marks in
+ * memory (shared with a submitter built over the host), read every 10 ms.
+ */
+const hostOf = (specs: ReadonlyArray<AnySpec>, pools: ReadonlyArray<typeof llmPool> = [], marks = false) => {
   const engine = ClusterWorkflowEngine.layer.pipe(Layer.provideMerge(TestRunner.layer))
-  const services = Layer.mergeAll(MemoryStore.layer(), Pool.layer(pools), NodeContext.layer)
-  return ClusterEngine.workflowLayer({ concurrency: 8, resourcesEvery: "1 second" }).pipe(
+  const services = Layer.mergeAll(
+    MemoryStore.layer(),
+    Pool.layer(pools),
+    NodeContext.layer,
+    marks ? CancelMarks.layerMemory : Layer.empty
+  )
+  return ClusterEngine.workflowLayer({ concurrency: 8, resourcesEvery: "1 second", ...(marks ? { cancelEvery: Duration.millis(10) } : {}) }).pipe(
     Layer.provideMerge(engine),
     Layer.provideMerge(services),
     Layer.provide(ClusterEngine.catalogLayer(specs))
@@ -181,14 +190,13 @@ describe("ClusterEngine: a study's run.stopAfterFailures on the submitter", () =
       assert.strictEqual(ClusterStudy.submitterOptions({ maxAdmitted: 8 }, Option.some(3)).maxAdmitted, 3)
     }))
 
-  it.effect("what stays refused says why and what to do instead: running: cancel", () =>
+  it.effect("study run --engine cluster takes a stop with running: cancel (issue 17 §3: the runners cancel the run's pipelines)", () =>
     Effect.gen(function*() {
       const cancelling = makeStudy({ id: "c", qualities: ["good"], stop: [{ when: "successfulTrials", count: 1, running: "cancel" }] }).study
-      const c = yield* Effect.flip(ClusterStudy.refuse(args, cancelling, loaded({})))
-      assert.strictEqual(c.issues[0]?.path, "stop[0].running")
-      assert.include(c.message, "running: drain")
+      const exit = yield* Effect.exit(ClusterStudy.refuse(args, cancelling, loaded({})))
+      assert.isTrue(Exit.isSuccess(exit), JSON.stringify(exit))
       // `study stop --cancel` on a cluster root says what a cancel is there
-      assert.include(StudyRunCli.stopRequestedLine("s", "cancel", true), "cancelled at admission")
+      assert.include(StudyRunCli.stopRequestedLine("s", "cancel", true), "at their next task boundary")
       assert.include(StudyRunCli.stopRequestedLine("s", "cancel", false), "are cancelled;")
     }))
 
@@ -277,7 +285,7 @@ describe("ClusterEngine: a runner's study catalog grows with the recorded confir
     }))
 })
 
-describe("ClusterEngine: what a study's cancel does on the submitter (study stop --cancel)", () => {
+describe("ClusterEngine: what a study's cancel does on a submitter without cancel marks (study stop --cancel)", () => {
   it.live("a cancel stops admission at once: the admitted pipelines finish (no row left running), the trials cut short settle cancelled", () =>
     Effect.gen(function*() {
       // 2 trials at once of 6 pipelines, each holding an llm lease for 150 ms; one admitted at a time
@@ -486,6 +494,68 @@ describe("ClusterEngine: a study's budgets on the submitter (issue 17 §3)", () 
       const timed = makeStudy({ id: "t", qualities: ["good"], budget: { perTrial: { timeMs: 1000 }, total: {} } }).study
       const t = yield* Effect.flip(ClusterStudy.refuse(args, timed, loaded))
       assert.strictEqual(t.issues[0]?.path, "budget.perTrial.time")
-      assert.include(t.message, "interrupts the trial's running pipelines")
+      assert.include(t.message, "interrupts that trial's running pipelines")
     }))
+})
+
+describe("ClusterEngine: study stop --cancel on the runners (issue 17 §3, cancel marks)", () => {
+  /**
+   * One trial at a time of 2 pipelines, each `score` then 3 steps of 300 ms, 2 admitted at a
+   * time; the runner host and the submitter share cancel marks in memory (read every 10 ms).
+   * `assay study stop --cancel` once a first step began: the running trial's pipelines stop at
+   * their next task boundary, settle `interrupted` with their committed tasks kept, the trial
+   * settles `cancelled`, the next trial is not started, and the run's row is `interrupted`.
+   * (A resume of such rows, re-admitted, needs the durable engine: `TestRunner` does not run a
+   * cleared workflow again; see ClusterEngine.cancel.test.ts.)
+   */
+  it.live("the running trial's pipelines stop at a task boundary, interrupted with their checkpoints; the trial settles cancelled", () =>
+    Effect.gen(function*() {
+      const { stepRuns, study } = makeStudy({
+        id: "cx",
+        qualities: ["good"],
+        repeats: 2,
+        cases: 2,
+        trialConcurrency: 1,
+        steps: { count: 3, ms: 300 }
+      })
+      const catalog = fakeCatalog("cx").pipe(Layer.provide(MemoryStore.layer()))
+      const suite = study.suiteFor(1) as Suite.Suite<AnySpec, never, never>
+      const hosted = Chunk.toReadonlyArray(yield* Stream.runCollect(Suite.pipelines(suite, { runId: "r0" as RunId })).pipe(Effect.provide(catalog))) as ReadonlyArray<AnySpec>
+      const env = Layer.mergeAll(
+        Layer.effect(Runner.Runner, SubmitRunner.make({ pollInterval: "10 millis", window: 1, maxAdmitted: 2 })),
+        fakeCatalog("cx"),
+        StudyCatalog.layerMemory
+      ).pipe(Layer.provideMerge(hostOf(hosted, [], true)))
+      const out = yield* Effect.gen(function*() {
+        const studies = yield* StudyCatalog.StudyCatalog
+        yield* Effect.fork(Effect.zipRight(
+          Effect.repeat(Effect.sync(() => stepRuns.size), { until: (n) => n >= 1, schedule: Schedule.spaced("5 millis") }),
+          Effect.flatMap(Effect.clockWith((c) => c.currentTimeMillis), (now) => studies.requestStop("cx", { running: "cancel", by: "test" }, now))
+        ))
+        const first = yield* StudyRun.run(study, { control: StudyRun.studyControl({ pollMs: 20 }) })
+        const rows = yield* (yield* Store).getPipelines(hosted.map((h) => h.pipelineId))
+        const row = yield* runRowOf(first.run!.runId)
+        const checkpoints = yield* Effect.forEach(hosted, (h) => (Effect.flatMap(Store, (st) => st.getArtifact(h.pipelineId, 0))))
+        return { first, rows, row, checkpoints }
+      }).pipe(Effect.provide(env))
+      const { checkpoints, first, row, rows } = out
+      assert.strictEqual(first.stop?.running, "cancel", first.summary())
+      assert.deepStrictEqual(first.trials.map((t) => t.status), ["cancelled", "not_started"], first.summary())
+      assert.deepStrictEqual(row, { status: "interrupted", stopReason: "study_stop:manual" })
+      // the running trial's two pipelines: interrupted at a task boundary, before their last
+      // step, their committed tasks kept; the next trial's were never admitted
+      const states = [...rows.values()].map((r) => [r.state, r.nTasksDone] as const)
+      assert.strictEqual(states.length, 2, JSON.stringify(states))
+      for (const [state, done] of states) {
+        assert.strictEqual(state, "interrupted", JSON.stringify(states))
+        assert.isAtLeast(done, 1, JSON.stringify(states))
+        assert.isBelow(done, 4, JSON.stringify(states))
+      }
+      // the last step never ran; each step ran once (a step under way at the cancel committed)
+      assert.isFalse([...stepRuns.keys()].some((k) => k.endsWith("/step3")), JSON.stringify([...stepRuns]))
+      for (const [k, n] of stepRuns) assert.strictEqual(n, 1, `step ${k} ran ${n} times`)
+      // the interrupted pipelines keep their first task's checkpoint (a resume starts after it)
+      const ran = hosted.filter((h) => rows.has(h.pipelineId))
+      assert.strictEqual(checkpoints.filter(Option.isSome).length, ran.length)
+    }), 60_000)
 })

@@ -40,6 +40,11 @@ export interface FixtureOptions {
   readonly fault?: ((trialId: string, n: number) => unknown) | undefined
   /** Whether case `n` reports its `accuracy` metric (default every case). */
   readonly reportsAccuracy?: ((n: number) => boolean) | undefined
+  /**
+   * Tasks after `score` in each pipeline: `count` of them (`step1`…), each sleeping `ms` (the
+   * Clock's), its executions counted per (trial, case, step) in `stepRuns`.
+   */
+  readonly steps?: { readonly count: number; readonly ms: number } | undefined
 }
 
 export const variantId = (i: number) => `v${String(i + 1).padStart(2, "0")}`
@@ -49,6 +54,7 @@ export const makeStudy = (o: FixtureOptions) => {
   const repeats = o.repeats ?? 2
   const cases = o.cases ?? 3
   const executions = new Map<string, number>()
+  const stepRuns = new Map<string, number>()
   const variants = o.qualities.map((q, i): Study.StudyVariant => ({
     id: variantId(i),
     assignment: { quality: q, index: i },
@@ -60,8 +66,17 @@ export const makeStudy = (o: FixtureOptions) => {
     variants.flatMap((variant) =>
       Array.from({ length: repeats }, (_, r) => ({ trialId: `p${version}-${variant.id}-r${r + 1}`, variant, repeat: r + 1 }))
     )
+  const stepsOf = (trialId: string) =>
+    Array.from({ length: o.steps?.count ?? 0 }, (_, i) =>
+      Task.make(`step${i + 1}`, (n: number) =>
+        Effect.gen(function*() {
+          const k = `${trialId}/${n}/step${i + 1}`
+          stepRuns.set(k, (stepRuns.get(k) ?? 0) + 1)
+          yield* Effect.sleep(o.steps!.ms)
+          return n
+        })))
   const templateOf = (trialId: string, quality: Quality) =>
-    Pipeline.make(
+    (Pipeline.make as unknown as (name: string, ...tasks: ReadonlyArray<Task.Any>) => Pipeline.Template<number, number, any, any>)(
       "cases",
       Task.make("score", (n: number, ctx) =>
         Effect.gen(function*() {
@@ -79,7 +94,8 @@ export const makeStudy = (o: FixtureOptions) => {
           }
           if (o.reportsAccuracy?.(n) ?? true) yield* ctx.reportMetric("accuracy", quality === "good" ? 0.9 : 0.5)
           return n
-        }))
+        })),
+      ...stepsOf(trialId)
     )
   const suiteFor = (version: number): Suite.Suite<any, any, any> => {
     const members = trialsFor(version).map((t) => {
@@ -118,7 +134,7 @@ export const makeStudy = (o: FixtureOptions) => {
     trialsFor,
     suiteFor
   }
-  return { study, executions }
+  return { study, executions, stepRuns }
 }
 
 /** The pool the tasks lease from with `leases`: one resource of capacity 8. */

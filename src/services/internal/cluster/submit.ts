@@ -137,11 +137,12 @@ export interface SubmitOptions {
   readonly onProgress?: ((progress: SubmitProgress) => Effect.Effect<void>) | undefined
   readonly onWarning?: ((warning: SubmitWarning) => Effect.Effect<void>) | undefined
   /**
-   * Told synchronously of each pipeline of the submission once it is settled: `succeeded` or
-   * `failed` (as counted in {@link SubmitProgress}) or `skipped` (already succeeded in the
-   * store). A suite's submitter counts them per member with it.
+   * Told synchronously of each pipeline of the submission once it is settled: `succeeded`,
+   * `failed` or `interrupted` (as counted in {@link SubmitProgress}; `interrupted`: its run was
+   * cancelled, `cancelMarks.ts`) or `skipped` (already succeeded in the store). A suite's
+   * submitter counts them per member with it.
    */
-  readonly onSettled?: ((pipelineId: PipelineId, outcome: "succeeded" | "failed" | "skipped") => void) | undefined
+  readonly onSettled?: ((pipelineId: PipelineId, outcome: "succeeded" | "failed" | "interrupted" | "skipped") => void) | undefined
   /** Pipelines failed in this submission after which no more are admitted (integer ≥ 1). */
   readonly stopAfterFailures?: number | undefined
   /** Time after the start of the submission (the `Clock`'s) after which no more are admitted. */
@@ -194,7 +195,8 @@ export interface SubmitOptions {
  * What the submitter has seen so far: pipelines admitted by this submission, skipped (already
  * succeeded in the store), and of the admitted ones, how many ended succeeded / failed (a task
  * failed for good, or the workflow ended without a verdict: `refused` counts those a runner
- * refused), and how many are running now.
+ * refused) / interrupted (their run was cancelled: `cancelMarks.ts`; resumable), and how many
+ * are running now.
  *
  * @internal
  */
@@ -204,6 +206,8 @@ export interface SubmitProgress {
   readonly skipped: number
   readonly succeeded: number
   readonly failed: number
+  /** Admitted pipelines the runners settled `interrupted` (the run was cancelled: `cancelMarks.ts`). */
+  readonly interrupted: number
   readonly refused: number
   readonly running: number
   /** Specs read from the source but left out: `mayAdmit` said no, or admission stopped. */
@@ -286,7 +290,7 @@ const workflowAddress = (sharding: Sharding.Sharding["Type"], executionId: strin
 
 /** A window workflow that ended: its pipelines' verdicts, or why it ended without them. */
 type Ended =
-  | { readonly _tag: "Verdict"; readonly verdicts: ReadonlyArray<"succeeded" | "failed" | "gone"> }
+  | { readonly _tag: "Verdict"; readonly verdicts: ReadonlyArray<"succeeded" | "failed" | "gone" | "interrupted"> }
   | { readonly _tag: "Refused"; readonly message: string }
   | { readonly _tag: "Broken"; readonly message: string }
 
@@ -411,7 +415,7 @@ export const submit = <SE, SR>(
           : {}
     )
     const running = new Set<PipelineId>()
-    const counts = { admitted: 0, skipped: 0, succeeded: 0, failed: 0, refused: 0, withheld: 0 }
+    const counts = { admitted: 0, skipped: 0, succeeded: 0, failed: 0, interrupted: 0, refused: 0, withheld: 0 }
     /** Specs read but not admitted: counted, and told to `onWithheld`. */
     const withhold = (specs: ReadonlyArray<AnySpec>) => {
       counts.withheld += specs.length
@@ -435,7 +439,7 @@ export const submit = <SE, SR>(
     const causes: Array<string> = []
     const refusals: Array<string> = []
     const progress = (): SubmitProgress => ({ runId, ...counts, running: running.size })
-    const settled = (id: PipelineId, outcome: "succeeded" | "failed" | "skipped") => options.onSettled?.(id, outcome)
+    const settled = (id: PipelineId, outcome: "succeeded" | "failed" | "interrupted" | "skipped") => options.onSettled?.(id, outcome)
     let polls = 0
     /** When the last whole follow ran (`Clock` ms): the rows alone are read in between. */
     let followedAt = startedAt
@@ -484,6 +488,12 @@ export const submit = <SE, SR>(
           if (state === "failed") {
             counts.failed++
             settled(id, "failed")
+            continue
+          }
+          // settled so by a runner on a cancel of this run (`cancelMarks.ts`)
+          if (state === "interrupted" && ended._tag === "Verdict") {
+            counts.interrupted++
+            settled(id, "interrupted")
             continue
           }
           if (ended._tag === "Refused") {
@@ -545,10 +555,12 @@ export const submit = <SE, SR>(
       const rows = ids.length === 0 ? new Map<PipelineId, never>() : yield* store.getPipelines(ids)
       for (const id of ids) {
         const state = rows.get(id)?.state
-        if (state === "succeeded" || state === "failed") {
+        // an `interrupted` row: a runner settled it so on a cancel of this run (`cancelMarks.ts`)
+        if (state === "succeeded" || state === "failed" || state === "interrupted") {
           running.delete(id)
           if (state === "succeeded") counts.succeeded++
-          else counts.failed++
+          else if (state === "failed") counts.failed++
+          else counts.interrupted++
           settled(id, state)
         }
       }
@@ -577,8 +589,8 @@ export const submit = <SE, SR>(
 
     /**
      * Clears a window workflow that already ended, so starting it again runs it again. A
-     * workflow settles its rows `failed` before it ends: when a row of the window is `failed`
-     * (`anyFailed`) and the window's workflow has a run request but no reply yet, the reply is
+     * workflow settles its rows `failed` (or `interrupted`, on a cancel) before it ends: when a
+     * row of the window is so (`anyFailed`) and the window's workflow has a run request but no reply yet, the reply is
      * awaited (polling every `pollInterval`), else the new start would join the ending execution
      * and never run the pipeline again.
      */
@@ -683,7 +695,12 @@ export const submit = <SE, SR>(
             const executionId = yield* WindowWorkflow.executionId(payloadOf(specs))
             const rowsOf = specs.map((spec) => stored.get(spec.pipelineId))
             if (rowsOf.some((row) => row !== undefined)) {
-              yield* clearEnded(executionId, specs[0]!.pipelineId, rowsOf.some((row) => row?.state === "failed"))
+              // (a row settled `interrupted` by a cancel is settled before its workflow ends, as a failed one)
+              yield* clearEnded(
+                executionId,
+                specs[0]!.pipelineId,
+                rowsOf.some((row) => row?.state === "failed" || row?.state === "interrupted")
+              )
             }
             started.push({ specs, executionId })
           }

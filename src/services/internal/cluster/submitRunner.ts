@@ -29,12 +29,15 @@
  * - `onPipelineFinished(record, output)`: called on the next poll after the pipeline settled,
  *   with its stored record and its final output as stored (JSON; `Option.none()` when failed);
  * - `memberPools`, `memberMetric`, `cancelWhen`: not called: the leases, metrics and fibers
- *   are the runners'. Callers that need them refuse to run here (`running: cancel`, a trial's
- *   time budget);
+ *   are the runners'. Callers that need them refuse to run here (a trial's time budget);
  * - `stop(reason)`: the first call stops admission (the source is read no further; admitted
  *   pipelines are followed to their end), the second stops following (the admitted pipelines
  *   go on on the runners; the run ends `interrupted`). The run's `stopReason` is the first
- *   reason.
+ *   reason. When `stopCancels()` says so at the first call (a study's `running: cancel`), the
+ *   run is also marked cancelled for the runners (`cancelMarks.ts`: the `CancelMarks` in
+ *   context, else `assay_meta` rows on the Postgres `SqlClient` in context): its running
+ *   pipelines stop at their next task boundary (a call under way commits first) and settle
+ *   `interrupted`, resumable; they are told `ended` when seen so.
  *
  * @internal
  */
@@ -50,6 +53,7 @@ import { Store, type StoreService } from "../../Store.js"
 import { decodePayload } from "../export.js"
 import { makeReport } from "../runner/report.js"
 import { memberMetricName } from "../suite/metric.js"
+import * as CancelMarks from "./cancelMarks.js"
 import * as Submit from "./submit.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
@@ -115,6 +119,8 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
   Effect.gen(function*() {
     const env = yield* Effect.context<Store | WorkflowEngine>()
     const store = Context.get(env, Store)
+    // where a cancel is marked for the runners (none: a cancel stops admission only)
+    const marks = yield* CancelMarks.fromContext
     let latest: Runner.RunHandle<any> | undefined
     const going = new Set<Runner.RunHandle<any>>()
 
@@ -150,6 +156,7 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
           skipped: 0,
           succeeded: 0,
           failed: 0,
+          interrupted: 0,
           refused: 0,
           running: 0,
           withheld: 0
@@ -243,7 +250,8 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
             const spec = specOf.get(id)
             if (spec === undefined) return
             specOf.delete(id)
-            if (outcome !== "skipped") finished.push(id)
+            // an interrupted pipeline (a cancel: `cancelMarks.ts`) is not terminal: it ends, unfinished
+            if (outcome === "succeeded" || outcome === "failed") finished.push(id)
             if (meterAttempts !== undefined && outcome !== "skipped") {
               toMeter.push({ spec, failed: outcome === "failed" })
               return
@@ -263,12 +271,21 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
             )
         }).pipe(Effect.provide(env))
         const fiber = yield* Effect.forkScoped(submission)
+        /**
+         * A cancel (the hooks' owner says so at the stop: `RunHooks.stopCancels`): the run is
+         * marked for the runners (`cancelMarks.ts`), whose pipelines of it stop at their next
+         * task boundary and settle `interrupted`. Without marks, the stop acts at admission only.
+         */
+        const markCancelled = (reason: string) =>
+          marks === undefined || hooks?.stopCancels?.() !== true ? Effect.void : marks.mark(runId, reason).pipe(
+            Effect.catchAll((e) => Effect.logWarning(`the run's pipelines cannot be cancelled (they run to their end): ${e.message}`))
+          )
         const stop = (reason = "user") =>
           Effect.suspend(() => {
             stops++
             if (stops === 1) {
               stopReason = reason
-              return Effect.sync(stopAdmission)
+              return Effect.zipRight(Effect.sync(stopAdmission), markCancelled(reason))
             }
             return stops === 2 ? Fiber.interrupt(fiber).pipe(Effect.asVoid) : Effect.void
           })
@@ -363,7 +380,7 @@ const liveStats = (p: Submit.SubmitProgress | undefined, stopping: boolean, maxA
     admitted: p?.admitted ?? 0,
     succeeded: p?.succeeded ?? 0,
     failed: p?.failed ?? 0,
-    interrupted: 0,
+    interrupted: p?.interrupted ?? 0,
     skipped: p?.skipped ?? 0,
     retries: 0,
     leasesLeaked: 0,

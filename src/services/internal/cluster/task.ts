@@ -69,11 +69,13 @@ type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 /**
  * The verdict of one task as the activity records it: `done` (its checkpoint is committed,
  * by this executor or another), `failed` (the task failed for good: the pipeline is failed),
- * or `gone` (the pipeline row is missing or settled otherwise: nothing to do).
+ * `gone` (the pipeline row is missing or settled otherwise: nothing to do), or `interrupted`
+ * (its run was cancelled, `cancelMarks.ts`: the task did not call, and the pipeline's row is
+ * settled `interrupted` at the task, resumable).
  *
  * @internal
  */
-export type TaskVerdict = "done" | "failed" | "gone"
+export type TaskVerdict = "done" | "failed" | "gone" | "interrupted"
 
 /**
  * Whether this runner process still starts calls: closed once it was told to stop (`assay
@@ -167,6 +169,12 @@ export interface TaskEnv {
   readonly windows: Map<string, WindowRun>
   /** Whether calls may still start here (closed when the process was told to stop). */
   readonly gate: CallGate
+  /**
+   * The runs cancelled (`cancelMarks.ts`), with the reason of each, as this process last read
+   * their marks (once per heartbeat, `workflow.ts`): a task of one of them starts no attempt;
+   * its pipeline is settled `interrupted`.
+   */
+  readonly cancelled: Map<RunId, string>
 }
 
 /**
@@ -244,7 +252,8 @@ export const makeTaskEnv = (options: {
     cache: options.cache,
     fencedTasks: new WeakSet(),
     windows: new Map(),
-    gate: options.gate ?? makeCallGate()
+    gate: options.gate ?? makeCallGate(),
+    cancelled: new Map()
   }))
 
 /**
@@ -285,9 +294,21 @@ export const stateOf = (env: TaskEnv, runId: RunId): Effect.Effect<State.RunStat
     })
   })
 
-/** The committed verdict of task `seq` in a stored row, if any. */
+/**
+ * The committed verdict of task `seq` in a stored row, if any. An `interrupted` row was
+ * settled by a cancel of its run (a resume admits it again, `running`, before its workflow
+ * runs): a replay of the workflow runs nothing of it.
+ */
 const committed = (row: Pick<PipelineRecord, "nTasksDone" | "state">, seq: number): TaskVerdict | undefined =>
-  row.nTasksDone > seq ? "done" : row.state === "failed" ? "failed" : row.state === "succeeded" ? "done" : undefined
+  row.nTasksDone > seq
+    ? "done"
+    : row.state === "failed"
+    ? "failed"
+    : row.state === "succeeded"
+    ? "done"
+    : row.state === "interrupted"
+    ? "interrupted"
+    : undefined
 
 /**
  * What the last step before a task's call found, when it stopped the attempt: `lost`, the
@@ -393,7 +414,9 @@ const recheckingPools = (
   found: Deferred.Deferred<TaskVerdict>,
   claim: ClaimState | undefined,
   watch: (lease: Lease<any>) => Effect.Effect<void>,
-  windowed?: WindowedTask | undefined
+  windowed?: WindowedTask | undefined,
+  /** Whether the task's run was cancelled (`cancelMarks.ts`): asked once a lease is granted. */
+  cancelled?: (() => boolean) | undefined
 ): PoolsService => {
   /**
    * Stops the attempt at its fence, before its call: the lease goes back at once, as after a
@@ -503,7 +526,11 @@ const recheckingPools = (
       // the process was told to stop: no call starts any more; the lease goes back and the
       // attempt waits for the process's end (its activity is then interrupted by the engine,
       // as on any stop: a task ending here would be an activity's failure to the workflow)
-      env.gate.closed ? Effect.zipRight(lease.releaseNow, Effect.never) : Effect.flatMap(
+      env.gate.closed ? Effect.zipRight(lease.releaseNow, Effect.never) : cancelled !== undefined && cancelled()
+        // the run was cancelled while the attempt waited for its lease: the lease goes back at
+        // once and the attempt stops before its call (the execution settles the pipeline)
+        ? stop(lease)
+        : Effect.flatMap(
         // a lease its renewal fiber already saw lost (taken, or past its local deadline) is not
         // fenced again; a lease fenced by its slot claim has nothing left to check, unless the
         // process froze between the claim and now (`freshAtClaim`)
@@ -618,7 +645,7 @@ export const runWindowedTask = (
  * @internal
  */
 export interface WindowRun {
-  readonly done: Deferred.Deferred<ReadonlyArray<"succeeded" | "failed" | "gone">, StoreUnavailable>
+  readonly done: Deferred.Deferred<ReadonlyArray<"succeeded" | "failed" | "gone" | "interrupted">, StoreUnavailable>
   callers: number
   draining: boolean
 }
@@ -1031,6 +1058,32 @@ const taskTry = (
     // may be another's by then); a result that arrived first is kept (first-writer-wins at
     // the checkpoint).
     const lossGuard = makeLossGuard()
+    /** Set when a lease was granted after the run was cancelled: the attempt stopped before its call. */
+    let cutByCancel = false
+    const cancelledAtLease = () => {
+      if (!env.cancelled.has(runId)) return false
+      cutByCancel = true
+      return true
+    }
+    /**
+     * The run was cancelled: the pipeline ends `interrupted` at this task (its checkpoints
+     * kept: resumable), nothing of the task recorded, and the task's claim goes back.
+     */
+    const settleCancelled = (reason: string) =>
+      Effect.gen(function*() {
+        yield* Effect.uninterruptible(retryOnFailure(
+          Effect.zipRight(
+            store.flush,
+            store.checkpoint(Rows.interruptedUnit(pipelineId, runId, seq, undefined, reason, clock.unsafeCurrentTimeMillis()))
+          ),
+          env.infraRetry
+        ))
+        if (claims !== undefined && claim.held) {
+          yield* Effect.ignore(claims.release(pipelineId, claim.token))
+          claim.held = false
+        }
+        return "interrupted" as const
+      })
     const watch = (lease: Lease<any>) =>
       Effect.suspend(() => {
         const lose = lossGuard.current()
@@ -1049,7 +1102,8 @@ const taskTry = (
         found,
         claims === undefined && windowed === undefined ? undefined : claim,
         watch,
-        windowed
+        windowed,
+        cancelledAtLease
       ),
       emit: (kind, pid, data) =>
         Effect.suspend(() => store.emitEvent({ kind, pipelineId: pid, runId, data, ts: clock.unsafeCurrentTimeMillis() })),
@@ -1083,12 +1137,17 @@ const taskTry = (
       // the process was told to stop: no attempt starts any more (nothing is recorded; the
       // execution waits for the process's end and the task's next owner runs it)
       if (env.gate.closed) return yield* Effect.never
+      // the run was cancelled: no attempt starts (the task boundary, or before a retry)
+      const cancelledBy = env.cancelled.get(runId)
+      if (cancelledBy !== undefined) return yield* settleCancelled(cancelledBy)
       if (!claim.fence.lost) {
         yield* slots.take(holder)
         const result = yield* Effect.ensuring(
           runAttempt(penv, spec, task, seq, attempt, input, holder, attempt === 1 ? undefined : taskStarted),
           Effect.sync(() => slots.release(holder))
         )
+        // a lease granted after the run was cancelled: the attempt stopped before its call
+        if (cutByCancel) return yield* settleCancelled(env.cancelled.get(runId) ?? "cancelled")
         // L4: another executor committed this task while the attempt waited for its lease
         const other = yield* Deferred.poll(found)
         if (Option.isSome(other)) return yield* other.value

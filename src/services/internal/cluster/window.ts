@@ -43,11 +43,12 @@ import { installAttemptServices } from "../runner/attemptScope.js"
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
 /**
- * How one pipeline of a window ended.
+ * How one pipeline of a window ended: `interrupted` when its run was cancelled
+ * (`cancelMarks.ts`: its row is settled `interrupted`, resumable).
  *
  * @internal
  */
-export type PipelineVerdict = "succeeded" | "failed" | "gone"
+export type PipelineVerdict = "succeeded" | "failed" | "gone" | "interrupted"
 
 /** A pipeline's stored row as the window's read gives it, with its last checkpoint's output when inline. */
 interface WindowRow {
@@ -59,7 +60,16 @@ interface WindowRow {
 }
 
 const settled = (row: WindowRow | undefined): PipelineVerdict | undefined =>
-  row === undefined ? "gone" : row.state === "succeeded" ? "succeeded" : row.state === "failed" ? "failed" : undefined
+  row === undefined
+    ? "gone"
+    : row.state === "succeeded"
+    ? "succeeded"
+    : row.state === "failed"
+    ? "failed"
+    // settled by a cancel of its run (a resume admits it again, `running`, first)
+    : row.state === "interrupted"
+    ? "interrupted"
+    : undefined
 
 /**
  * The rows of `ids` in one statement on `sql` (the store's database): each pipeline's run,

@@ -47,6 +47,7 @@ import { type CallGate, defaultInfraRetry, makeTaskEnv, newClaim, runTask, type 
 import { runWindow } from "./window.js"
 import { runControlledClaimed } from "./controlled.js"
 import * as WindowClaims from "./windowClaims.js"
+import * as CancelMarks from "./cancelMarks.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
@@ -66,11 +67,12 @@ export class PipelineNotRunnable extends Schema.TaggedError<PipelineNotRunnable>
 
 /**
  * How a pipeline's workflow ended: `succeeded`, `failed` (a task failed for good; its row
- * says which) or `gone` (its row vanished or was settled by someone else).
+ * says which), `gone` (its row vanished or was settled by someone else) or `interrupted` (its
+ * run was cancelled: `cancelMarks.ts`; its row is `interrupted`, resumable).
  *
  * @internal
  */
-export const PipelineOutcome = Schema.Struct({ verdict: Schema.Literal("succeeded", "failed", "gone") })
+export const PipelineOutcome = Schema.Struct({ verdict: Schema.Literal("succeeded", "failed", "gone", "interrupted") })
 
 /**
  * A pipeline's workflow identity: the pipeline id within the store that admitted it
@@ -101,7 +103,7 @@ export const PipelineWorkflow = Workflow.make({
   idempotencyKey: workflowKey
 })
 
-const TaskVerdictSchema = Schema.Literal("done", "failed", "gone")
+const TaskVerdictSchema = Schema.Literal("done", "failed", "gone", "interrupted")
 
 /**
  * A window's workflow identity: the admitting store's identity (`Store.storeId`, none for a
@@ -120,11 +122,11 @@ export const windowKey = (
 
 /**
  * What one pipeline of a window came to: the verdict of its workflow-of-one counterpart
- * (`succeeded`, `failed`, `gone`), in the window's order.
+ * (`succeeded`, `failed`, `gone`, `interrupted`), in the window's order.
  *
  * @internal
  */
-export const WindowOutcome = Schema.Struct({ verdicts: Schema.Array(Schema.Literal("succeeded", "failed", "gone")) })
+export const WindowOutcome = Schema.Struct({ verdicts: Schema.Array(Schema.Literal("succeeded", "failed", "gone", "interrupted")) })
 
 /**
  * The workflow of a window of pipelines (what the submitter starts: one per window of
@@ -300,6 +302,14 @@ export interface WorkflowLayerOptions {
    * back at once. Default: a gate of the layer's own, never closed.
    */
   readonly callGate?: CallGate | undefined
+  /**
+   * How often the cancel marks of the runs this process serves are read (`cancelMarks.ts`: one
+   * statement each time); default the claims' heartbeat (`claimHeartbeat`, else the cluster's
+   * `shardLockRefreshInterval`, else 10 s). The marks are the `CancelMarks` in context, else
+   * rows of `assay_meta` on the Postgres `SqlClient` in context when the store lives in its
+   * database; without either, a cancelled run's pipelines run to their end.
+   */
+  readonly cancelEvery?: Duration.DurationInput | undefined
 }
 
 /** The run this process worked for last (what its pool events and resource rows are filed under). */
@@ -374,7 +384,7 @@ const runnable = (
  * carried from task to task, each task's fence moving it on (`task.ts`), so that a task
  * after the first costs no claim statement of its own.
  */
-const runPipeline = (env: TaskEnv, spec: AnySpec): Effect.Effect<"succeeded" | "failed" | "gone", StoreUnavailable> =>
+const runPipeline = (env: TaskEnv, spec: AnySpec): Effect.Effect<"succeeded" | "failed" | "gone" | "interrupted", StoreUnavailable> =>
   Effect.gen(function*() {
     // a pipeline that declares control runs whole under one claim (`controlled.ts`)
     if (spec.template.control !== undefined) return yield* runControlledClaimed(env, spec)
@@ -384,6 +394,7 @@ const runPipeline = (env: TaskEnv, spec: AnySpec): Effect.Effect<"succeeded" | "
       const verdict = yield* runTask(env, spec, seq, claim)
       if (verdict === "failed") return "failed" as const
       if (verdict === "gone") return "gone" as const
+      if (verdict === "interrupted") return "interrupted" as const
     }
     return "succeeded" as const
   })
@@ -446,6 +457,7 @@ const body = (env: TaskEnv, catalog: SpecCatalogService, ownStore: string | unde
       const verdict = yield* Infra.ridingOutTyped(activity)
       if (verdict === "failed") return { verdict: "failed" as const }
       if (verdict === "gone") return { verdict: "gone" as const }
+      if (verdict === "interrupted") return { verdict: "interrupted" as const }
     }
     return { verdict: "succeeded" as const }
   })
@@ -523,6 +535,25 @@ export const workflowLayer = (
     const every = Duration.decode(options.resourcesEvery ?? Duration.seconds(5))
     yield* Effect.addFinalizer(() => persist)
     yield* Effect.forkScoped(Effect.delay(Effect.repeat(persist, Schedule.spaced(every)), every))
+    // the cancel marks of the runs this process serves, once per heartbeat (`cancelMarks.ts`)
+    const marks = Option.isSome(yield* Effect.serviceOption(CancelMarks.CancelMarks)) || env.storeHere
+      ? yield* CancelMarks.fromContext
+      : undefined
+    if (marks !== undefined) {
+      let warned = false
+      // (the runs known now, at each read)
+      const readMarks = Effect.suspend(() => CancelMarks.refresh(marks, env.cancelled, env.states.keys())).pipe(
+        Effect.catchAll((e) =>
+          warned ? Effect.void : Effect.zipRight(
+            Effect.sync(() => warned = true),
+            Effect.logWarning(`could not read the runs' cancel marks (a cancel waits for the next read): ${e.message}`)
+          )
+        )
+      )
+      const markEvery = options.cancelEvery ?? options.claimHeartbeat ??
+        Option.getOrElse(Option.map(sharding, (c) => c.shardLockRefreshInterval), () => Duration.seconds(10))
+      yield* Effect.forkScoped(Effect.repeat(readMarks, Schedule.spaced(markEvery)))
+    }
     const catalog = yield* SpecCatalog
     const run = body(env, catalog, ownStore)
     // window claims (step 1 of the design): one claim per window, renewed all at once

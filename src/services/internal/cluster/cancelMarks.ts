@@ -1,0 +1,142 @@
+/**
+ * Cancel marks of the cluster engine (issue 17 §3, `running: cancel` for studies): how a
+ * submitter tells the runners that a run is cancelled, so that its running pipelines stop at
+ * their next task boundary, settle `interrupted` (their checkpoints kept: resumable) and the
+ * submitter sees them ended.
+ *
+ * - the submitter {@link CancelMarksService.mark marks} the run (`SubmitRunner`: a stop its hooks
+ *   call a cancel, `RunHooks.stopCancels`);
+ * - each runner process {@link CancelMarksService.read reads} the marks of the runs it serves,
+ *   once per heartbeat, in one statement (`workflow.ts`), into `TaskEnv.cancelled`;
+ * - before each attempt (the first attempt of a task is the pipeline's task boundary), a task of
+ *   a marked run does not call: its pipeline's row is settled `interrupted` with the mark's
+ *   reason, and the pipeline's verdict is `interrupted` (`task.ts`).
+ *
+ * On PostgreSQL ({@link makePg}) a mark is a row of the store's `assay_meta` table, key
+ * `cancel/<runId>`, value the reason; a mark is never removed (a resume runs under a new run
+ * id). {@link makeMemory} keeps them in memory, for runners and a submitter in one process
+ * (the in-process tests).
+ *
+ * @internal
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Context, Effect, Layer, Option } from "effect"
+import { StoreUnavailable } from "../../../domain/Errors.js"
+import type { RunId } from "../../../domain/Ids.js"
+
+/**
+ * The cancel marks: `mark(runId, reason)` writes the mark of a run (idempotent; the first
+ * reason stays), `read(runIds)` answers the marked ones among `runIds` with their reasons.
+ * Both fail with `StoreUnavailable` when the database cannot be reached.
+ *
+ * @internal
+ */
+export interface CancelMarksService {
+  readonly mark: (runId: RunId, reason: string) => Effect.Effect<void, StoreUnavailable>
+  readonly read: (runIds: ReadonlyArray<RunId>) => Effect.Effect<ReadonlyMap<RunId, string>, StoreUnavailable>
+}
+
+/**
+ * The cancel marks tag. A runner host (`workflowLayer`) and the cluster-backed runner
+ * (`SubmitRunner.make`) take it from their context; without it they use {@link makePg} over
+ * the `SqlClient` in context, and without either, a cancel stops admission only.
+ *
+ * @internal
+ */
+export class CancelMarks extends Context.Tag("assay/cluster/CancelMarks")<CancelMarks, CancelMarksService>() {}
+
+/** The `assay_meta` key of a run's mark. */
+export const keyOf = (runId: RunId): string => `cancel/${runId}`
+
+/**
+ * Marks kept in memory (one process: runners and submitter sharing the service).
+ *
+ * @internal
+ */
+export const makeMemory = (): CancelMarksService => {
+  const marks = new Map<RunId, string>()
+  return {
+    mark: (runId, reason) =>
+      Effect.sync(() => {
+        if (!marks.has(runId)) marks.set(runId, reason)
+      }),
+    read: (runIds) =>
+      Effect.sync(() => {
+        const out = new Map<RunId, string>()
+        for (const id of runIds) {
+          const reason = marks.get(id)
+          if (reason !== undefined) out.set(id, reason)
+        }
+        return out
+      })
+  }
+}
+
+/**
+ * A layer of {@link makeMemory} marks (fresh per build).
+ *
+ * @internal
+ */
+export const layerMemory: Layer.Layer<CancelMarks> = Layer.sync(CancelMarks, makeMemory)
+
+/**
+ * Marks as rows of `assay_meta` (key {@link keyOf}, value the reason) on `sql`, the database
+ * holding the store's tables: one `INSERT … ON CONFLICT DO NOTHING` per mark, one `SELECT … WHERE
+ * key = ANY($1)` per read.
+ *
+ * @internal
+ */
+export const makePg = (sql: SqlClient.SqlClient): CancelMarksService => ({
+  mark: (runId, reason) =>
+    sql.unsafe(`INSERT INTO assay_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, [keyOf(runId), reason]).pipe(
+      Effect.asVoid,
+      Effect.mapError((e) => new StoreUnavailable({ message: `cannot mark run ${runId} cancelled: ${e.message}`, cause: e }))
+    ),
+  read: (runIds) =>
+    runIds.length === 0
+      ? Effect.succeed(new Map<RunId, string>())
+      : sql.unsafe<{ key: string; value: string }>(
+        `SELECT key, value FROM assay_meta WHERE key = ANY($1::text[])`,
+        [runIds.map(keyOf)]
+      ).pipe(
+        Effect.map((rows) => {
+          const out = new Map<RunId, string>()
+          for (const r of rows) out.set(r.key.slice("cancel/".length) as RunId, r.value)
+          return out
+        }),
+        Effect.mapError((e) => new StoreUnavailable({ message: `cannot read the runs' cancel marks: ${e.message}`, cause: e }))
+      )
+})
+
+/**
+ * The marks in context: the {@link CancelMarks} service, else {@link makePg} over the
+ * `SqlClient` in context when it is PostgreSQL, else none.
+ *
+ * @internal
+ */
+export const fromContext: Effect.Effect<CancelMarksService | undefined> = Effect.gen(function*() {
+  const own = yield* Effect.serviceOption(CancelMarks)
+  if (Option.isSome(own)) return own.value
+  const sql = yield* Effect.serviceOption(SqlClient.SqlClient)
+  if (Option.isNone(sql)) return undefined
+  return sql.value.onDialectOrElse({ pg: () => makePg(sql.value), orElse: () => undefined })
+})
+
+/**
+ * Reads the marks of `runs` (one {@link CancelMarksService.read}) into `into` (run → reason):
+ * what a runner process does once per heartbeat for the runs it serves (`TaskEnv.cancelled`).
+ * A mark, once read, stays.
+ *
+ * @internal
+ */
+export const refresh = (
+  marks: CancelMarksService,
+  into: Map<RunId, string>,
+  runs: Iterable<RunId>
+): Effect.Effect<void, StoreUnavailable> =>
+  Effect.suspend(() => {
+    const ids = Array.from(runs).filter((id) => !into.has(id))
+    return ids.length === 0 ? Effect.void : Effect.map(marks.read(ids), (found) => {
+      for (const [runId, reason] of found) into.set(runId, reason)
+    })
+  })

@@ -635,6 +635,16 @@ export const submit = <SE, SR>(
      * A control pipeline is refused before anything is written for it when the store keeps no
      * traversal state (the ones before it in the batch are admitted first).
      */
+    /** The specs `mayAdmit` lets in (all without it); the others are withheld (`withhold`). */
+    const admissible = (specs: ReadonlyArray<AnySpec>): ReadonlyArray<AnySpec> => {
+      const gate = options.mayAdmit
+      if (gate === undefined) return specs
+      const refused: Array<AnySpec> = []
+      const kept = specs.filter((spec) => gate(spec) || (refused.push(spec), false))
+      withhold(refused)
+      return kept
+    }
+
     const admitBatch = (batch: ReadonlyArray<AnySpec>) =>
       Effect.gen(function*() {
         if (stopped()) {
@@ -647,7 +657,7 @@ export const submit = <SE, SR>(
         const stored = specs.length === 0
           ? new Map<PipelineId, never>()
           : yield* store.getPipelines(specs.map((spec) => spec.pipelineId))
-        let pending = specs.filter((spec) => {
+        let pending: ReadonlyArray<AnySpec> = specs.filter((spec) => {
           if (stored.get(spec.pipelineId)?.state !== "succeeded") return true
           counts.skipped++
           settled(spec.pipelineId, "skipped")
@@ -662,16 +672,11 @@ export const submit = <SE, SR>(
             withhold(pending)
             return
           }
-          if (options.mayAdmit !== undefined) {
-            const gate = options.mayAdmit
-            const refused: Array<AnySpec> = []
-            pending = pending.filter((spec) => gate(spec) || (refused.push(spec), false))
-            withhold(refused)
-            if (pending.length === 0) break
-          }
+          pending = admissible(pending)
+          if (pending.length === 0) break
           const room = maxAdmitted - running.size
           const take = Math.min(pending.length, room >= windowSize ? room - (room % windowSize) : room)
-          let group = pending.slice(0, take)
+          let group: ReadonlyArray<AnySpec> = pending.slice(0, take)
           pending = pending.slice(group.length)
           if (options.startGate !== undefined) {
             group = yield* Effect.filter(group, options.startGate)
@@ -681,12 +686,7 @@ export const submit = <SE, SR>(
               withhold([...group, ...pending])
               return
             }
-            if (options.mayAdmit !== undefined) {
-              const gate = options.mayAdmit
-              const refused: Array<AnySpec> = []
-              group = group.filter((spec) => gate(spec) || (refused.push(spec), false))
-              withhold(refused)
-            }
+            group = admissible(group)
             if (group.length === 0) continue
           }
           const started: Array<{ readonly specs: ReadonlyArray<AnySpec>; readonly executionId: string }> = []

@@ -587,16 +587,20 @@ describe("ClusterEngine: study stop --cancel on the runners (issue 17 §3, cance
       // step, their committed tasks kept; the next trial's were never admitted
       const states = [...rows.values()].map((r) => [r.state, r.nTasksDone] as const)
       assert.strictEqual(states.length, 2, JSON.stringify(states))
+      // (the stop comes once one pipeline's first step began: that one committed its first task;
+      // the other may not have reached its first commit yet under load, and then stops at 0)
       for (const [state, done] of states) {
         assert.strictEqual(state, "interrupted", JSON.stringify(states))
-        assert.isAtLeast(done, 1, JSON.stringify(states))
         assert.isBelow(done, 4, JSON.stringify(states))
       }
+      assert.isTrue(states.some(([, done]) => done >= 1), JSON.stringify(states))
       // the last step never ran; each step ran once (a step under way at the cancel committed)
       assert.isFalse([...stepRuns.keys()].some((k) => k.endsWith("/step3")), JSON.stringify([...stepRuns]))
       for (const [k, n] of stepRuns) assert.strictEqual(n, 1, `step ${k} ran ${n} times`)
-      // the interrupted pipelines keep their first task's checkpoint (a resume starts after it)
-      const ran = hosted.filter((h) => rows.has(h.pipelineId))
-      assert.strictEqual(checkpoints.filter(Option.isSome).length, ran.length)
+      // the interrupted pipelines keep their committed first task's checkpoint (a resume starts
+      // after it); one stopped before its first commit has none
+      const committed = hosted.filter((h) => (rows.get(h.pipelineId)?.nTasksDone ?? 0) >= 1)
+      assert.isAtLeast(committed.length, 1)
+      assert.strictEqual(checkpoints.filter(Option.isSome).length, committed.length)
     }), 60_000)
 })

@@ -42,9 +42,12 @@ export interface SingleRunnerOptions<S = never> {
 
 /**
  * One runner's lifetime on database `db` of `pg`: `SingleRunner` (runner storage in memory, SQL
- * message storage; messages polled every 200 ms, 30 shards), the `ClusterWorkflowEngine`, and
- * the engine's pipeline workflow over the `Store` in context. The cluster's own warnings (no
- * healthy runner while the next one starts) are silenced: they are noise in these tests.
+ * message storage; messages polled every 200 ms, 30 shards; at its stop, requests still under way
+ * get 1 s to end instead of @effect/cluster's 15 s `entityTerminationTimeout`: the tests stop
+ * runners with tasks blocked that never end, so every such stop waited the whole 15 s), the
+ * `ClusterWorkflowEngine`, and the engine's pipeline workflow over the `Store` in context. The
+ * cluster's own warnings (no healthy runner while the next one starts) are silenced: they are
+ * noise in these tests.
  *
  * @param pg the test file's server
  * @param db the database (created before, e.g. by {@link createClusterDatabase})
@@ -55,7 +58,11 @@ export const singleRunner = <S = never>(pg: PgServer, db: string, options: Singl
     Layer.provideMerge(ClusterWorkflowEngine.layer),
     Layer.provideMerge(SingleRunner.layer({
       runnerStorage: "memory",
-      shardingConfig: { entityMessagePollInterval: "200 millis", shardsPerGroup: 30 }
+      shardingConfig: {
+        entityMessagePollInterval: "200 millis",
+        shardsPerGroup: 30,
+        entityTerminationTimeout: "1 second"
+      }
     })),
     Layer.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })),
     Layer.provideMerge(Layer.mergeAll(

@@ -27,7 +27,7 @@
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Chunk, Duration, Effect, Either, Option, Schedule, Schema, Stream } from "effect"
+import { Cause, Chunk, Duration, Effect, Either, Option, Schedule, Schema, Stream } from "effect"
 import { StoreUnavailable } from "../../../domain/Errors.js"
 import type { PipelineId } from "../../../domain/Ids.js"
 import { errorRowOf } from "../../../domain/TaskStore.js"
@@ -219,15 +219,67 @@ const failedEnd = <A>(e: Effect.Effect<A, SqlError>): Effect.Effect<A, SqlError>
 const isSqlError = (e: unknown): e is SqlError => (e as { _tag?: unknown } | null)?._tag === "SqlError"
 
 /**
- * The retry of {@link isTransient} failures: exponential from 100 ms, each wait at most 2 s,
- * for `retryFor` in all (measured from the first failure, on the `Clock`).
+ * The retry of a store's {@link isTransient} failures, with one budget per outage rather than
+ * per operation: `retryFor` (a duration) is measured on the `Clock` from the first transient
+ * failure of the outage, which ends at the next operation the database answers (a success, or
+ * a failure that is not transient). Waits are exponential from 100 ms, each at most 2 s. An
+ * operation that meets a transient failure once the outage is older than `retryFor` fails at
+ * once with it.
+ *
+ * Why one budget per outage: a store whose database stays away answers every later operation
+ * (closing the run, marking its pipelines interrupted) with the same verdict, and with a budget
+ * per operation a command waited one whole window for each of them before it could say the
+ * database is gone (three windows and more: ~1.5 min at the default 30 s; ci32's finding in
+ * test/cli/pg-restart.test.ts). `retryFor` of 0 or less never retries.
+ *
+ * Returns the wrapper to put around each operation (`SqlError` in, the same error out).
+ *
+ * @internal
  */
-const retrySchedule = (retryFor: Duration.DurationInput) =>
-  Schedule.exponential("100 millis").pipe(
+export const outageRetry = (
+  retryFor: Duration.DurationInput
+): <A>(e: Effect.Effect<A, SqlError>) => Effect.Effect<A, SqlError> => {
+  const budgetMs = Duration.toMillis(Duration.decode(retryFor))
+  if (budgetMs <= 0) return (e) => e
+  /** When the outage under way began (ms on the Clock); `undefined` while the database answers. */
+  let since: number | undefined
+  /** The outage's last transient failure seen (ms on the Clock). */
+  let last = 0
+  const schedule = Schedule.exponential("100 millis").pipe(
     Schedule.union(Schedule.spaced("2 seconds")),
-    Schedule.upTo(retryFor),
-    Schedule.whileInput((e: SqlError) => isTransient(e))
+    Schedule.whileInput((e: SqlError) => isTransient(e)),
+    Schedule.checkEffect(() =>
+      Effect.map(Effect.clockWith((clock) => clock.currentTimeMillis), (now) => {
+        // an outage no operation met for OUTAGE_FORGOTTEN_MS is over (nothing asked the database
+        // since): a failure now starts a new one with the whole budget
+        if (since === undefined || now - last > OUTAGE_FORGOTTEN_MS) since = now
+        last = now
+        return now - since < budgetMs
+      })
+    )
   )
+  const answered = Effect.sync(() => {
+    since = undefined
+  })
+  return (e) =>
+    Effect.retry(
+      Effect.onExit(e, (exit) =>
+        exit._tag === "Success"
+          ? answered
+          : Option.match(Cause.failureOption(exit.cause), {
+            onNone: () => Effect.void, // interrupted or a defect: the database said nothing
+            onSome: (error) => (isTransient(error) ? Effect.void : answered)
+          })),
+      schedule
+    )
+}
+
+/**
+ * How long (ms) after the last transient failure any operation met an outage is forgotten when
+ * nothing answered in between: longer than the retry's longest wait (2 s), so operations
+ * retrying side by side keep one outage; an operation after a quiet spell gets a fresh budget.
+ */
+const OUTAGE_FORGOTTEN_MS = 5_000
 
 /**
  * An `SqlError` (or anything thrown below the client) as the typed `StoreUnavailable` of a
@@ -410,9 +462,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
   const fail = (what: string) => (e: SqlError) => unavailableOf(url, what, e)
   const retryFor = env.retryFor ?? "30 seconds"
   /** Tries `e` again while it fails with a transient error, for at most `retryFor`. */
-  const retrying = Duration.toMillis(Duration.decode(retryFor)) <= 0
-    ? <A>(e: Effect.Effect<A, SqlError>) => e
-    : <A>(e: Effect.Effect<A, SqlError>) => Effect.retry(e, retrySchedule(retryFor))
+  const retrying = outageRetry(retryFor)
   const read = <A>(e: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> =>
     Effect.mapError(retrying(e), fail("read"))
   const rows = (text: string, params: ReadonlyArray<unknown> = []): Effect.Effect<ReadonlyArray<Row>, SqlError> =>

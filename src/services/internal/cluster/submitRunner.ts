@@ -28,8 +28,13 @@
  *   admission first; no row, a later run admits it);
  * - `onPipelineFinished(record, output)`: called on the next poll after the pipeline settled,
  *   with its stored record and its final output as stored (JSON; `Option.none()` when failed);
- * - `memberPools`, `memberMetric`, `cancelWhen`: not called: the leases, metrics and fibers
- *   are the runners'. Callers that need them refuse to run here (a trial's time budget);
+ * - `memberPools`, `memberMetric`: not called: the leases and metrics are the runners';
+ * - `cancelWhen(spec)`: asked when the spec is admitted; when its Effect completes before the
+ *   pipeline settled, the pipeline is marked cancelled for the runners (`cancelMarks.ts`,
+ *   `assay_meta` key `cancel/<runId>/<pipelineId>`) and a `pipeline.cancelled` event records the
+ *   reason: the runners stop it at its next task boundary (a call under way commits first),
+ *   `interrupted` and resumable, at most one read of the marks later (a trial's time budget).
+ *   Without marks that can mark a pipeline it is not asked;
  * - `stop(reason)`: the first call stops admission (the source is read no further; admitted
  *   pipelines are followed to their end), the second stops following (the admitted pipelines
  *   go on on the runners; the run ends `interrupted`). The run's `stopReason` is the first
@@ -42,7 +47,7 @@
  * @internal
  */
 import type { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
-import { Cause, Chunk, Clock, Context, Deferred, Effect, Exit, Fiber, Option, Predicate, Stream } from "effect"
+import { Cause, Chunk, Clock, Context, Deferred, Effect, Exit, Fiber, FiberId, FiberSet, Option, Predicate, Stream } from "effect"
 import { ConfigError } from "../../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
@@ -223,6 +228,40 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
               return false
             })
           )
+        /**
+         * A pipeline's own cancel (`RunHooks.cancelWhen`: a trial's time budget): watched from
+         * its admission until it settles; when it completes first, the pipeline is marked
+         * cancelled for the runners (`cancelMarks.ts`, `markPipeline`), which stop it at its next
+         * task boundary and settle it `interrupted` (its checkpoints kept), and a
+         * `pipeline.cancelled` event records the reason, as the embedded engine records it.
+         */
+        const cancelWhen = hooks?.cancelWhen
+        const markPipeline = marks?.markPipeline
+        const watches = new Map<PipelineId, Deferred.Deferred<void>>()
+        const runWatch = cancelWhen === undefined || markPipeline === undefined ? undefined : yield* FiberSet.makeRuntime<never>()
+        const watchCancel = runWatch === undefined ? undefined : (spec: AnySpec) => {
+          const cancel = cancelWhen!(spec)
+          if (cancel === undefined) return
+          const id = spec.pipelineId
+          const settled = Deferred.unsafeMake<void>(FiberId.none)
+          watches.set(id, settled)
+          runWatch(Effect.raceFirst(
+            Deferred.await(settled),
+            Effect.flatMap(cancel, (reason) =>
+              Effect.zipRight(
+                markPipeline!(runId, id, reason),
+                Effect.flatMap(Clock.currentTimeMillis, (ts) => store.emitEvent({ kind: "pipeline.cancelled", pipelineId: id, runId, data: { reason }, ts }))
+              ).pipe(
+                Effect.catchAll((e) => Effect.logWarning(`pipeline ${id} cannot be cancelled (it runs to its end): ${e.message}`))
+              ))
+          ))
+        }
+        const unwatch = (id: PipelineId) => {
+          const settled = watches.get(id)
+          if (settled === undefined) return
+          watches.delete(id)
+          Deferred.unsafeDone(settled, Exit.void)
+        }
         const submission = Submit.submit(gated, {
           ...base,
           runId,
@@ -238,7 +277,9 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
             if (!specOf.delete(spec.pipelineId)) return
             hooks?.ended?.(spec)
           },
+          ...(watchCancel === undefined ? {} : { onAdmitted: watchCancel }),
           onSettled: (id, outcome) => {
+            unwatch(id)
             // the failure that reaches `stopAfterFailures` ends the source's reading before its
             // end is told: told first, a trial window waiting for it would start the next
             // trial (marking it started) inside the pull the stop then withholds, and that

@@ -536,12 +536,18 @@ describe("ClusterEngine: study stop --cancel on the runners (issue 17 §3, cance
         const rows = yield* (yield* Store).getPipelines(hosted.map((h) => h.pipelineId))
         const row = yield* runRowOf(first.run!.runId)
         const checkpoints = yield* Effect.forEach(hosted, (h) => (Effect.flatMap(Store, (st) => st.getArtifact(h.pipelineId, 0))))
-        return { first, rows, row, checkpoints }
+        const finished = yield* (yield* Store).events({ runId: first.run!.runId, kind: "run.finished" })
+        return { first, rows, row, checkpoints, finished }
       }).pipe(Effect.provide(env))
-      const { checkpoints, first, row, rows } = out
+      const { checkpoints, finished, first, row, rows } = out
       assert.strictEqual(first.stop?.running, "cancel", first.summary())
       assert.deepStrictEqual(first.trials.map((t) => t.status), ["cancelled", "not_started"], first.summary())
       assert.deepStrictEqual(row, { status: "interrupted", stopReason: "study_stop:manual" })
+      // the run's end event says so too (it said completed: the submitter closed it before the stop's reason was applied)
+      assert.deepStrictEqual(
+        finished.map((e) => [(e.data as { status?: unknown }).status, (e.data as { stopReason?: unknown }).stopReason]),
+        [["interrupted", "study_stop:manual"]]
+      )
       // the running trial's two pipelines: interrupted at a task boundary, before their last
       // step, their committed tasks kept; the next trial's were never admitted
       const states = [...rows.values()].map((r) => [r.state, r.nTasksDone] as const)

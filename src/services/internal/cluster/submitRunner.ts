@@ -262,6 +262,8 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
           watches.delete(id)
           Deferred.unsafeDone(settled, Exit.void)
         }
+        /** The reason the submission closed the run `interrupted` with (`closeAs`), if it asked. */
+        let closedAs: string | undefined = undefined
         const submission = Submit.submit(gated, {
           ...base,
           runId,
@@ -278,6 +280,13 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
             hooks?.ended?.(spec)
           },
           ...(watchCancel === undefined ? {} : { onAdmitted: watchCancel }),
+          // a stop, or a source its owner ended early (a study's drain), closes the run
+          // interrupted, its `run.finished` event saying so
+          // (asked once every settled pipeline's end was told: the owner's view is final)
+          closeAs: Effect.zipRight(
+            Effect.zipRight(drainSettled, drainFinished),
+            Effect.sync(() => closedAs = stopReason ?? hooks?.closingStop?.())
+          ),
           onSettled: (id, outcome) => {
             unwatch(id)
             // the failure that reaches `stopAfterFailures` ends the source's reading before its
@@ -339,7 +348,7 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
           const report = Exit.isSuccess(exit) ? exit.value : undefined
           const endedAt = yield* Clock.currentTimeMillis
           // a source its owner ended early (a study's drain stop) closes the run interrupted too
-          const closing = stopReason === null && report?.status === "completed" ? hooks?.closingStop?.() : undefined
+          const closing = stopReason === null ? closedAs : undefined
           const interrupted = stopReason !== null || closing !== undefined || report === undefined || report.status === "interrupted"
           const reason = stopReason ?? closing ?? report?.stopReason ?? (report === undefined ? "user" : null)
           // the submitter closed the run `completed` when its source ended: a stop ended it early

@@ -6,10 +6,13 @@
  *
  * - the submitter {@link CancelMarksService.mark marks} the run (`SubmitRunner`: a stop its hooks
  *   call a cancel, `RunHooks.stopCancels`);
- * - each runner process {@link CancelMarksService.read reads} the marks of the runs it serves,
- *   once per heartbeat, in one statement (`workflow.ts`), into `TaskEnv.cancelled`;
+ * - or marks one pipeline of a run ({@link CancelMarksService.markPipeline}: a trial's time
+ *   budget ran out, `RunHooks.cancelWhen`; key `cancel/<runId>/<pipelineId>`);
+ * - each runner process {@link CancelMarksService.read reads} the marks of the runs it has task
+ *   executions of in flight (`TaskEnv.inFlight`), and their pipelines' marks, once per
+ *   heartbeat (`workflow.ts`), into `TaskEnv.cancelled` / `TaskEnv.cancelledPipelines`;
  * - before each attempt (the first attempt of a task is the pipeline's task boundary), a task of
- *   a marked run does not call: its pipeline's row is settled `interrupted` with the mark's
+ *   a marked run (or pipeline) does not call: its pipeline's row is settled `interrupted` with the mark's
  *   reason, and the pipeline's verdict is `interrupted` (`task.ts`).
  *
  * On PostgreSQL ({@link makePg}) a mark is a row of the store's `assay_meta` table, key

@@ -957,15 +957,33 @@ const taskTry = (
   return Effect.ensuring(
     taskTryBody(env, spec, seq, claim, windowed, scope, (runId) => {
       counted = runId
-      env.inFlight.set(runId, (env.inFlight.get(runId) ?? 0) + 1)
+      enterRun(env, runId)
     }),
     Effect.sync(() => {
-      if (counted === undefined) return
-      const n = (env.inFlight.get(counted) ?? 1) - 1
-      if (n <= 0) env.inFlight.delete(counted)
-      else env.inFlight.set(counted, n)
+      if (counted !== undefined) leaveRun(env, counted)
     })
   )
+}
+
+/**
+ * Counts an execution of `runId` in flight in this process (`TaskEnv.inFlight`: the runs whose
+ * cancel marks are read); {@link leaveRun} when it ends.
+ *
+ * @internal
+ */
+export const enterRun = (env: TaskEnv, runId: RunId): void => {
+  env.inFlight.set(runId, (env.inFlight.get(runId) ?? 0) + 1)
+}
+
+/**
+ * An execution counted by {@link enterRun} ended.
+ *
+ * @internal
+ */
+export const leaveRun = (env: TaskEnv, runId: RunId): void => {
+  const n = (env.inFlight.get(runId) ?? 1) - 1
+  if (n <= 0) env.inFlight.delete(runId)
+  else env.inFlight.set(runId, n)
 }
 
 const taskTryBody = (

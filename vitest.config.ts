@@ -38,7 +38,9 @@ const integration = [
   "test/docs/**/*.test.ts",
   "test/services/Runner.kill*.test.ts",
   "test/services/Suite.kill.test.ts",
-  "test/layers/SqliteStore.locks.test.ts"
+  "test/layers/SqliteStore.locks.test.ts",
+  // spawns `bin/assay` (report URL --experiment): dist/ built from the current sources first
+  "test/layers/PgSuites.test.ts"
 ]
 
 export default defineConfig({

@@ -5,7 +5,9 @@
  * esbuild and warms its V8 code cache (see `src/cli/launcher.ts`). `dist/` is what the package
  * exports and what `bin/assay` runs.
  *
- * `--no-tsc` skips the compile; `--no-bundle` skips the bundle; `--no-warm` the code cache.
+ * `--no-tsc` skips the compile; `--no-bundle` skips the bundle; `--no-warm` the code cache. A
+ * full build (both) records the digest of its inputs, taken before it started, in
+ * `dist/.build-inputs` (`scripts/buildInputs.mjs`: what the tests' setup checks `dist/` with).
  */
 import { execFileSync, spawnSync } from "node:child_process"
 import { createHash } from "node:crypto"
@@ -13,10 +15,16 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { BUILD_STAMP, inputsDigest } from "./buildInputs.mjs"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const args = new Set(process.argv.slice(2))
 const started = performance.now()
+// the inputs as they are now, before anything is compiled: recorded once the build is done
+// (an edit made meanwhile is then seen as a change: `buildInputs.mjs`)
+const full = !args.has("--no-tsc") && !args.has("--no-bundle")
+const digest = full ? inputsDigest(root) : undefined
+fs.rmSync(path.join(root, BUILD_STAMP), { force: true })
 
 if (!args.has("--no-tsc")) {
   const tsc = path.join(root, "node_modules/typescript/bin/tsc")
@@ -77,5 +85,7 @@ function warm() {
     fs.rmSync(tmp, { recursive: true, force: true })
   }
 }
+
+if (digest !== undefined) fs.writeFileSync(path.join(root, BUILD_STAMP), `${digest}\n`)
 
 process.stdout.write(`assay: built dist/ in ${((performance.now() - started) / 1000).toFixed(1)} s\n`)

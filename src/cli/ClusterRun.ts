@@ -741,8 +741,10 @@ export const suiteHosted = (loaded: SuiteConfig.LoadedSuite): Hosted => ({
 /**
  * A submission's report as the submitter prints it: on a stop signal, `stopReason` is the
  * signal's name in lower case (`sigint`, `sigterm`, `sighup`), as the embedded run says it.
+ *
+ * @internal
  */
-type Shown = Omit<InternalSubmit.SubmitReport, "stopReason"> & { readonly stopReason: string | null }
+export type Shown = Omit<InternalSubmit.SubmitReport, "stopReason"> & { readonly stopReason: string | null }
 
 /**
  * Runs `submit` with the stop signals claimed: the first one interrupts it (admission stops,
@@ -795,11 +797,9 @@ export const followProgress = (
   return {
     onProgress: (p) =>
       Effect.suspend(() => {
-        const line =
-          `cluster run ${p.runId}: ${p.admitted} admitted, ${p.running} running, ${p.succeeded} succeeded, ${p.failed} failed, ${
-            // (a cancel's, named once there are some: resumable)
-            p.interrupted > 0 ? `${p.interrupted} interrupted, ` : ""
-          }${p.skipped} already done`
+        const line = `cluster run ${p.runId}: ${p.admitted} admitted, ${p.running} running, ${p.succeeded} succeeded, ${p.failed} failed, ${
+          interruptedText(p)
+        }${p.skipped} already done`
         if (args.quiet || line === last) return Effect.void
         last = line
         return Console.error(line)
@@ -844,13 +844,23 @@ export interface SubmitArgs {
 }
 
 /**
+ * The interrupted pipelines of a submission as its lines say them (`3 interrupted (3 refused
+ * by the runners), `; nothing when none): the rows the runners refused are left `interrupted`.
+ */
+const interruptedText = (p: Pick<InternalSubmit.SubmitProgress, "interrupted" | "refused">): string =>
+  p.interrupted > 0 ? `${p.interrupted} interrupted${p.refused > 0 ? ` (${p.refused} refused by the runners)` : ""}, ` : ""
+
+/**
  * The `--summary json` object of a cluster submission: the embedded run's fields that exist on
  * the cluster (`runId`, `status`, `durationMs`, `stopReason`, `skipped`, `stats.pipelines`: this
- * submission's pipelines by outcome, `succeeded` / `failed`), and the cluster's own under
- * `cluster` (`admitted`, `refused`, `withheld`, `causes`), plus `engine: "cluster"` and the
- * store (without its password).
+ * submission's pipelines by outcome, `succeeded` / `failed` / `interrupted`, as their rows
+ * are), and the cluster's own under `cluster` (`admitted`, `refused`: the `interrupted` ones
+ * runners refused, `withheld`, `causes`), plus `engine: "cluster"` and the store (without its
+ * password).
+ *
+ * @internal
  */
-const clusterJson = (report: Shown, store: string): Record<string, unknown> => ({
+export const clusterJson = (report: Shown, store: string): Record<string, unknown> => ({
   runId: report.runId,
   engine: "cluster",
   status: report.status,
@@ -859,8 +869,8 @@ const clusterJson = (report: Shown, store: string): Record<string, unknown> => (
   skipped: report.skipped,
   stats: {
     pipelines: {
-      total: report.succeeded + report.failed,
-      byState: { succeeded: report.succeeded, failed: report.failed }
+      total: report.succeeded + report.failed + report.interrupted,
+      byState: { succeeded: report.succeeded, failed: report.failed, interrupted: report.interrupted }
     }
   },
   cluster: { admitted: report.admitted, refused: report.refused, withheld: report.withheld, causes: report.causes },
@@ -963,6 +973,15 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
     const maxAdmitted = Option.getOrElse(args.maxAdmitted, () => experiment.run.maxAdmitted ?? InternalSubmit.DEFAULT_MAX_ADMITTED)
     const stopAfterFailures = Option.getOrElse(args.stopAfterFailures ?? Option.none(), () => experiment.run.stopAfterFailures)
     const stopAfter = stopAfterOf(args.stopAfter, experiment.run.stopAfter)
+    const storeShown = target._tag === "Postgres" ? target.url : Option.getOrElse(args.store, () => database)
+    const summarize = (report: Shown) =>
+      args.summary === "json"
+        ? Console.log(JSON.stringify(clusterJson(report, storeShown)))
+        : Console.log(
+          `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${
+            interruptedText(report)
+          }${report.skipped} already done (${report.durationMs} ms)`
+        )
     const { report, stopped } = yield* withStopSignals((onInterrupted) =>
       ClusterEngine.submit(experiment.pipelines(Option.getOrUndefined(args.limit)), {
         maxAdmitted,
@@ -973,19 +992,15 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
         stopAfter,
         pollInterval: Duration.seconds(1),
         onInterrupted,
+        // runners refused pipelines: the summary (as the run's row closes it), then the refusal (exit 2)
+        onRefused: (r) => summarize({ ...r, stopReason: "submit_failed" }),
         ...followProgress(args, database)
       })
     ).pipe(
       Effect.onInterrupt(() => Console.error(STOPPED_MESSAGE)),
       Effect.provide(Layer.merge(ClusterEngine.clientLayer().pipe(Layer.provide(pgLayer(database))), store))
     )
-    if (args.summary === "json") {
-      yield* Console.log(JSON.stringify(clusterJson(report, target._tag === "Postgres" ? target.url : Option.getOrElse(args.store, () => database))))
-    } else {
-      yield* Console.log(
-        `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${report.skipped} already done (${report.durationMs} ms)`
-      )
-    }
+    yield* summarize(report)
     for (const cause of report.causes) yield* Console.error(`  ${cause}`)
     // a stop signal: what was seen is printed above, then the stop is said (exit 130)
     if (stopped) {

@@ -42,6 +42,7 @@ import type * as Pipeline from "../domain/Pipeline.js"
 import type { AttemptRecord, PipelineRecord, RunStatus } from "../domain/Records.js"
 import * as RunConfig from "../domain/RunConfig.js"
 import type { Membership } from "../domain/Suite.js"
+import type { AccountingFigures } from "../domain/TaskStore.js"
 import type { MetricOptions } from "../domain/TaskContext.js"
 import { Bus, make as makeBus } from "./Bus.js"
 import { CallCache, makeMemory as makeMemoryCache } from "./CallCache.js"
@@ -189,6 +190,11 @@ export interface RunOptions extends RunConfig.RunConfigInput {
  *   admission): `true` makes the stop a cancel, the running pipelines stopping at their next
  *   task boundary, `interrupted` and resumable, as the embedded runner's stop leaves them (a
  *   study's `running: cancel`). The embedded runner never asks it.
+ * - `accounting(read)` (since 0.17.0): told once, when the run starts, by a runner that does
+ *   not run the tasks itself (the cluster submitter), with a {@link RunAccountingReader} over
+ *   this run's stored attempts: what a study without budgets reads its trials' calls, tokens
+ *   and cost with, once per trial (the embedded runner never tells it: its leases are metered
+ *   through `memberPools`).
  *
  * @since 0.6.0
  * @category models
@@ -212,7 +218,19 @@ export interface RunHooks {
   readonly settledAttempts?:
     | ((spec: Pipeline.PipelineSpec<any, any, any, any>, attempts: ReadonlyArray<AttemptRecord>) => Effect.Effect<void>)
     | undefined
+  readonly accounting?: ((read: RunAccountingReader) => void) | undefined
 }
+
+/**
+ * Reads the figures of the attempts that pipelines `pipelineIds` stored under one run, summed
+ * over them (`calls`, `tokensIn`, `tokensOut`, `costUsd`, … as the store's accounting counts
+ * them: `StoreService.pipelineAccounting`, one aggregate query); fails with `StoreUnavailable`
+ * when the store cannot be read. What {@link RunHooks} `accounting` gives.
+ *
+ * @since 0.17.0
+ * @category models
+ */
+export type RunAccountingReader = (pipelineIds: ReadonlyArray<PipelineId>) => Effect.Effect<AccountingFigures, StoreUnavailable>
 
 /**
  * Live figures of a run, safe to read mid-run (`runId` is `null` only from a runner that

@@ -88,7 +88,8 @@
  *
  * @since 0.6.0
  */
-import { Deferred, Duration, Effect, Exit, Queue, Schedule, Scope } from "effect"
+import { Deferred, Duration, Effect, Exit, Option, Queue, Schedule, Scope } from "effect"
+import type { PipelineId } from "../domain/Ids.js"
 import { roundUsd } from "../domain/Pricing.js"
 import { classify, ConfigError, type StoreUnavailable } from "../domain/Errors.js"
 import type { Lease, LeaseReport } from "../domain/Lease.js"
@@ -96,6 +97,7 @@ import type { AttemptRecord } from "../domain/Records.js"
 import { formatStudyUsd } from "./internal/money.js"
 import * as Pools from "./Pools.js"
 import * as Signals from "./Signals.js"
+import type * as Runner from "./Runner.js"
 import type * as Suite from "./Suite.js"
 import type { MemberWindow } from "./Suite.js"
 
@@ -643,6 +645,11 @@ interface Trial {
   readonly endedSpend: { tokens: number; costUsd: number }
   /** Stored ended before this run (their spend is in `base`). */
   readonly endedBefore: number
+  /**
+   * Pipelines ended in this run whose usage is still to be read from the store (a runner that
+   * meters nothing: the cluster submitter without budgets, `Runner.RunHooks.accounting`).
+   */
+  readonly unaccounted: Array<PipelineId>
 }
 
 const refuse = (path: string, message: string): ConfigError =>
@@ -855,7 +862,8 @@ export const control = (
         pipelineSpend: new Map(),
         endedBefore: wholeOrZero(t.endedBefore),
         ended: wholeOrZero(t.endedBefore),
-        endedSpend: { tokens: 0, costUsd: 0 }
+        endedSpend: { tokens: 0, costUsd: 0 },
+        unaccounted: []
       })
     }
     for (const [id, succeeded] of options.settled ?? []) {
@@ -1201,10 +1209,54 @@ export const control = (
       }
     }
 
+    /**
+     * The store's reader of the run's usage, when the runner meters nothing itself (the cluster
+     * submitter, for a study without budgets: `Runner.RunHooks.accounting`).
+     */
+    let accountingReader: Runner.RunAccountingReader | undefined = undefined
+    /**
+     * Reads the usage of the pipelines each trial ended in this run from the store, once per
+     * trial when it ended (`all`: every trial with ended pipelines, at the run's end): one
+     * aggregate read per trial, added to its usage and written to the ledger at the next flush.
+     * A read that fails is tried again at the next evaluation.
+     */
+    const account = (all: boolean) =>
+      Effect.gen(function*() {
+        const read = accountingReader
+        if (read === undefined) return
+        for (const t of trials.values()) {
+          if (t.unaccounted.length === 0 || (!all && t.phase !== "ended")) continue
+          const ids = t.unaccounted.splice(0)
+          const f = yield* Effect.option(read(ids).pipe(
+            Effect.tapError((e) =>
+              Effect.zipRight(
+                Effect.sync(() => void t.unaccounted.push(...ids)),
+                Effect.logWarning(`could not read the usage of trial ${t.id}: ${e.message}`)
+              )
+            )
+          ))
+          if (Option.isNone(f)) continue
+          const { calls, costUsd, tokensIn, tokensOut, unpriced } = f.value
+          const delta: TrialUsage = {
+            calls,
+            tokens: tokensIn + tokensOut,
+            costUsd: roundUsd(costUsd),
+            timeMs: 0,
+            ...(unpriced > 0 ? { unpriced } : {})
+          }
+          t.live.calls += delta.calls
+          t.live.tokens += delta.tokens
+          t.live.costUsd = roundUsd(t.live.costUsd + delta.costUsd)
+          if (unpriced > 0) t.live.unpriced = (t.live.unpriced ?? 0) + unpriced
+          t.delta = { ...addUsage(t.delta, delta) }
+        }
+      })
+
     // one evaluation at a time: the evaluator fiber, the window's start check and the end may
     // all ask at once, and an ended trial is settled (store reads) once
     const evaluating = yield* Effect.makeSemaphore(1)
     const evaluate = evaluating.withPermits(1)(Effect.gen(function*() {
+      yield* account(false)
       const at = now()
       for (const t of trials.values()) if (t.phase === "active") checkBudget(t, at)
       const check = Effect.suspend(() => {
@@ -1286,6 +1338,7 @@ export const control = (
         t.activeSince = null
         closeLeases(t)
       }
+      yield* account(true)
       yield* evaluate
       yield* flush
     })
@@ -1493,6 +1546,7 @@ export const control = (
           t.inFlight = Math.max(0, t.inFlight - 1)
           t.ended++
           if (pipelineId === undefined) return
+          if (accountingReader !== undefined) t.unaccounted.push(pipelineId as PipelineId)
           const spent = t.pipelineSpend.get(pipelineId)
           if (spent !== undefined) {
             t.endedSpend.tokens += spent.tokens
@@ -1511,7 +1565,15 @@ export const control = (
         // `interrupted`, named as a cancel names it (`study_stop:manual`, `study_stop:sigint`): a
         // drain ends the suite's source early, and the run would otherwise read `completed`
         // the cluster's meter (budgets only): the stored attempts of each settled pipeline
-        ...(FIGURES.some((f) => perTrial[f] !== undefined || total[f] !== undefined) ? { pipelineAttempts: attemptsMeter } : {}),
+        // and without budgets, a reader of the run's usage in the store, read once per trial
+        // when it ended (`account`): the report's calls, tokens and cost, as the embedded meter
+        ...(FIGURES.some((f) => perTrial[f] !== undefined || total[f] !== undefined)
+          ? { pipelineAttempts: attemptsMeter }
+          : {
+            accounting: (read: Runner.RunAccountingReader) => {
+              accountingReader = read
+            }
+          }),
         stoppedEarly: () => {
           if (fired === null || fired.condition.when === "allTrialsTerminal") return undefined
           for (const t of trials.values()) {

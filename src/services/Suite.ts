@@ -468,6 +468,10 @@ export type Admission = "admit" | "wait" | "refuse"
  *   settled on a runner that does not run its tasks (the cluster submitter), with the attempts
  *   this run stored for it, before its `pipelineEnded` (`Runner.RunHooks.settledAttempts`):
  *   what a study's budgets meter there in place of the leases.
+ * - `accounting(read)` (since 0.17.0): told once, when the run starts, by a runner that does
+ *   not run the tasks (the cluster submitter), a reader of the run's stored attempts summed
+ *   over given pipelines (`Runner.RunHooks.accounting`): what a study without budgets reads
+ *   a trial's calls, tokens and cost with, once the trial ended.
  *
  * @since 0.6.0
  * @category models
@@ -488,6 +492,7 @@ export interface WindowObserver {
   readonly pipelineAttempts?:
     | ((experimentId: string, pipelineId: string, attempts: ReadonlyArray<AttemptRecord>) => Effect.Effect<void>)
     | undefined
+  readonly accounting?: ((read: Runner.RunAccountingReader) => void) | undefined
 }
 
 /**
@@ -555,7 +560,8 @@ const hooksOf = (window: MemberWindow, occupancy: Occupancy): Runner.RunHooks =>
     settledAttempts: o?.pipelineAttempts === undefined ? undefined : (spec, attempts) => {
       const id = idOf(spec)
       return id === undefined ? Effect.void : o.pipelineAttempts!(id, spec.pipelineId, attempts)
-    }
+    },
+    accounting: o?.accounting
   }
 }
 

@@ -22,6 +22,7 @@ import * as path from "node:path"
 import { vi } from "vitest"
 import * as ClusterRun from "../../src/cli/ClusterRun.js"
 import * as StudyRun from "../../src/cli/StudyRun.js"
+import type { RunId } from "../../src/domain/Ids.js"
 import * as InternalSubmit from "../../src/services/internal/cluster/submit.js"
 import { assay, root, start, tempDir, write } from "../support/cli.js"
 import { freePort, usePostgres } from "../support/postgres.js"
@@ -158,6 +159,28 @@ describe("the submitter's progress line", () => {
     }))
 })
 
+describe("pipelines the runners refused (F7): counted interrupted, as their rows are left (fix17ai)", () => {
+  const refused = { runId: "r2" as RunId, admitted: 3, skipped: 1, succeeded: 0, failed: 0, interrupted: 3, refused: 3, running: 0, withheld: 5 }
+  it.effect("the progress line says them interrupted and refused, not failed", () =>
+    Effect.gen(function*() {
+      const lines: Array<string> = []
+      const spy = vi.spyOn(console, "error").mockImplementation((...xs: Array<unknown>) => {
+        lines.push(xs.join(" "))
+      })
+      try {
+        yield* ClusterRun.followProgress({ quiet: false, config: "x.yaml" }, url).onProgress!(refused as never)
+      } finally {
+        spy.mockRestore()
+      }
+      assert.deepStrictEqual(lines, ["cluster run r2: 3 admitted, 0 running, 0 succeeded, 0 failed, 3 interrupted (3 refused by the runners), 1 already done"])
+    }))
+  it("the --summary json object counts them interrupted in stats.pipelines, refused under cluster", () => {
+    const json = ClusterRun.clusterJson({ ...refused, status: "interrupted", stopReason: "submit_failed", durationMs: 5, causes: [] }, url)
+    assert.deepStrictEqual(json["stats"], { pipelines: { total: 3, byState: { succeeded: 0, failed: 0, interrupted: 3 } } })
+    assert.deepInclude(json["cluster"] as object, { admitted: 3, refused: 3, withheld: 5 })
+  })
+})
+
 describe("a refused login on the cluster's paths", () => {
   it.live("runner, study run, resume, status, migrate and report explain it and exit 2", () =>
     Effect.scoped(Effect.gen(function*() {
@@ -176,8 +199,11 @@ describe("a refused login on the cluster's paths", () => {
         [["migrate", "--database", url], 2],
         [["report", url], 2]
       ]
-      for (const [argv, code] of commands) {
-        const r = yield* assay(argv)
+      // side by side: each is a process of its own (one after the other, their starts under load
+      // took more than the test's time once)
+      const results = yield* Effect.forEach(commands, ([argv]) => assay(argv), { concurrency: "unbounded" })
+      for (const [i, [argv, code]] of commands.entries()) {
+        const r = results[i]!
         const out = r.stdout + r.stderr
         assert.strictEqual(r.code, code, `${argv.slice(0, 2).join(" ")}: ${out}`)
         assert.include(out, `refused the login of user "nobody_here"`, argv.slice(0, 2).join(" "))

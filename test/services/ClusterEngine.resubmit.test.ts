@@ -47,7 +47,13 @@ describe("ClusterEngine: submitting again", () => {
     let hosting = false
     return createDatabase("refused").pipe(Effect.zipRight(Effect.gen(function*() {
       // the runner loaded another experiment file: every pipeline is refused
-      const out = yield* Effect.either(submitSpecs(specs, { maxAdmitted: 3 }))
+      const outcomes: Array<string> = []
+      let last: ClusterEngine.SubmitProgress | undefined
+      const out = yield* Effect.either(submitSpecs(specs, {
+        maxAdmitted: 3,
+        onSettled: (_, outcome) => void outcomes.push(outcome),
+        onProgress: (p) => Effect.sync(() => void (last = p))
+      }))
       assert.isTrue(Either.isLeft(out))
       if (Either.isLeft(out)) {
         assert.strictEqual(out.left._tag, "ConfigError")
@@ -66,6 +72,9 @@ describe("ClusterEngine: submitting again", () => {
       // nothing runs them: left interrupted (resumable), not running (tester17af F7)
       const states = yield* Effect.forEach(admitted, (s) => Effect.map(store.getPipeline(s.pipelineId), (r) => Option.getOrThrow(r).state))
       assert.deepStrictEqual(states, admitted.map(() => "interrupted"))
+      // and counted so, as their rows say: interrupted (refused), never failed (fix17ai)
+      assert.deepStrictEqual(outcomes, admitted.map(() => "interrupted"))
+      assert.deepInclude(last, { admitted: admitted.length, failed: 0, interrupted: admitted.length, refused: admitted.length, running: 0 })
       // the runners are fixed: submitting again runs every pipeline (the refused workflows do not answer for them)
       hosting = true
       const report = yield* submitSpecs(specs, { maxAdmitted: 3 })

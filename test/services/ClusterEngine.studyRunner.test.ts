@@ -165,6 +165,37 @@ describe("ClusterEngine: the submitter as a Runner (in process)", () => {
     }))
 })
 
+describe("ClusterEngine: run.stopAfter on the submitter tells the trial window (fix17ai)", () => {
+  it.live("stopAfter passed: admissionStopped is told, the source is read no further, the run ends interrupted stop_after", () =>
+    Effect.gen(function*() {
+      const { hosted } = yield* setup(1)
+      const runner = Layer.effect(Runner.Runner, SubmitRunner.make({ pollInterval: "10 millis", maxAdmitted: 2, window: 1, stopAfter: "100 millis" }))
+      const result = yield* Effect.scoped(Effect.gen(function*() {
+        const told = yield* Deferred.make<void>()
+        const ended: Array<string> = []
+        // the source gives one spec, then waits (as a trial window waits for its trial to end)
+        const source = Stream.concat(Stream.make(hosted[0]!), Stream.fromEffect(Effect.never))
+        const handle = yield* (yield* Runner.Runner).start(source as Stream.Stream<Pipeline.PipelineSpec<any, any, any, never>>, {
+          hooks: {
+            admissionStopped: () => void Deferred.unsafeDone(told, Exit.void),
+            ended: (spec) => void ended.push(spec.pipelineId)
+          }
+        })
+        // told by the deadline, the one path of every stop rule (it was only told for stopAfterFailures)
+        const wasTold = yield* Effect.timeout(Deferred.await(told), "20 seconds").pipe(Effect.isSuccess)
+        if (!wasTold) yield* handle.stop("test")
+        const report = yield* handle.await
+        const rows = yield* (yield* Store).getPipelines(hosted.map((s) => s.pipelineId))
+        return { wasTold, report, rows, ended }
+      })).pipe(Effect.provide(runner.pipe(Layer.provideMerge(hostOf(hosted)))))
+      assert.isTrue(result.wasTold, "admissionStopped was not told when stopAfter passed")
+      assert.strictEqual(result.report.status, "interrupted")
+      assert.strictEqual(result.report.stopReason, "stop_after")
+      assert.strictEqual(result.rows.size, 1)
+      assert.deepStrictEqual(result.ended, [hosted[0]!.pipelineId])
+    }), 60_000)
+})
+
 /** The study's settled facts both engines must agree on: its status, each trial's status. */
 const settledOf = (r: Study.StudyReport) => ({
   status: r.status,
@@ -482,6 +513,16 @@ describe("ClusterEngine: a study's budgets on the submitter (issue 17 §3)", () 
       assert.strictEqual(onCluster.stop?.condition.when, "budget", onCluster.summary())
     }), 60_000)
 
+  it.live("no budget: each trial's calls, tokens and cost are read from the stored attempts, the embedded meter's figures (fix17ai)", () =>
+    Effect.gen(function*() {
+      const { local, onCluster } = yield* both({ perTrial: {}, total: {} })
+      const usage = (r: Study.StudyReport) => r.trials.map((t) => [t.trialId, t.status, t.usage.calls, t.usage.tokens, t.usage.costUsd] as const)
+      assert.deepStrictEqual(usage(onCluster), usage(local), `${onCluster.summary()}\n---\n${local.summary()}`)
+      // 3 cases, one call each (it was 0 on the cluster: the meter was installed with a budget only)
+      assert.deepStrictEqual(onCluster.trials.map((t) => t.usage.calls), [3, 3, 3, 3], onCluster.summary())
+      assert.isTrue(onCluster.trials.every((t) => t.usage.tokens > 0), onCluster.summary())
+    }), 60_000)
+
   it.effect("study run --engine cluster takes calls, tokens, cost and time budgets and a budget stop", () =>
     Effect.gen(function*() {
       const args: ClusterStudy.ClusterStudyArgs = { file: "study.json", database: "postgres://x@h/db", maxAdmitted: Option.none(), quiet: true, cacheFlag: undefined }
@@ -552,17 +593,21 @@ describe("ClusterEngine: study stop --cancel on the runners (issue 17 §3, cance
       // step, their committed tasks kept; the next trial's were never admitted
       const states = [...rows.values()].map((r) => [r.state, r.nTasksDone] as const)
       assert.strictEqual(states.length, 2, JSON.stringify(states))
+      // (the stop comes once one pipeline's first step began: that one committed its first task;
+      // the other may not have reached its first commit yet under load, and then stops at 0)
       for (const [state, done] of states) {
         assert.strictEqual(state, "interrupted", JSON.stringify(states))
-        assert.isAtLeast(done, 1, JSON.stringify(states))
         assert.isBelow(done, 4, JSON.stringify(states))
       }
+      assert.isTrue(states.some(([, done]) => done >= 1), JSON.stringify(states))
       // the last step never ran; each step ran once (a step under way at the cancel committed)
       assert.isFalse([...stepRuns.keys()].some((k) => k.endsWith("/step3")), JSON.stringify([...stepRuns]))
       for (const [k, n] of stepRuns) assert.strictEqual(n, 1, `step ${k} ran ${n} times`)
-      // the interrupted pipelines keep their first task's checkpoint (a resume starts after it)
-      const ran = hosted.filter((h) => rows.has(h.pipelineId))
-      assert.strictEqual(checkpoints.filter(Option.isSome).length, ran.length)
+      // the interrupted pipelines keep their committed first task's checkpoint (a resume starts
+      // after it); one stopped before its first commit has none
+      const committed = hosted.filter((h) => (rows.get(h.pipelineId)?.nTasksDone ?? 0) >= 1)
+      assert.isAtLeast(committed.length, 1)
+      assert.strictEqual(checkpoints.filter(Option.isSome).length, committed.length)
     }), 60_000)
 })
 

@@ -88,6 +88,37 @@ export interface CliProcess {
 }
 
 /**
+ * Waits until the stderr of `proc` shows `text`, or `proc` ended: `true` once it showed it,
+ * `false` when the process ended without it. Told by the process's output as it comes (no
+ * polling, and no time budget of its own: the test's timeout bounds the wait), so a slow start
+ * under load is waited for, and a process that never says it still fails the test.
+ */
+export const stderrShows = (proc: CliProcess, text: string): Effect.Effect<boolean> =>
+  Effect.async<boolean>((resume) => {
+    let over = false
+    const finish = (shown: boolean) => {
+      if (over) return
+      over = true
+      proc.child.stderr?.off("data", onData)
+      resume(Effect.succeed(shown))
+    }
+    // registered after `start`'s own listener: `proc.stderr()` already holds the chunk
+    const onData = () => {
+      if (proc.stderr().includes(text)) finish(true)
+    }
+    if (proc.stderr().includes(text)) {
+      finish(true)
+      return
+    }
+    proc.child.stderr?.on("data", onData)
+    void proc.done.then(() => finish(proc.stderr().includes(text)))
+    return Effect.sync(() => {
+      over = true
+      proc.child.stderr?.off("data", onData)
+    })
+  })
+
+/**
  * Starts `bin/assay args` without waiting for it (to signal or kill it while it runs), in
  * `cwd` (default: the checkout) with `env` added to this process's environment.
  */

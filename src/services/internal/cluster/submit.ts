@@ -139,8 +139,8 @@ export interface SubmitOptions {
   /**
    * Told synchronously of each pipeline of the submission once it is settled: `succeeded`,
    * `failed` or `interrupted` (as counted in {@link SubmitProgress}; `interrupted`: its run was
-   * cancelled, `cancelMarks.ts`) or `skipped` (already succeeded in the store). A suite's
-   * submitter counts them per member with it.
+   * cancelled, `cancelMarks.ts`, or a runner refused it) or `skipped` (already succeeded in the
+   * store). A suite's submitter counts them per member with it.
    */
   readonly onSettled?: ((pipelineId: PipelineId, outcome: "succeeded" | "failed" | "interrupted" | "skipped") => void) | undefined
   /** Pipelines failed in this submission after which no more are admitted (integer ≥ 1). */
@@ -196,14 +196,32 @@ export interface SubmitOptions {
    * caller knows its reason). The cluster-backed runner's stop and a study's drain.
    */
   readonly closeAs?: Effect.Effect<string | undefined> | undefined
+  /**
+   * Told synchronously, once, when a stop rule of the submission stops admission for good:
+   * `stopAfterFailures` reached, `stopAfter` passed, or runners refused a pipeline. Told as the
+   * rule becomes true (the failure or refusal counted, the timer fired), so before the
+   * `onSettled` of the pipeline that reached it, and whether or not specs are left to admit.
+   * What a trial window is told (`Runner.RunHooks.admissionStopped`), so that no pull under
+   * way starts another trial (the cluster `Runner`, `submitRunner.ts`).
+   */
+  readonly onAdmissionStopped?: (() => void) | undefined
+  /**
+   * Told, when runners refused pipelines, what the submission saw by then (the refused ones
+   * counted `interrupted` and `refused`, `status` `interrupted`, `stopReason` null), once the
+   * admitted pipelines were followed to their end and before it fails with
+   * {@link refusedError}: what the submitter's summary on a refusal is made of.
+   */
+  readonly onRefused?: ((report: SubmitReport) => Effect.Effect<void>) | undefined
 }
 
 /**
  * What the submitter has seen so far: pipelines admitted by this submission, skipped (already
  * succeeded in the store), and of the admitted ones, how many ended succeeded / failed (a task
- * failed for good, or the workflow ended without a verdict: `refused` counts those a runner
- * refused) / interrupted (their run was cancelled: `cancelMarks.ts`; resumable), and how many
- * are running now.
+ * failed for good, or the workflow ended without a verdict) / interrupted (resumable: their run
+ * was cancelled, `cancelMarks.ts`, or a runner refused them: `refused` counts those among the
+ * `interrupted`, their rows are left `interrupted`), and how many are running now. So
+ * `admitted = succeeded + failed + interrupted + running`, and each count is the number of the
+ * submission's rows in that state.
  *
  * @internal
  */
@@ -213,8 +231,12 @@ export interface SubmitProgress {
   readonly skipped: number
   readonly succeeded: number
   readonly failed: number
-  /** Admitted pipelines the runners settled `interrupted` (the run was cancelled: `cancelMarks.ts`). */
+  /**
+   * Admitted pipelines left `interrupted`: the runners settled them so (the run was cancelled:
+   * `cancelMarks.ts`), or they refused them (`refused`).
+   */
   readonly interrupted: number
+  /** Of the `interrupted`, those runners refused (`PipelineNotRunnable`; since issue 17 fix17ai, no longer counted `failed`). */
   readonly refused: number
   readonly running: number
   /** Specs read from the source but left out: `mayAdmit` said no, or admission stopped. */
@@ -434,6 +456,17 @@ export const submit = <SE, SR>(
     /** Set by the `stopAfter` timer (a fiber sleeping on the `Clock`) once the time has passed. */
     let timeUp = false
     const stopped = () => counts.refused > 0 || failuresReached() || timeUp
+    let stopTold = false
+    /**
+     * Tells `onAdmissionStopped`, once, as soon as a stop rule holds (`stopped`): called where
+     * each rule can become true (a failure or a refusal counted, the `stopAfter` timer), before
+     * the `onSettled` of the pipeline that made it true.
+     */
+    const tellStopped = () => {
+      if (stopTold || !stopped()) return
+      stopTold = true
+      options.onAdmissionStopped?.()
+    }
     /**
      * What first left specs of the source out (read but not admitted, or not read): recorded
      * when admission withholds them, so a deadline that passes after the last admission stops
@@ -473,7 +506,8 @@ export const submit = <SE, SR>(
      * Asks a window's workflow whether it ended, and settles its pipelines still running: a
      * pipeline whose row is not terminal when its window ended (a runner refused the window, or
      * the store stayed away past the activity's retry budget) is counted from the workflow's
-     * verdict, or failed with its cause.
+     * verdict, or failed with its cause; one a runner refused is set `interrupted` and counted
+     * so (and `refused`).
      */
     const checkWindow = (w: Window) =>
       Effect.gen(function*() {
@@ -494,6 +528,7 @@ export const submit = <SE, SR>(
           }
           if (state === "failed") {
             counts.failed++
+            tellStopped()
             settled(id, "failed")
             continue
           }
@@ -504,11 +539,17 @@ export const submit = <SE, SR>(
             continue
           }
           if (ended._tag === "Refused") {
-            counts.refused++
-            if (refusals.length < 20) refusals.push(ended.message)
             // nothing of it ran: left interrupted, resumable (a submission admits it again),
-            // not running with no runner running it (tester17af F7)
+            // not running with no runner running it (tester17af F7); counted so, as its row
+            // says (`refused` counts them among the `interrupted`)
             yield* store.updatePipeline(id, { state: "interrupted", updatedAt: yield* Clock.currentTimeMillis })
+            counts.refused++
+            counts.interrupted++
+            if (refusals.length < 20) refusals.push(ended.message)
+            if (causes.length < 20) causes.push(`${id}: ${ended.message}`)
+            tellStopped()
+            settled(id, "interrupted")
+            continue
           }
           const verdict = ended._tag === "Verdict" ? ended.verdicts[w.ids.indexOf(id)] : undefined
           if (verdict === "succeeded") {
@@ -517,6 +558,7 @@ export const submit = <SE, SR>(
             continue
           }
           counts.failed++
+          tellStopped()
           settled(id, "failed")
           if (causes.length < 20) {
             causes.push(`${id}: ${ended._tag === "Verdict" ? `its workflow ended "${verdict}" without settling the row` : ended.message}`)
@@ -568,6 +610,7 @@ export const submit = <SE, SR>(
           if (state === "succeeded") counts.succeeded++
           else if (state === "failed") counts.failed++
           else counts.interrupted++
+          tellStopped()
           settled(id, state)
         }
       }
@@ -642,6 +685,16 @@ export const submit = <SE, SR>(
      * A control pipeline is refused before anything is written for it when the store keeps no
      * traversal state (the ones before it in the batch are admitted first).
      */
+    /** The specs `mayAdmit` lets in (all without it); the others are withheld (`withhold`). */
+    const admissible = (specs: ReadonlyArray<AnySpec>): ReadonlyArray<AnySpec> => {
+      const gate = options.mayAdmit
+      if (gate === undefined) return specs
+      const refused: Array<AnySpec> = []
+      const kept = specs.filter((spec) => gate(spec) || (refused.push(spec), false))
+      withhold(refused)
+      return kept
+    }
+
     const admitBatch = (batch: ReadonlyArray<AnySpec>) =>
       Effect.gen(function*() {
         if (stopped()) {
@@ -654,7 +707,7 @@ export const submit = <SE, SR>(
         const stored = specs.length === 0
           ? new Map<PipelineId, never>()
           : yield* store.getPipelines(specs.map((spec) => spec.pipelineId))
-        let pending = specs.filter((spec) => {
+        let pending: ReadonlyArray<AnySpec> = specs.filter((spec) => {
           if (stored.get(spec.pipelineId)?.state !== "succeeded") return true
           counts.skipped++
           settled(spec.pipelineId, "skipped")
@@ -669,16 +722,11 @@ export const submit = <SE, SR>(
             withhold(pending)
             return
           }
-          if (options.mayAdmit !== undefined) {
-            const gate = options.mayAdmit
-            const refused: Array<AnySpec> = []
-            pending = pending.filter((spec) => gate(spec) || (refused.push(spec), false))
-            withhold(refused)
-            if (pending.length === 0) break
-          }
+          pending = admissible(pending)
+          if (pending.length === 0) break
           const room = maxAdmitted - running.size
           const take = Math.min(pending.length, room >= windowSize ? room - (room % windowSize) : room)
-          let group = pending.slice(0, take)
+          let group: ReadonlyArray<AnySpec> = pending.slice(0, take)
           pending = pending.slice(group.length)
           if (options.startGate !== undefined) {
             group = yield* Effect.filter(group, options.startGate)
@@ -688,12 +736,7 @@ export const submit = <SE, SR>(
               withhold([...group, ...pending])
               return
             }
-            if (options.mayAdmit !== undefined) {
-              const gate = options.mayAdmit
-              const refused: Array<AnySpec> = []
-              group = group.filter((spec) => gate(spec) || (refused.push(spec), false))
-              withhold(refused)
-            }
+            group = admissible(group)
             if (group.length === 0) continue
           }
           const started: Array<{ readonly specs: ReadonlyArray<AnySpec>; readonly executionId: string }> = []
@@ -753,6 +796,7 @@ export const submit = <SE, SR>(
         // a child of this fiber: interrupted when the submission ends
         yield* Effect.fork(Effect.delay(Effect.sync(() => {
           timeUp = true
+          tellStopped()
         }), options.stopAfter))
       }
       // admission stops at the first refusal, once the failures reach `stopAfterFailures`, or
@@ -782,7 +826,12 @@ export const submit = <SE, SR>(
           while (admitting()) {
             const next = yield* Effect.either(pull)
             if (Either.isLeft(next)) {
-              if (Option.isNone(next.left)) return
+              // the source ended: a stop rule that holds now ended it (`onAdmissionStopped` ends
+              // a trial window's source early), so it left specs out as a refused pull would
+              if (Option.isNone(next.left)) {
+                if (stopped()) halt()
+                return
+              }
               return yield* Effect.fail(next.left.value)
             }
             const chunk = next.right
@@ -803,7 +852,13 @@ export const submit = <SE, SR>(
         body: () => Effect.zipRight(Effect.sleep(poll), refresh),
         step: () => {}
       })
-      if (counts.refused > 0) return yield* refusedError(counts.refused, refusals)
+      if (counts.refused > 0) {
+        if (options.onRefused !== undefined) {
+          const at = yield* Clock.currentTimeMillis
+          yield* options.onRefused({ ...progress(), status: "interrupted", stopReason: null, durationMs: at - startedAt, causes })
+        }
+        return yield* refusedError(counts.refused, refusals)
+      }
       const endedAt = yield* Clock.currentTimeMillis
       // the failures' count stops the run even when nothing was left out (as before); a
       // deadline only when it left specs out, and the first of the two to do so is the reason

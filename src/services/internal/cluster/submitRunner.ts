@@ -14,11 +14,14 @@
  *   reason leaves the spec out (no row written: a later run admits it) and counts it `ended`;
  *   so a gate closes admission, and the pipelines admitted before it closed still run (at
  *   most `maxAdmitted`);
+ * - `accounting(read)`: told at the start, `read` summing this run's stored attempts of the
+ *   pipelines it is given (`store.pipelineAccounting`, one query per call);
  * - `settledAttempts(spec, attempts)`: when given (a study with budgets), a settled
  *   pipeline's attempts of this run are read from the store (one query) and told before its
  *   `failureDecided` / `ended`, at the next follow or before the next start gate;
- * - `admissionStopped()`: told at the first stop, or when `stopAfterFailures` is reached,
- *   before the `ended` of the pipeline that reached it;
+ * - `admissionStopped()`: told at the first stop, or when a stop rule of the submitter stops
+ *   admission (`Submit.SubmitOptions.onAdmissionStopped`: `stopAfterFailures` reached before the
+ *   `ended` of the pipeline that reached it, `stopAfter` passed, runners refused a pipeline);
  * - `closingStop()`: asked when the submission ended `completed` with no stop: a reason closes
  *   the run `interrupted` with it (a study's drain);
  * - `ended(spec)` / `failureDecided(spec)`: told once the submitter sees the pipeline's row
@@ -58,6 +61,7 @@ import { Store, type StoreService } from "../../Store.js"
 import { decodePayload } from "../export.js"
 import { makeReport } from "../runner/report.js"
 import { memberMetricName } from "../suite/metric.js"
+import { sumFigures, zeroFigures } from "../store/shared.js"
 import * as CancelMarks from "./cancelMarks.js"
 import * as Submit from "./submit.js"
 
@@ -151,8 +155,6 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
           hooks?.admissionStopped?.()
           Deferred.unsafeDone(stopped, Exit.void)
         }
-        /** The submission's failed pipelines, as `onSettled` tells them. */
-        let failures = 0
         const specOf = new Map<PipelineId, AnySpec>()
         const finished: Array<PipelineId> = []
         let last: Submit.SubmitProgress = {
@@ -287,16 +289,14 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
             Effect.zipRight(drainSettled, drainFinished),
             Effect.sync(() => closedAs = stopReason ?? hooks?.closingStop?.())
           ),
+          // a stop rule of the submitter (`stopAfterFailures`, `stopAfter`, a refusal) ends the
+          // source's reading before the end of the pipeline that reached it is told: told
+          // first, a trial window waiting for it would start the next trial (marking it
+          // started) inside the pull the stop then withholds, and that trial would settle
+          // `incomplete` where the embedded engine leaves it `not_started`
+          onAdmissionStopped: stopAdmission,
           onSettled: (id, outcome) => {
             unwatch(id)
-            // the failure that reaches `stopAfterFailures` ends the source's reading before its
-            // end is told: told first, a trial window waiting for it would start the next
-            // trial (marking it started) inside the pull the stop then withholds, and that
-            // trial would settle `incomplete` where the embedded engine leaves it `not_started`
-            if (outcome === "failed") {
-              failures++
-              if (base.stopAfterFailures !== undefined && failures >= base.stopAfterFailures) stopAdmission()
-            }
             const spec = specOf.get(id)
             if (spec === undefined) return
             specOf.delete(id)
@@ -320,6 +320,10 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
               )
             )
         }).pipe(Effect.provide(env))
+        // a reader of this run's stored usage (a study without budgets: one query per trial)
+        hooks?.accounting?.((ids) =>
+          Effect.map(store.pipelineAccounting({ runId, pipelineIds: ids }), (rows) => rows.reduce(sumFigures, zeroFigures()))
+        )
         const fiber = yield* Effect.forkScoped(submission)
         /**
          * A cancel (the hooks' owner says so at the stop: `RunHooks.stopCancels`): the run is

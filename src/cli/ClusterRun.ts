@@ -778,7 +778,8 @@ const STOPPED_MESSAGE =
 
 /**
  * The submitter's progress line on stderr (none with `--quiet`; told after every poll, printed
- * only when it differs from the last one printed) and its warning when no runner
+ * only when it differs from the last one printed; the pipelines a cancel left `interrupted`
+ * are counted once there are some) and its warning when no runner
  * is up (said even with `--quiet`: nothing moves until a runner is up), naming the command that
  * starts one with the file given (an experiment's or a suite's) and the database URL without its
  * password (pasteable: a masked `user:***@` would log in with `***`), followed, when the URL had

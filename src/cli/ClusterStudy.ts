@@ -76,24 +76,11 @@ export interface ClusterStudyArgs {
   readonly cacheFlag: string | undefined
 }
 
-/** The study fields the cluster engine does not carry out: their path and why (the refusal's words after the path), or none. */
-const notCarriedOut = (study: Study.StudyInput): { readonly path: string; readonly why: string } | undefined => {
-  // calls, tokens and cost are metered from the stored attempts of each settled pipeline, time
-  // on the driver's clock; a trial's time budget cancels one trial's running pipelines when it
-  // runs out, and the runners cancel a whole run only (`running: cancel`: `cancelMarks.ts`)
-  const timeWhy = "a trial's time budget interrupts that trial's running pipelines when it runs out, and the runners can cancel a " +
-    "whole study run only (running: cancel), not one trial's pipelines. Budget calls, tokens or costUsd instead (metered from the " +
-    "stored attempts as pipelines settle), or run the study on the embedded engine"
-  const time = study.budget?.perTrial?.timeMs
-  if (time !== undefined && time !== null) return { path: "budget.perTrial.time", why: timeWhy }
-  return undefined
-}
-
 /**
  * Refuses (exit 2, naming the field or flag) what the cluster engine does not carry out for a
- * study: a trial's time budget, a `run` field other than the cluster
- * submitter's
- * (`ClusterRun.refuseRunFields`) and the call cache flags.
+ * study: a `run` field other than the cluster submitter's (`ClusterRun.refuseRunFields`) and
+ * the call cache flags. (`study` is read by none of them since a trial's time budget is carried
+ * out: the runners stop its pipelines, `cancelMarks.ts`.)
  *
  * @internal
  */
@@ -103,13 +90,6 @@ export const refuse = (
   first: LoadedSuite
 ): Effect.Effect<void, ConfigError> =>
   Effect.gen(function*() {
-    const field = notCarriedOut(study)
-    if (field !== undefined) {
-      return yield* configError(
-        field.path,
-        `not supported on the cluster engine yet: ${field.why} (docs/scale-out.md, "Studies on the cluster engine")`
-      )
-    }
     // `run.trialConcurrency` is the study's trial window: the driver's, carried out here;
     // `run.stopAfterFailures` / `run.stopAfter` are the submitter's (`submitterOptions`)
     const { trialConcurrency: _window, ...run } = first.run as Readonly<Record<string, unknown>>

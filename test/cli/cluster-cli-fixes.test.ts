@@ -132,10 +132,20 @@ describe("the submitter's progress line", () => {
       const spy = vi.spyOn(console, "error").mockImplementation((...xs: Array<unknown>) => {
         lines.push(xs.join(" "))
       })
-      const progress = { runId: "r1", admitted: 4, skipped: 0, succeeded: 0, failed: 0, refused: 0, running: 4, withheld: 0 }
+      const progress = { runId: "r1", admitted: 4, skipped: 0, succeeded: 0, failed: 0, interrupted: 0, refused: 0, running: 4, withheld: 0 }
       try {
         const { onProgress } = ClusterRun.followProgress({ quiet: false, config: "suite.yaml" }, url)
-        for (const p of [progress, progress, progress, { ...progress, running: 3, succeeded: 1 }, { ...progress, running: 3, succeeded: 1 }]) {
+        for (
+          const p of [
+            progress,
+            progress,
+            progress,
+            { ...progress, running: 3, succeeded: 1 },
+            { ...progress, running: 3, succeeded: 1 },
+            // a cancel's interrupted pipelines are counted once there are some
+            { ...progress, running: 0, succeeded: 1, interrupted: 3 }
+          ]
+        ) {
           yield* onProgress!(p as never)
         }
       } finally {
@@ -143,7 +153,8 @@ describe("the submitter's progress line", () => {
       }
       assert.deepStrictEqual(lines, [
         "cluster run r1: 4 admitted, 4 running, 0 succeeded, 0 failed, 0 already done",
-        "cluster run r1: 4 admitted, 3 running, 1 succeeded, 0 failed, 0 already done"
+        "cluster run r1: 4 admitted, 3 running, 1 succeeded, 0 failed, 0 already done",
+        "cluster run r1: 4 admitted, 0 running, 1 succeeded, 0 failed, 3 interrupted, 0 already done"
       ])
     }))
 })

@@ -16,8 +16,8 @@
  * - `study confirm --engine cluster` runs a confirmation trial on the runners already up (they
  *   read the trials recorded in the cluster's database when asked for a pipeline they do not
  *   know);
- * - what the cluster engine does not carry out is refused (exit 2, naming it): a trial's time
- *   budget, the call cache flags, `--database` without `--engine cluster`; `run -c STUDY --engine cluster`
+ * - what the cluster engine does not carry out is refused (exit 2, naming it): the call cache
+ *   flags, `--database` without `--engine cluster`; `run -c STUDY --engine cluster`
  *   points to `study run`.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -113,15 +113,10 @@ describe("a study on --engine cluster", () => {
       const url = pg.url("study")
       assert.strictEqual((yield* assay(["migrate", "--database", url])).code, 0)
 
-      // refused before anything runs: a flag of the cluster engine without it, a trial's time budget, the cache flags
+      // refused before anything runs: a flag of the cluster engine without it, the cache flags
       const noEngine = yield* assay(["study", "run", study, "--database", url, "--output-root", path.join(dir, "x")])
       assert.strictEqual(noEngine.code, 2, noEngine.stderr)
       assert.include(noEngine.stderr, "--database")
-      const budgeted = write(dir, "budget.json", studyOf({ budget: { perTrial: { calls: 10, time: "10 minutes" } } }))
-      const budget = yield* assay(["study", "run", budgeted, "--engine", "cluster", "--database", url, "--output-root", path.join(dir, "x")])
-      assert.strictEqual(budget.code, 2, budget.stderr)
-      assert.include(budget.stderr, "budget.perTrial.time")
-      assert.include(budget.stderr, "not supported on the cluster engine yet")
       const cache = yield* assay(["study", "run", study, "--engine", "cluster", "--database", url, "--cache", "--output-root", path.join(dir, "x")])
       assert.strictEqual(cache.code, 2, cache.stderr)
       assert.include(cache.stderr, "--cache")

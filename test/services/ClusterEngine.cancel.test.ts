@@ -165,6 +165,47 @@ describe("cluster: a run's cancel mark in assay_meta (issue 17 §3)", () => {
       assert.strictEqual(calls.size, 2)
     }).pipe(Effect.provide(Layer.mergeAll(MemoryStore.layer(), Pool.layer([]), pgLayer("cancel_window")))), 180_000)
 
+  it.scoped("one pipeline's mark (a trial's time budget): that pipeline stops at its next task boundary, the other goes on; the runner reads the runs in flight only", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe(`CREATE TABLE IF NOT EXISTS assay_meta (key text PRIMARY KEY, value text NOT NULL)`)
+      yield* WindowClaims.createTable
+      const calls = new Map<string, number>()
+      const add = (k: string) => calls.set(k, (calls.get(k) ?? 0) + 1)
+      const gate = yield* Deferred.make<void>()
+      const a = Task.make("a", (n: number, ctx) => Effect.zipRight(Effect.sync(() => add(`a/${ctx.pipelineId}`)), Effect.as(Deferred.await(gate), n + 1)))
+      const b = Task.make("b", (n: number, ctx) => Effect.sync(() => (add(`b/${ctx.pipelineId}`), n * 2)))
+      const specs: ReadonlyArray<AnySpec> = [1, 2].map((n) => Pipeline.make("timed", a, b).bind(n))
+      const [cut, kept] = [specs[0]!, specs[1]!]
+      const store = yield* Store
+      // an underscore: a LIKE wildcard, escaped in the read (run `runXp`'s marks are not this run's)
+      const runId = "run_p" as RunId
+      yield* admitAll(store, specs, runId)
+      const env = yield* makeTaskEnv({ store, pools: yield* Pool.Pools, bus: yield* makeBus, concurrency: 8 })
+      const claims = WindowClaims.make(sql, { ttl: "1 hour", heartbeat: "1 second", clock: yield* Effect.clock })!
+      const window = yield* Effect.fork(runWindow(env, claims, undefined, windowKey({ pipelineIds: specs.map((s) => s.pipelineId) }), specs))
+      yield* Effect.repeat(turn, { until: () => calls.size === 2 })
+      // the run has task executions in flight here (the ones whose marks a runner reads)
+      assert.deepStrictEqual([...env.inFlight.keys()], [runId])
+
+      const marks = CancelMarks.makePg(sql)
+      yield* marks.markPipeline!(runId, cut.pipelineId, "budget_exhausted")
+      yield* marks.markPipeline!(runId, cut.pipelineId, "other")
+      yield* marks.markPipeline!("runXp" as RunId, kept.pipelineId, "budget_exhausted")
+      yield* CancelMarks.refresh(marks, env.cancelled, env.inFlight.keys(), env.cancelledPipelines)
+      assert.deepStrictEqual([...env.cancelled], [])
+      assert.deepStrictEqual([...env.cancelledPipelines], [[CancelMarks.pipelineKeyOf(runId, cut.pipelineId), "budget_exhausted"]])
+
+      // the calls under way commit; the marked pipeline's task b is not called, the other's is
+      yield* Deferred.succeed(gate, undefined)
+      assert.deepStrictEqual(yield* Fiber.join(window), ["interrupted", "succeeded"])
+      assert.deepStrictEqual([...calls.keys()].filter((k) => k.startsWith("b/")), [`b/${kept.pipelineId}`])
+      assert.deepStrictEqual(yield* rowOf(store, cut), ["interrupted", 1])
+      assert.deepStrictEqual(yield* rowOf(store, kept), ["succeeded", 2])
+      // nothing in flight any more: the next read reads no run
+      assert.deepStrictEqual([...env.inFlight.keys()], [])
+    }).pipe(Effect.provide(Layer.mergeAll(MemoryStore.layer(), Pool.layer([]), pgLayer("cancel_pipeline")))), 180_000)
+
   it.live("durable engine: a submission whose run is marked ends with its pipelines interrupted; a re-submit runs only what was not committed", () => {
     const calls = new Map<string, number>()
     const count = (k: string) => calls.set(k, (calls.get(k) ?? 0) + 1)

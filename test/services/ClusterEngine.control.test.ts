@@ -12,6 +12,9 @@ import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as TestRunner from "@effect/cluster/TestRunner"
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Layer, Option, Stream } from "effect"
+import { make as makeBus } from "../../src/services/Bus.js"
+import { runControlled } from "../../src/services/internal/cluster/controlled.js"
+import { makeTaskEnv, type TaskEnv } from "../../src/services/internal/cluster/task.js"
 import type { RunId } from "../../src/domain/Ids.js"
 import * as Handoff from "../../src/domain/Handoff.js"
 import * as HistoryArtifact from "../../src/domain/HistoryArtifact.js"
@@ -144,6 +147,74 @@ describe("ClusterEngine: control pipelines (in process)", () => {
       // the budget spent before the replay is kept, and the counters: gen entered a third time
       assert.strictEqual(cluster.vs.handoffs, 1)
       assert.strictEqual(cluster.vs.counters[0], 3)
+    }))
+})
+
+describe("ClusterEngine: a controlled pipeline cancelled on the runners (issue 17 §3, cancel marks)", () => {
+  it.live("stopped at an entry after its rewind: its row ends interrupted, the traversal kept; resumed, it ends as an uncancelled one", () =>
+    Effect.gen(function*() {
+      // the run is marked cancelled (as a runner's read of the marks sets it) once gen's second
+      // visit ran: gen, check (rewinds gen), gen again
+      let env: TaskEnv | undefined
+      const runId = "run-cx" as RunId
+      const base = makeCallLog()
+      const log = {
+        calls: base.calls,
+        add: (pipelineId: string, task: string, visit: number, attempt: number) => {
+          const n = base.add(pipelineId, task, visit, attempt)
+          if (n === 3) env!.cancelled.set(runId, "study_stop:manual")
+          return n
+        }
+      }
+      const spec = travelling(log).bind({ n: 1 })
+      const id = spec.pipelineId
+      const cancelled = yield* Effect.gen(function*() {
+        const store = yield* Store
+        const now = yield* Clock.currentTimeMillis
+        yield* store.openRun({ runId, label: null, config: {}, startedAt: now, meta: undefined })
+        yield* store.admit(
+          [Rows.admissionRow(spec, 0, undefined, runId, now)],
+          [Rows.seedArtifact(spec, runId, now)],
+          [{ pipelineId: id, state: Traversal.initial(id, 4) }]
+        )
+        yield* store.flush
+        env = yield* makeTaskEnv({ store, pools: yield* Pool.Pools, bus: yield* makeBus, concurrency: 4 })
+        const verdict = yield* runControlled(env, spec, { live: () => true })
+        yield* store.flush
+        const row = Option.getOrThrow(yield* store.getPipeline(id))
+        const vs = Option.getOrThrow(yield* store.traversal!.visitState(id))
+        const interruptedEvents = yield* store.events({ pipelineId: id, kind: "pipeline.interrupted" })
+        const calls = [...base.calls]
+        // a replay of the settled row runs nothing
+        const replay = yield* runControlled(env, spec, { live: () => true })
+        // resumed (the embedded engine over the same store: the row and traversal it reads are the ones it writes)
+        yield* Runner.run([spec], { resume: true })
+        return { verdict, replay, row, vs, interruptedEvents, calls, after: yield* picture(store, [id]) }
+      }).pipe(Effect.scoped, Effect.provide(embedded))
+      assert.strictEqual(cancelled.verdict, "interrupted")
+      assert.strictEqual(cancelled.replay, "interrupted")
+      assert.deepStrictEqual([cancelled.row.state, cancelled.row.errorType], ["interrupted", "Interrupted"])
+      assert.deepStrictEqual(cancelled.interruptedEvents.map((e) => (e.data as { reason?: unknown }).reason), ["study_stop:manual"])
+      // stopped at check's second visit, before it ran; the rewind kept (a resume continues the visit)
+      assert.deepStrictEqual(cancelled.calls.map((c) => c.slice(id.length + 1)), ["gen#0@1", "check#0@1", "gen#1@1"])
+      assert.deepStrictEqual([cancelled.vs.pending?.seq, cancelled.vs.pending?.visit, cancelled.vs.handoffs], [1, 1, 1])
+      // an uncancelled run of the same pipeline, on the embedded engine
+      const reference = yield* viaEmbedded([travelling(makeCallLog()).bind({ n: 1 })], (store) => picture(store, [id]))
+      // the same rows, outputs, handoffs and traversal; the entry resumed runs under a new attempt
+      // number (the resume reserves one at the pending entry, as after any interruption)
+      const numbersOff = (after: Record<string, unknown>) => {
+        const p = after[id] as { tasks: ReadonlyArray<string>; attempts: ReadonlyArray<string>; row: object }
+        return {
+          ...p,
+          row: { ...p.row, attemptsTotal: undefined },
+          tasks: p.tasks.map((t) => t.replace(/used=\d+/, "")),
+          attempts: p.attempts.map((a) => a.replace(/@\d+/, ""))
+        }
+      }
+      assert.deepStrictEqual(numbersOff(cancelled.after), numbersOff(reference.after))
+      assert.include((cancelled.after[id] as { attempts: ReadonlyArray<string> }).attempts, "1#1@2 check handed_off ")
+      // each visit called once: nothing committed ran again
+      assert.strictEqual(new Set(base.calls.map((c) => c.replace(/@\d+$/, ""))).size, base.calls.length, JSON.stringify(base.calls))
     }))
 })
 

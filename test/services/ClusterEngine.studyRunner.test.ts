@@ -523,7 +523,7 @@ describe("ClusterEngine: a study's budgets on the submitter (issue 17 §3)", () 
       assert.isTrue(onCluster.trials.every((t) => t.usage.tokens > 0), onCluster.summary())
     }), 60_000)
 
-  it.effect("study run --engine cluster takes calls, tokens and cost budgets and a budget stop; a trial's time budget stays refused", () =>
+  it.effect("study run --engine cluster takes calls, tokens, cost and time budgets and a budget stop", () =>
     Effect.gen(function*() {
       const args: ClusterStudy.ClusterStudyArgs = { file: "study.json", database: "postgres://x@h/db", maxAdmitted: Option.none(), quiet: true, cacheFlag: undefined }
       const loaded = ({ run: {} }) as unknown as LoadedSuite
@@ -532,10 +532,10 @@ describe("ClusterEngine: a study's budgets on the submitter (issue 17 §3)", () 
         const exit = yield* Effect.exit(ClusterStudy.refuse(args, study, loaded))
         assert.isTrue(Exit.isSuccess(exit), JSON.stringify(exit))
       }
+      // a trial's time budget too: the runners stop the trial's pipelines (pipeline cancel marks)
       const timed = makeStudy({ id: "t", qualities: ["good"], budget: { perTrial: { timeMs: 1000 }, total: {} } }).study
-      const t = yield* Effect.flip(ClusterStudy.refuse(args, timed, loaded))
-      assert.strictEqual(t.issues[0]?.path, "budget.perTrial.time")
-      assert.include(t.message, "interrupts that trial's running pipelines")
+      const t = yield* Effect.exit(ClusterStudy.refuse(args, timed, loaded))
+      assert.isTrue(Exit.isSuccess(t), JSON.stringify(t))
     }))
 })
 
@@ -577,12 +577,18 @@ describe("ClusterEngine: study stop --cancel on the runners (issue 17 §3, cance
         const rows = yield* (yield* Store).getPipelines(hosted.map((h) => h.pipelineId))
         const row = yield* runRowOf(first.run!.runId)
         const checkpoints = yield* Effect.forEach(hosted, (h) => (Effect.flatMap(Store, (st) => st.getArtifact(h.pipelineId, 0))))
-        return { first, rows, row, checkpoints }
+        const finished = yield* (yield* Store).events({ runId: first.run!.runId, kind: "run.finished" })
+        return { first, rows, row, checkpoints, finished }
       }).pipe(Effect.provide(env))
-      const { checkpoints, first, row, rows } = out
+      const { checkpoints, finished, first, row, rows } = out
       assert.strictEqual(first.stop?.running, "cancel", first.summary())
       assert.deepStrictEqual(first.trials.map((t) => t.status), ["cancelled", "not_started"], first.summary())
       assert.deepStrictEqual(row, { status: "interrupted", stopReason: "study_stop:manual" })
+      // the run's end event says so too (it said completed: the submitter closed it before the stop's reason was applied)
+      assert.deepStrictEqual(
+        finished.map((e) => [(e.data as { status?: unknown }).status, (e.data as { stopReason?: unknown }).stopReason]),
+        [["interrupted", "study_stop:manual"]]
+      )
       // the running trial's two pipelines: interrupted at a task boundary, before their last
       // step, their committed tasks kept; the next trial's were never admitted
       const states = [...rows.values()].map((r) => [r.state, r.nTasksDone] as const)
@@ -602,5 +608,68 @@ describe("ClusterEngine: study stop --cancel on the runners (issue 17 §3, cance
       const committed = hosted.filter((h) => (rows.get(h.pipelineId)?.nTasksDone ?? 0) >= 1)
       assert.isAtLeast(committed.length, 1)
       assert.strictEqual(checkpoints.filter(Option.isSome).length, committed.length)
+    }), 60_000)
+})
+
+describe("ClusterEngine: a trial's time budget on the runners (issue 17 §3, pipeline cancel marks)", () => {
+  /**
+   * One variant × 2 repeats, one trial at a time, 2 pipelines a trial of `score` then 3 steps
+   * of 400 ms, `budget.perTrial.time` 500 ms: the running trial's pipelines are cancelled
+   * during their second step. On the submitter (cancel marks in memory, read every 10 ms) they
+   * stop at the next task boundary (the step under way commits), settle `interrupted`, the
+   * third step never runs; the trials and the study settle as on the embedded engine, whose
+   * pipelines settle `interrupted` too.
+   */
+  it.live("the trial's pipelines stop at a task boundary, interrupted, and the trials settle as on the embedded engine", () =>
+    Effect.gen(function*() {
+      const fixture = () =>
+        makeStudy({
+          id: "tb",
+          qualities: ["good"],
+          repeats: 2,
+          cases: 2,
+          trialConcurrency: 1,
+          steps: { count: 3, ms: 400 },
+          budget: { perTrial: { timeMs: 500 }, total: {} }
+        })
+      const cluster = fixture()
+      const catalog = fakeCatalog("tb").pipe(Layer.provide(MemoryStore.layer()))
+      const suite = cluster.study.suiteFor(1) as Suite.Suite<AnySpec, never, never>
+      const hosted = Chunk.toReadonlyArray(yield* Stream.runCollect(Suite.pipelines(suite, { runId: "r0" as RunId })).pipe(Effect.provide(catalog))) as ReadonlyArray<AnySpec>
+      const env = Layer.mergeAll(
+        Layer.effect(Runner.Runner, SubmitRunner.make({ pollInterval: "10 millis", window: 1, maxAdmitted: 2 })),
+        fakeCatalog("tb"),
+        StudyCatalog.layerMemory
+      ).pipe(Layer.provideMerge(hostOf(hosted, [], true)))
+      const rowsOf = (report: Study.StudyReport) =>
+        Effect.gen(function*() {
+          const store = yield* Store
+          const rows = yield* store.getPipelines(hosted.map((h) => h.pipelineId))
+          const events = yield* store.events({ runId: report.run!.runId })
+          return {
+            states: [...rows.values()].map((r) => [r.state, r.nTasksDone] as const),
+            cancelled: events.filter((e) => e.kind === "pipeline.cancelled").length
+          }
+        })
+      const onCluster = yield* Effect.flatMap(StudyRun.run(cluster.study), (r) => Effect.map(rowsOf(r), (rows) => ({ r, rows }))).pipe(Effect.provide(env))
+      const embedded = fixture()
+      const local = yield* Effect.flatMap(StudyRun.run(embedded.study), (r) => Effect.map(rowsOf(r), (rows) => ({ r, rows }))).pipe(
+        Effect.provide(studyEnv("tb", { concurrency: 2, maxAdmitted: 2 }))
+      )
+      const both = `${onCluster.r.summary()}\n---\n${local.r.summary()}`
+      assert.deepStrictEqual(settledOf(onCluster.r), settledOf(local.r), both)
+      // every pipeline of both trials: interrupted after its first step began, before its last
+      for (const { rows } of [onCluster, local]) {
+        assert.strictEqual(rows.states.length, 4, JSON.stringify(rows.states))
+        for (const [state, done] of rows.states) {
+          assert.strictEqual(state, "interrupted", JSON.stringify(rows.states))
+          assert.isAtLeast(done, 1, JSON.stringify(rows.states))
+          assert.isBelow(done, 4, JSON.stringify(rows.states))
+        }
+        assert.strictEqual(rows.cancelled, 4)
+      }
+      // on the runners, a step under way at the cancel commits, and the third step never runs
+      assert.isFalse([...cluster.stepRuns.keys()].some((k) => k.endsWith("/step3")), JSON.stringify([...cluster.stepRuns]))
+      for (const [k, n] of cluster.stepRuns) assert.strictEqual(n, 1, `step ${k} ran ${n} times`)
     }), 60_000)
 })

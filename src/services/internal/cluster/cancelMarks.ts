@@ -6,10 +6,13 @@
  *
  * - the submitter {@link CancelMarksService.mark marks} the run (`SubmitRunner`: a stop its hooks
  *   call a cancel, `RunHooks.stopCancels`);
- * - each runner process {@link CancelMarksService.read reads} the marks of the runs it serves,
- *   once per heartbeat, in one statement (`workflow.ts`), into `TaskEnv.cancelled`;
+ * - or marks one pipeline of a run ({@link CancelMarksService.markPipeline}: a trial's time
+ *   budget ran out, `RunHooks.cancelWhen`; key `cancel/<runId>/<pipelineId>`);
+ * - each runner process {@link CancelMarksService.read reads} the marks of the runs it has task
+ *   executions of in flight (`TaskEnv.inFlight`), and their pipelines' marks, once per
+ *   heartbeat (`workflow.ts`), into `TaskEnv.cancelled` / `TaskEnv.cancelledPipelines`;
  * - before each attempt (the first attempt of a task is the pipeline's task boundary), a task of
- *   a marked run does not call: its pipeline's row is settled `interrupted` with the mark's
+ *   a marked run (or pipeline) does not call: its pipeline's row is settled `interrupted` with the mark's
  *   reason, and the pipeline's verdict is `interrupted` (`task.ts`).
  *
  * On PostgreSQL ({@link makePg}) a mark is a row of the store's `assay_meta` table, key
@@ -22,7 +25,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Layer, Option } from "effect"
 import { StoreUnavailable } from "../../../domain/Errors.js"
-import type { RunId } from "../../../domain/Ids.js"
+import type { PipelineId, RunId } from "../../../domain/Ids.js"
 
 /**
  * The cancel marks: `mark(runId, reason)` writes the mark of a run (idempotent; the first
@@ -34,6 +37,19 @@ import type { RunId } from "../../../domain/Ids.js"
 export interface CancelMarksService {
   readonly mark: (runId: RunId, reason: string) => Effect.Effect<void, StoreUnavailable>
   readonly read: (runIds: ReadonlyArray<RunId>) => Effect.Effect<ReadonlyMap<RunId, string>, StoreUnavailable>
+  /**
+   * Marks one pipeline of a run cancelled (a trial's time budget ran out: `RunHooks.cancelWhen`),
+   * idempotent, the first reason staying; the run's other pipelines go on. Optional: marks
+   * without it cancel whole runs only.
+   */
+  readonly markPipeline?: ((runId: RunId, pipelineId: PipelineId, reason: string) => Effect.Effect<void, StoreUnavailable>) | undefined
+  /**
+   * The pipelines marked cancelled among the runs `runIds`, by {@link pipelineKeyOf}, with their
+   * reasons (one statement on PostgreSQL).
+   */
+  readonly readPipelines?:
+    | ((runIds: ReadonlyArray<RunId>) => Effect.Effect<ReadonlyMap<string, string>, StoreUnavailable>)
+    | undefined
 }
 
 /**
@@ -49,16 +65,43 @@ export class CancelMarks extends Context.Tag("assay/cluster/CancelMarks")<Cancel
 export const keyOf = (runId: RunId): string => `cancel/${runId}`
 
 /**
+ * The key of one pipeline's mark in a run (`<runId>/<pipelineId>`; the `assay_meta` key is
+ * `cancel/` and this): what {@link CancelMarksService.readPipelines} answers and
+ * `TaskEnv.cancelledPipelines` holds.
+ *
+ * @internal
+ */
+export const pipelineKeyOf = (runId: RunId, pipelineId: PipelineId): string => `${runId}/${pipelineId}`
+
+/** A `LIKE` pattern matching the strings that start with `prefix` (`\\`, `%` and `_` escaped). */
+const startsWith = (prefix: string): string => `${prefix.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
+
+/**
  * Marks kept in memory (one process: runners and submitter sharing the service).
  *
  * @internal
  */
 export const makeMemory = (): CancelMarksService => {
   const marks = new Map<RunId, string>()
+  /** By run, then by {@link pipelineKeyOf}. */
+  const pipelines = new Map<RunId, Map<string, string>>()
   return {
     mark: (runId, reason) =>
       Effect.sync(() => {
         if (!marks.has(runId)) marks.set(runId, reason)
+      }),
+    markPipeline: (runId, pipelineId, reason) =>
+      Effect.sync(() => {
+        let of = pipelines.get(runId)
+        if (of === undefined) pipelines.set(runId, of = new Map())
+        const key = pipelineKeyOf(runId, pipelineId)
+        if (!of.has(key)) of.set(key, reason)
+      }),
+    readPipelines: (runIds) =>
+      Effect.sync(() => {
+        const out = new Map<string, string>()
+        for (const id of runIds) for (const [k, v] of pipelines.get(id) ?? []) out.set(k, v)
+        return out
       }),
     read: (runIds) =>
       Effect.sync(() => {
@@ -92,6 +135,26 @@ export const makePg = (sql: SqlClient.SqlClient): CancelMarksService => ({
       Effect.asVoid,
       Effect.mapError((e) => new StoreUnavailable({ message: `cannot mark run ${runId} cancelled: ${e.message}`, cause: e }))
     ),
+  markPipeline: (runId, pipelineId, reason) =>
+    sql.unsafe(`INSERT INTO assay_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, [
+      `cancel/${pipelineKeyOf(runId, pipelineId)}`,
+      reason
+    ]).pipe(
+      Effect.asVoid,
+      Effect.mapError((e) => new StoreUnavailable({ message: `cannot mark pipeline ${pipelineId} cancelled: ${e.message}`, cause: e }))
+    ),
+  // the keys `cancel/<runId>/…` of the runs (`assay_meta` holds a few rows per study run: its
+  // marks are the only ones added as runs go)
+  readPipelines: (runIds) =>
+    runIds.length === 0
+      ? Effect.succeed(new Map<string, string>())
+      : sql.unsafe<{ key: string; value: string }>(
+        `SELECT key, value FROM assay_meta WHERE key LIKE ANY($1::text[])`,
+        [runIds.map((id) => startsWith(`${keyOf(id)}/`))]
+      ).pipe(
+        Effect.map((rows) => new Map(rows.map((r) => [r.key.slice("cancel/".length), r.value] as const))),
+        Effect.mapError((e) => new StoreUnavailable({ message: `cannot read the pipelines' cancel marks: ${e.message}`, cause: e }))
+      ),
   read: (runIds) =>
     runIds.length === 0
       ? Effect.succeed(new Map<RunId, string>())
@@ -123,20 +186,29 @@ export const fromContext: Effect.Effect<CancelMarksService | undefined> = Effect
 })
 
 /**
- * Reads the marks of `runs` (one {@link CancelMarksService.read}) into `into` (run → reason):
- * what a runner process does once per heartbeat for the runs it serves (`TaskEnv.cancelled`).
- * A mark, once read, stays.
+ * Reads the marks of `runs` (one {@link CancelMarksService.read}) into `into` (run → reason),
+ * and, given `pipelines` and when the marks have {@link CancelMarksService.readPipelines}, the
+ * pipeline marks of those runs not marked as a whole into `pipelines` ({@link pipelineKeyOf} →
+ * reason): what a runner process does once per heartbeat for the runs it has tasks of in flight
+ * (`TaskEnv.cancelled`, `TaskEnv.cancelledPipelines`). A mark, once read, stays.
  *
  * @internal
  */
 export const refresh = (
   marks: CancelMarksService,
   into: Map<RunId, string>,
-  runs: Iterable<RunId>
+  runs: Iterable<RunId>,
+  pipelines?: Map<string, string> | undefined
 ): Effect.Effect<void, StoreUnavailable> =>
   Effect.suspend(() => {
     const ids = Array.from(runs).filter((id) => !into.has(id))
-    return ids.length === 0 ? Effect.void : Effect.map(marks.read(ids), (found) => {
-      for (const [runId, reason] of found) into.set(runId, reason)
-    })
+    if (ids.length === 0) return Effect.void
+    const readPipelines = pipelines === undefined ? undefined : marks.readPipelines
+    return Effect.map(
+      Effect.all([marks.read(ids), readPipelines === undefined ? Effect.succeed(undefined) : readPipelines(ids)]),
+      ([found, perPipeline]) => {
+        for (const [runId, reason] of found) into.set(runId, reason)
+        if (perPipeline !== undefined) for (const [key, reason] of perPipeline) pipelines!.set(key, reason)
+      }
+    )
   })

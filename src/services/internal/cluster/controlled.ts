@@ -47,19 +47,21 @@ import type { PipelineEnv } from "../runner/pipeline.js"
 import { reportMetric } from "../runner/run.js"
 import * as PgPools from "../pool/pg/pools.js"
 import type { LeaseLost } from "../pool/pg/errors.js"
-import { executionToken, registryFor, stateOf, type TaskEnv } from "./task.js"
+import { cancelReason, enterRun, executionToken, leaveRun, registryFor, stateOf, type TaskEnv } from "./task.js"
 import { memberSharedOf } from "./member.js"
 import { makeLossGuard } from "./lossGuard.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
 /**
- * How a controlled pipeline's execution ended: its verdict, or `"lost"` (its ownership went
- * before it ended: it called nothing more and wrote nothing more).
+ * How a controlled pipeline's execution ended: its verdict, `"interrupted"` (its run or the
+ * pipeline was cancelled, `cancelMarks.ts`: its row ended `interrupted` at an entry, resumable),
+ * or `"lost"` (its ownership went before it ended: it called nothing more and wrote nothing
+ * more).
  *
  * @internal
  */
-export type ControlledVerdict = "succeeded" | "failed" | "gone" | "lost"
+export type ControlledVerdict = "succeeded" | "failed" | "gone" | "lost" | "interrupted"
 
 /**
  * What an execution owns the pipeline by: `live`, checked in memory before each attempt and
@@ -165,7 +167,7 @@ const startOf = (env: TaskEnv, spec: AnySpec) =>
   Effect.gen(function*(): Effect.fn.Return<
     { readonly _tag: "Run"; readonly runId: RunId; readonly start: Controlled.ControlledStart } | {
       readonly _tag: "Verdict"
-      readonly verdict: "succeeded" | "failed" | "gone"
+      readonly verdict: "succeeded" | "failed" | "gone" | "interrupted"
     },
     StoreUnavailable
   > {
@@ -177,6 +179,8 @@ const startOf = (env: TaskEnv, spec: AnySpec) =>
     const row = yield* store.getPipeline(pipelineId)
     if (Option.isNone(row)) return { _tag: "Verdict", verdict: "gone" }
     if (row.value.state === "succeeded" || row.value.state === "failed") return { _tag: "Verdict", verdict: row.value.state }
+    // settled by a cancel (a resume admits it again, `running`, before its workflow runs)
+    if (row.value.state === "interrupted") return { _tag: "Verdict", verdict: "interrupted" }
     const runId = row.value.runId as RunId
     if (store.traversal === undefined) {
       // (the submitter refuses control on such a store: a runner on another store than its)
@@ -350,6 +354,8 @@ const once = (env: TaskEnv, spec: AnySpec, own: Ownership) =>
       pricing: env.pricing
     }
     let verdict: "succeeded" | "failed" | undefined = undefined
+    /** Set when the run or the pipeline was found cancelled at an entry (`cancelMarks.ts`). */
+    let interrupted = false
     const penv: PipelineEnv = {
       cache: env.cache,
       state,
@@ -364,19 +370,27 @@ const once = (env: TaskEnv, spec: AnySpec, own: Ownership) =>
       onTerminal: (_, value) => Effect.sync(() => verdict = Option.isSome(value) ? "succeeded" : "failed"),
       traceAttempts: false,
       guardBody,
-      fencedTraversal: true
+      fencedTraversal: true,
+      // the run or this pipeline cancelled, read before each entry while the execution owns it
+      cancelled: () => {
+        const reason = own.live() ? cancelReason(env, runId, spec.pipelineId) : undefined
+        if (reason !== undefined) interrupted = true
+        return reason
+      }
     }
+    // counted in flight while it runs: the runner reads the marks of its run (`cancelMarks.ts`)
+    enterRun(env, runId)
     const ran = yield* Effect.raceFirst(
       Effect.either(Controlled.run(penv, spec, start)),
       Effect.as(Deferred.await(lost), "lost" as const)
-    )
+    ).pipe(Effect.ensuring(Effect.sync(() => leaveRun(env, runId))))
     if (ran === "lost") return "lost"
     if (Either.isLeft(ran)) {
       if (Traversal.conflictOf(ran.left) !== undefined) return "conflict"
       return yield* ran.left
     }
     yield* store.flush
-    return verdict ?? "failed"
+    return verdict ?? (interrupted ? "interrupted" as const : "failed" as const)
   }).pipe(Effect.scoped)
 
 /**
@@ -411,13 +425,16 @@ export const runControlled = (env: TaskEnv, spec: AnySpec, own: Ownership): Effe
  *
  * @internal
  */
-export const runControlledClaimed = (env: TaskEnv, spec: AnySpec): Effect.Effect<"succeeded" | "failed" | "gone", StoreUnavailable> =>
+export const runControlledClaimed = (
+  env: TaskEnv,
+  spec: AnySpec
+): Effect.Effect<"succeeded" | "failed" | "gone" | "interrupted", StoreUnavailable> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.suspend(() => {
       const key = `c:${spec.pipelineId}`
       const running = env.running.get(key)
       const awaitIt = (d: Deferred.Deferred<any, StoreUnavailable>) =>
-        Effect.map(restore(Deferred.await(d)), (v) => (v === "done" ? "succeeded" : v === "lost" ? "gone" : v) as "succeeded" | "failed" | "gone")
+        Effect.map(restore(Deferred.await(d)), (v) => (v === "done" ? "succeeded" : v === "lost" ? "gone" : v) as "succeeded" | "failed" | "gone" | "interrupted")
       if (running !== undefined) return awaitIt(running)
       const done = Deferred.unsafeMake<any, StoreUnavailable>(FiberId.none)
       env.running.set(key, done)
@@ -440,7 +457,7 @@ const claimedExecution = (
   env: TaskEnv,
   spec: AnySpec,
   token: string
-): Effect.Effect<"succeeded" | "failed" | "gone", StoreUnavailable> =>
+): Effect.Effect<"succeeded" | "failed" | "gone" | "interrupted", StoreUnavailable> =>
   Effect.gen(function*() {
     const claims = env.claims
     if (claims === undefined) {
@@ -467,6 +484,7 @@ const claimedExecution = (
         const row = yield* Effect.zipRight(env.store.flush, env.store.getPipeline(pipelineId))
         if (Option.isNone(row)) return "gone" as const
         if (row.value.state === "succeeded" || row.value.state === "failed") return row.value.state
+        if (row.value.state === "interrupted") return "interrupted" as const
         const now = env.clock.unsafeCurrentTimeMillis()
         const claimed = yield* claims.claim({
           pipelineId,

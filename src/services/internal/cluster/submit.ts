@@ -190,6 +190,13 @@ export interface SubmitOptions {
    */
   readonly onAdmitted?: ((spec: AnySpec) => void) | undefined
   /**
+   * Run once when the submission ends with no stop of its own (`stopReason` null): a reason
+   * closes the run `interrupted` with that `stopReason` (its row and its `run.finished` event)
+   * instead of `completed`; the report then says `interrupted` with `stopReason` null (the
+   * caller knows its reason). The cluster-backed runner's stop and a study's drain.
+   */
+  readonly closeAs?: Effect.Effect<string | undefined> | undefined
+  /**
    * Told synchronously, once, when a stop rule of the submission stops admission for good:
    * `stopAfterFailures` reached, `stopAfter` passed, or runners refused a pipeline. Told as the
    * rule becomes true (the failure or refusal counted, the timer fired), so before the
@@ -856,9 +863,11 @@ export const submit = <SE, SR>(
       // the failures' count stops the run even when nothing was left out (as before); a
       // deadline only when it left specs out, and the first of the two to do so is the reason
       const stopReason = haltedBy === "stop_after" ? haltedBy : failuresReached() ? "stop_after_failures" as const : haltedBy
-      const status = stopReason === null ? "completed" as const : "interrupted" as const
-      yield* store.finishRun(runId, { status, endedAt, stopReason })
-      yield* emit("run.finished", { status, stopReason, counters: progress(), ...(yield* cacheFigures) })
+      // with no stop of its own, the caller may close the run interrupted (`closeAs`)
+      const closedAs = stopReason === null && options.closeAs !== undefined ? yield* options.closeAs : undefined
+      const status = stopReason === null && closedAs === undefined ? "completed" as const : "interrupted" as const
+      yield* store.finishRun(runId, { status, endedAt, stopReason: stopReason ?? closedAs ?? null })
+      yield* emit("run.finished", { status, stopReason: stopReason ?? closedAs ?? null, counters: progress(), ...(yield* cacheFigures) })
       return { ...progress(), status, stopReason, durationMs: endedAt - startedAt, causes }
     })
     // interrupted or failed: admission stops; the run is closed, its admitted pipelines go on

@@ -31,8 +31,13 @@
  *   admission first; no row, a later run admits it);
  * - `onPipelineFinished(record, output)`: called on the next poll after the pipeline settled,
  *   with its stored record and its final output as stored (JSON; `Option.none()` when failed);
- * - `memberPools`, `memberMetric`, `cancelWhen`: not called: the leases, metrics and fibers
- *   are the runners'. Callers that need them refuse to run here (a trial's time budget);
+ * - `memberPools`, `memberMetric`: not called: the leases and metrics are the runners';
+ * - `cancelWhen(spec)`: asked when the spec is admitted; when its Effect completes before the
+ *   pipeline settled, the pipeline is marked cancelled for the runners (`cancelMarks.ts`,
+ *   `assay_meta` key `cancel/<runId>/<pipelineId>`) and a `pipeline.cancelled` event records the
+ *   reason: the runners stop it at its next task boundary (a call under way commits first),
+ *   `interrupted` and resumable, at most one read of the marks later (a trial's time budget).
+ *   Without marks that can mark a pipeline it is not asked;
  * - `stop(reason)`: the first call stops admission (the source is read no further; admitted
  *   pipelines are followed to their end), the second stops following (the admitted pipelines
  *   go on on the runners; the run ends `interrupted`). The run's `stopReason` is the first
@@ -45,7 +50,7 @@
  * @internal
  */
 import type { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
-import { Cause, Chunk, Clock, Context, Deferred, Effect, Exit, Fiber, Option, Predicate, Stream } from "effect"
+import { Cause, Chunk, Clock, Context, Deferred, Effect, Exit, Fiber, FiberId, FiberSet, Option, Predicate, Stream } from "effect"
 import { ConfigError } from "../../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
@@ -225,6 +230,42 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
               return false
             })
           )
+        /**
+         * A pipeline's own cancel (`RunHooks.cancelWhen`: a trial's time budget): watched from
+         * its admission until it settles; when it completes first, the pipeline is marked
+         * cancelled for the runners (`cancelMarks.ts`, `markPipeline`), which stop it at its next
+         * task boundary and settle it `interrupted` (its checkpoints kept), and a
+         * `pipeline.cancelled` event records the reason, as the embedded engine records it.
+         */
+        const cancelWhen = hooks?.cancelWhen
+        const markPipeline = marks?.markPipeline
+        const watches = new Map<PipelineId, Deferred.Deferred<void>>()
+        const runWatch = cancelWhen === undefined || markPipeline === undefined ? undefined : yield* FiberSet.makeRuntime<never>()
+        const watchCancel = runWatch === undefined ? undefined : (spec: AnySpec) => {
+          const cancel = cancelWhen!(spec)
+          if (cancel === undefined) return
+          const id = spec.pipelineId
+          const settled = Deferred.unsafeMake<void>(FiberId.none)
+          watches.set(id, settled)
+          runWatch(Effect.raceFirst(
+            Deferred.await(settled),
+            Effect.flatMap(cancel, (reason) =>
+              Effect.zipRight(
+                markPipeline!(runId, id, reason),
+                Effect.flatMap(Clock.currentTimeMillis, (ts) => store.emitEvent({ kind: "pipeline.cancelled", pipelineId: id, runId, data: { reason }, ts }))
+              ).pipe(
+                Effect.catchAll((e) => Effect.logWarning(`pipeline ${id} cannot be cancelled (it runs to its end): ${e.message}`))
+              ))
+          ))
+        }
+        const unwatch = (id: PipelineId) => {
+          const settled = watches.get(id)
+          if (settled === undefined) return
+          watches.delete(id)
+          Deferred.unsafeDone(settled, Exit.void)
+        }
+        /** The reason the submission closed the run `interrupted` with (`closeAs`), if it asked. */
+        let closedAs: string | undefined = undefined
         const submission = Submit.submit(gated, {
           ...base,
           runId,
@@ -240,6 +281,14 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
             if (!specOf.delete(spec.pipelineId)) return
             hooks?.ended?.(spec)
           },
+          ...(watchCancel === undefined ? {} : { onAdmitted: watchCancel }),
+          // a stop, or a source its owner ended early (a study's drain), closes the run
+          // interrupted, its `run.finished` event saying so
+          // (asked once every settled pipeline's end was told: the owner's view is final)
+          closeAs: Effect.zipRight(
+            Effect.zipRight(drainSettled, drainFinished),
+            Effect.sync(() => closedAs = stopReason ?? hooks?.closingStop?.())
+          ),
           // a stop rule of the submitter (`stopAfterFailures`, `stopAfter`, a refusal) ends the
           // source's reading before the end of the pipeline that reached it is told: told
           // first, a trial window waiting for it would start the next trial (marking it
@@ -247,6 +296,7 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
           // `incomplete` where the embedded engine leaves it `not_started`
           onAdmissionStopped: stopAdmission,
           onSettled: (id, outcome) => {
+            unwatch(id)
             const spec = specOf.get(id)
             if (spec === undefined) return
             specOf.delete(id)
@@ -302,7 +352,7 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
           const report = Exit.isSuccess(exit) ? exit.value : undefined
           const endedAt = yield* Clock.currentTimeMillis
           // a source its owner ended early (a study's drain stop) closes the run interrupted too
-          const closing = stopReason === null && report?.status === "completed" ? hooks?.closingStop?.() : undefined
+          const closing = stopReason === null ? closedAs : undefined
           const interrupted = stopReason !== null || closing !== undefined || report === undefined || report.status === "interrupted"
           const reason = stopReason ?? closing ?? report?.stopReason ?? (report === undefined ? "user" : null)
           // the submitter closed the run `completed` when its source ended: a stop ended it early

@@ -38,6 +38,7 @@ import { type Clock, Deferred, Duration, Effect, Either, Exit, FiberId, Option, 
 import { CodecRegistry, outputTypeName } from "../../../domain/Codec.js"
 import type { StoreUnavailable } from "../../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
+import { pipelineKeyOf } from "./cancelMarks.js"
 import { digest } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import type { PipelineRecord } from "../../../domain/Records.js"
@@ -175,7 +176,28 @@ export interface TaskEnv {
    * its pipeline is settled `interrupted`.
    */
   readonly cancelled: Map<RunId, string>
+  /**
+   * The pipelines cancelled one by one (a trial's time budget: `cancelMarks.ts`), by
+   * `pipelineKeyOf(runId, pipelineId)`, with their reasons, as last read: as {@link cancelled},
+   * for the pipeline's tasks of that run only.
+   */
+  readonly cancelledPipelines: Map<string, string>
+  /**
+   * The runs with task executions in flight in this process, with their number: the runs whose
+   * marks are read (a run with nothing in flight here has nothing to stop here).
+   */
+  readonly inFlight: Map<RunId, number>
 }
+
+/**
+ * Why the task executions of `pipelineId` in `runId` start no attempt (its run, or the pipeline
+ * alone, was marked cancelled: `cancelMarks.ts`), or `undefined`.
+ *
+ * @internal
+ */
+export const cancelReason = (env: TaskEnv, runId: RunId, pipelineId: PipelineId): string | undefined =>
+  env.cancelled.get(runId) ??
+    (env.cancelledPipelines.size === 0 ? undefined : env.cancelledPipelines.get(pipelineKeyOf(runId, pipelineId)))
 
 /**
  * The default L5 schedule: exponential from 200 ms (factor 2), each delay capped at 5 s,
@@ -253,7 +275,9 @@ export const makeTaskEnv = (options: {
     fencedTasks: new WeakSet(),
     windows: new Map(),
     gate: options.gate ?? makeCallGate(),
-    cancelled: new Map()
+    cancelled: new Map(),
+    cancelledPipelines: new Map(),
+    inFlight: new Map()
   }))
 
 /**
@@ -927,6 +951,50 @@ const taskTry = (
   windowed: WindowedTask | undefined,
   /** The try's own scope (the heartbeat's): given when the task holds a task claim. */
   scope: Scope.Scope | undefined
+): Effect.Effect<TaskVerdict | "lost", StoreUnavailable> => {
+  /** The run this try counts in `env.inFlight`, once known (its marks are read while it runs). */
+  let counted: RunId | undefined
+  return Effect.ensuring(
+    taskTryBody(env, spec, seq, claim, windowed, scope, (runId) => {
+      counted = runId
+      enterRun(env, runId)
+    }),
+    Effect.sync(() => {
+      if (counted !== undefined) leaveRun(env, counted)
+    })
+  )
+}
+
+/**
+ * Counts an execution of `runId` in flight in this process (`TaskEnv.inFlight`: the runs whose
+ * cancel marks are read); {@link leaveRun} when it ends.
+ *
+ * @internal
+ */
+export const enterRun = (env: TaskEnv, runId: RunId): void => {
+  env.inFlight.set(runId, (env.inFlight.get(runId) ?? 0) + 1)
+}
+
+/**
+ * An execution counted by {@link enterRun} ended.
+ *
+ * @internal
+ */
+export const leaveRun = (env: TaskEnv, runId: RunId): void => {
+  const n = (env.inFlight.get(runId) ?? 1) - 1
+  if (n <= 0) env.inFlight.delete(runId)
+  else env.inFlight.set(runId, n)
+}
+
+const taskTryBody = (
+  env: TaskEnv,
+  spec: AnySpec,
+  seq: number,
+  claim: ClaimState,
+  windowed: WindowedTask | undefined,
+  scope: Scope.Scope | undefined,
+  /** Told once the try knows its run (before its first attempt). */
+  enter: (runId: RunId) => void
 ): Effect.Effect<TaskVerdict | "lost", StoreUnavailable> =>
   Effect.gen(function*() {
     const { clock, slots, store } = env
@@ -1049,6 +1117,7 @@ const taskTry = (
       )
     }
     const state = yield* stateOf(env, runId)
+    enter(runId)
     const registry = registryFor(env, task)
     // the running attempt's loss signal: a global lease it holds lost mid-call (its renewals
     // failed until its local deadline, or its slot was found taken) fails the attempt with
@@ -1061,7 +1130,7 @@ const taskTry = (
     /** Set when a lease was granted after the run was cancelled: the attempt stopped before its call. */
     let cutByCancel = false
     const cancelledAtLease = () => {
-      if (!env.cancelled.has(runId)) return false
+      if (cancelReason(env, runId, pipelineId) === undefined) return false
       cutByCancel = true
       return true
     }
@@ -1138,7 +1207,7 @@ const taskTry = (
       // execution waits for the process's end and the task's next owner runs it)
       if (env.gate.closed) return yield* Effect.never
       // the run was cancelled: no attempt starts (the task boundary, or before a retry)
-      const cancelledBy = env.cancelled.get(runId)
+      const cancelledBy = cancelReason(env, runId, pipelineId)
       if (cancelledBy !== undefined) return yield* settleCancelled(cancelledBy)
       if (!claim.fence.lost) {
         yield* slots.take(holder)
@@ -1147,7 +1216,7 @@ const taskTry = (
           Effect.sync(() => slots.release(holder))
         )
         // a lease granted after the run was cancelled: the attempt stopped before its call
-        if (cutByCancel) return yield* settleCancelled(env.cancelled.get(runId) ?? "cancelled")
+        if (cutByCancel) return yield* settleCancelled(cancelReason(env, runId, pipelineId) ?? "cancelled")
         // L4: another executor committed this task while the attempt waited for its lease
         const other = yield* Deferred.poll(found)
         if (Option.isSome(other)) return yield* other.value

@@ -303,8 +303,8 @@ export interface WorkflowLayerOptions {
    */
   readonly callGate?: CallGate | undefined
   /**
-   * How often the cancel marks of the runs this process serves are read (`cancelMarks.ts`: one
-   * statement each time); default the claims' heartbeat (`claimHeartbeat`, else the cluster's
+   * How often the cancel marks of the runs this process has task executions of in flight are
+   * read (`cancelMarks.ts`: the runs' marks and their pipelines', a statement each); default the claims' heartbeat (`claimHeartbeat`, else the cluster's
    * `shardLockRefreshInterval`, else 10 s). The marks are the `CancelMarks` in context, else
    * rows of `assay_meta` on the Postgres `SqlClient` in context when the store lives in its
    * database; without either, a cancelled run's pipelines run to their end.
@@ -541,8 +541,11 @@ export const workflowLayer = (
       : undefined
     if (marks !== undefined) {
       let warned = false
-      // (the runs known now, at each read)
-      const readMarks = Effect.suspend(() => CancelMarks.refresh(marks, env.cancelled, env.states.keys())).pipe(
+      // (the runs with task executions in flight here now, at each read: a run with none has
+      // nothing to stop here, and a long-lived runner does not read every run it ever served)
+      const readMarks = Effect.suspend(() =>
+        CancelMarks.refresh(marks, env.cancelled, env.inFlight.keys(), env.cancelledPipelines)
+      ).pipe(
         Effect.catchAll((e) =>
           warned ? Effect.void : Effect.zipRight(
             Effect.sync(() => warned = true),

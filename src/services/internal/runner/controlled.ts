@@ -348,6 +348,15 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       if (state.slice.due()) yield* state.slice.turn
       // (a carried attempt has run: it is recorded whatever a stop says, as it would have been)
       if (state.stopping && (carried === undefined || carried.first === undefined)) return yield* Effect.interrupt
+      // the cluster engine: cancelled (see `PipelineEnv.cancelled`): the row ends interrupted
+      // here, as `markInterrupted` writes it (the steps not committed yet ride in its commit)
+      const cancelledBy = env.cancelled?.()
+      if (cancelledBy !== undefined) {
+        const now = clock.unsafeCurrentTimeMillis()
+        return yield* Effect.uninterruptible(store.checkpoint(
+          carrying(Rows.interruptedUnit(pipelineId, runId, vs.cursor, currentTask, cancelledBy, now, holder.began))
+        ))
+      }
       const pending = vs.pending
       const outcome = yield* runEntry(tasks[pending.seq]!, pending.seq, pending.visit, input)
       switch (outcome._tag) {

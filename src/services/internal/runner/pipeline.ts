@@ -370,6 +370,14 @@ export interface PipelineEnv {
    * version check, could land after the new owner's steps). Absent in the embedded runner.
    */
   readonly fencedTraversal?: boolean | undefined
+  /**
+   * Asked by a controlled pipeline before each entry (its task boundary): a reason (its run or
+   * the pipeline was cancelled for the cluster's runners: `cluster/cancelMarks.ts`) ends the
+   * pipeline there, its row `interrupted` with that reason as an interrupted run's row is
+   * written (the pending entry and the traversal kept as committed: a resume continues the same
+   * visit), and the pipeline's fiber ends without a verdict. Absent in the embedded runner.
+   */
+  readonly cancelled?: (() => string | undefined) | undefined
 }
 
 /**

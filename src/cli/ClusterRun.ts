@@ -40,6 +40,7 @@ import * as ClusterEngine from "../layers/ClusterEngine.js"
 import * as InFlight from "../services/internal/cluster/inflight.js"
 import * as WindowClaims from "../services/internal/cluster/windowClaims.js"
 import * as Watchdog from "../services/internal/cluster/watchdog.js"
+import * as CancelMarks from "../services/internal/cluster/cancelMarks.js"
 import * as StoreResolver from "../layers/internal/storeResolver.js"
 import * as NodeProcessRunner from "../layers/NodeProcessRunner.js"
 import * as PgPools from "../layers/PgPools.js"
@@ -537,6 +538,7 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
   Effect.gen(function*() {
     const { hosted: experiment, reload, serving, specs } = yield* hostedFile(o.config, o.database)
     const watchdogs = yield* Watchdog.settingsFromEnv
+    const cancelEvery = yield* CancelMarks.cancelEveryFromEnv
     const { layer: store, target } = yield* sharedStoreLayer(experiment, o.store, o.database)
     // the experiment's `run.cache` and `pricing` apply to the runner's tasks (the submitter's
     // cache flags are refused: the runners read the experiment file)
@@ -572,7 +574,8 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
       pricing: experiment.run.pricing,
       cache: cache.run,
       windowClaims,
-      blockLeases
+      blockLeases,
+      cancelEvery: Option.getOrUndefined(cancelEvery)
     }).pipe(
       Layer.provideMerge(ClusterEngine.runnerLayer({
         shardingConfig: address === undefined ? {} : { runnerAddress: Option.some(RunnerAddress.make(address.host, address.port)) }

@@ -23,8 +23,8 @@
  * @internal
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Context, Effect, Layer, Option } from "effect"
-import { StoreUnavailable } from "../../../domain/Errors.js"
+import { Config, Context, Duration, Effect, Either, Layer, Option } from "effect"
+import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
 
 /**
@@ -212,3 +212,28 @@ export const refresh = (
       }
     )
   })
+
+/** The environment variable that sets how often `assay runner` reads its runs' cancel marks. */
+export const CANCEL_EVERY_ENV = "ASSAY_RUNNER_CANCEL_EVERY"
+
+/**
+ * How often a runner process reads the cancel marks of the runs it has work in flight of, from
+ * `ASSAY_RUNNER_CANCEL_EVERY` (a positive duration with a unit, e.g. `"2 seconds"`): the bound on
+ * how late a runner sees a cancel (one statement per read). Unset: `None` (the runner reads at
+ * its claims' heartbeat, 10 s by default). An invalid value fails with `ConfigError` naming the
+ * variable (exit 2).
+ *
+ * @internal
+ */
+export const cancelEveryFromEnv: Effect.Effect<Option.Option<Duration.Duration>, ConfigError> = Effect.flatMap(
+  Effect.either(Config.option(Config.duration(CANCEL_EVERY_ENV).pipe(
+    Config.validate({ message: "must be a positive duration", validation: (d) => Duration.toMillis(d) > 0 })
+  ))),
+  (r) =>
+    Either.isRight(r) ? Effect.succeed(r.right) : Effect.fail(
+      new ConfigError({
+        message: `${CANCEL_EVERY_ENV}: must be a positive duration with a unit, e.g. "2 seconds"`,
+        issues: [{ path: CANCEL_EVERY_ENV, message: "must be a positive duration with a unit, e.g. \"2 seconds\"" }]
+      })
+    )
+)

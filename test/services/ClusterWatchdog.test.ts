@@ -6,7 +6,8 @@
  * durations come from the environment.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Duration, Effect, Exit, Fiber, Ref, TestClock } from "effect"
+import { ConfigProvider, Duration, Effect, Exit, Fiber, Option, Ref, TestClock } from "effect"
+import * as CancelMarks from "../../src/services/internal/cluster/cancelMarks.js"
 import * as Watchdog from "../../src/services/internal/cluster/watchdog.js"
 
 const short = Watchdog.settings(Duration.seconds(30), Duration.seconds(20))
@@ -78,6 +79,19 @@ describe("runner watchdogs", () => {
       for (const bad of ["soon", "0 seconds"]) {
         const error = yield* Effect.flip(withEnv({ ASSAY_RUNNER_STALL_AFTER: bad }))
         assert.deepStrictEqual(error.issues.map((i) => i.path), ["ASSAY_RUNNER_STALL_AFTER"])
+      }
+    }))
+
+  it.effect("how often a runner reads its runs' cancel marks: ASSAY_RUNNER_CANCEL_EVERY, unset = the heartbeat; a bad value names it", () =>
+    Effect.gen(function*() {
+      const withEnv = (env: Record<string, string>) =>
+        Effect.withConfigProvider(CancelMarks.cancelEveryFromEnv, ConfigProvider.fromMap(new Map(Object.entries(env))))
+      assert.isTrue(Option.isNone(yield* withEnv({})))
+      const set = yield* withEnv({ ASSAY_RUNNER_CANCEL_EVERY: "2 seconds" })
+      assert.strictEqual(Option.map(set, Duration.toMillis).pipe(Option.getOrUndefined), 2_000)
+      for (const bad of ["soon", "0 seconds", "5"]) {
+        const error = yield* Effect.flip(withEnv({ ASSAY_RUNNER_CANCEL_EVERY: bad }))
+        assert.deepStrictEqual(error.issues.map((i) => i.path), ["ASSAY_RUNNER_CANCEL_EVERY"])
       }
     }))
 })

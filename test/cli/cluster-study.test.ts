@@ -24,7 +24,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { assay, root, start, tempDir, write } from "../support/cli.js"
+import { assay, logLines, root, start, tempDir, untilReal as until, write } from "../support/cli.js"
 import { freePort, usePostgres } from "../support/postgres.js"
 
 // a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
@@ -47,19 +47,8 @@ const tasks = (log: string) =>
     `  })))`
   ].join("\n")
 
-/** Waits (real time, bounded) until `check` holds. */
-const until = (check: () => boolean, ms: number) =>
-  Effect.promise(async () => {
-    const end = Date.now() + ms
-    while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 200))
-    return check()
-  })
-
 /** The log's lines: `[kind, ts, trial, n, pool, pid]`. */
-const events = (log: string) =>
-  fs.existsSync(log)
-    ? fs.readFileSync(log, "utf8").trim().split("\n").filter((l) => l !== "").map((l) => l.split(" "))
-    : []
+const events = logLines
 
 /** The most calls in flight at once (an end before a start at the same millisecond). */
 const peak = (log: string) => {

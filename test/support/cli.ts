@@ -186,3 +186,23 @@ export const waitFor = async (check: () => boolean, what: string, timeoutMs = 30
     await sleep(20)
   }
 }
+
+/**
+ * Waits in real time, polling every 200 ms, until `check` holds or `ms` passed; succeeds with
+ * whether it holds (for end-to-end tests watching other processes: a log, a database row).
+ */
+export const untilReal = (check: () => boolean, ms: number): Effect.Effect<boolean> =>
+  Effect.promise(async () => {
+    const end = Date.now() + ms
+    while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 200))
+    return check()
+  })
+
+/**
+ * The lines of the log file `log` (none while it does not exist), each split on spaces: the
+ * call logs the end-to-end tests' task files append to.
+ */
+export const logLines = (log: string): Array<Array<string>> =>
+  fs.existsSync(log)
+    ? fs.readFileSync(log, "utf8").trim().split("\n").filter((l) => l !== "").map((l) => l.split(" "))
+    : []

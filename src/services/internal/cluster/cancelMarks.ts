@@ -219,7 +219,7 @@ export const CANCEL_EVERY_ENV = "ASSAY_RUNNER_CANCEL_EVERY"
 /**
  * How often a runner process reads the cancel marks of the runs it has work in flight of, from
  * `ASSAY_RUNNER_CANCEL_EVERY` (a positive duration with a unit, e.g. `"2 seconds"`): the bound on
- * how late a runner sees a cancel (one statement per read). Unset: `None` (the runner reads at
+ * how late a runner sees a cancel (two statements per read: the runs' marks, their pipelines'). Unset: `None` (the runner reads at
  * its claims' heartbeat, 10 s by default). An invalid value fails with `ConfigError` naming the
  * variable (exit 2).
  *

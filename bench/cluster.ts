@@ -15,13 +15,16 @@
  * from /proc or `/usr/bin/time`, Postgres: the postmaster and its backends); messages per
  * second through the engine (rows inserted into `cluster_messages` + `cluster_replies`);
  * Postgres writes per pipeline (`pg_stat_database` deltas: commits, rows inserted / updated /
- * deleted); bytes per pipeline in the tables (assay_* and cluster_*, with indexes and TOAST)
- * and their extrapolation to 10⁶ pipelines. `uptime` before and after: the machine is shared.
+ * deleted); a `cluster.tables` line: per pipeline, each `assay_*` table's rows inserted, updated
+ * (of them HOT) and deleted, and each `assay_*` index's scans (`pg_stat_user_tables`,
+ * `pg_stat_user_indexes` deltas: BENCHMARKS.md pgw17ak); bytes per pipeline in the tables
+ * (assay_* and cluster_*, with indexes and TOAST) and their extrapolation to 10⁶ pipelines. `uptime` before and after: the machine is shared.
  *
  * Environment: `BENCH_CLUSTER_PIPELINES` (default 20000), `BENCH_CLUSTER_ROUNDS` (default 1;
  * rounds alternate sqlite, cluster), `BENCH_CLUSTER_ONLY` (`sqlite`, `cluster` or `embedded-pg`),
  * `BENCH_CLUSTER_STATEMENTS=1` (Postgres with `pg_stat_statements`: the statements per
- * pipeline, in all and the top ones by calls and by execution time, over the submitter's run),
+ * pipeline, in all and the top ones by calls and by execution time, with their planning time,
+ * over the submitter's run),
  * `BENCH_CLUSTER_PROFILE=DIR` (the runners and the submitter run with `node --cpu-prof`, their
  * profiles written to DIR/runner0, …, DIR/submitter; the runners are stopped with SIGTERM so that theirs are written;
  * `npx tsx bench/lib/cpuprofile.ts FILE` summarizes one), `BENCH_CLUSTER_IDLE_S` (default 0:

@@ -15,13 +15,16 @@
  * from /proc or `/usr/bin/time`, Postgres: the postmaster and its backends); messages per
  * second through the engine (rows inserted into `cluster_messages` + `cluster_replies`);
  * Postgres writes per pipeline (`pg_stat_database` deltas: commits, rows inserted / updated /
- * deleted); bytes per pipeline in the tables (assay_* and cluster_*, with indexes and TOAST)
- * and their extrapolation to 10⁶ pipelines. `uptime` before and after: the machine is shared.
+ * deleted); a `cluster.tables` line: per pipeline, each `assay_*` table's rows inserted, updated
+ * (of them HOT) and deleted, and each `assay_*` index's scans (`pg_stat_user_tables`,
+ * `pg_stat_user_indexes` deltas: BENCHMARKS.md pgw17ak); bytes per pipeline in the tables
+ * (assay_* and cluster_*, with indexes and TOAST) and their extrapolation to 10⁶ pipelines. `uptime` before and after: the machine is shared.
  *
  * Environment: `BENCH_CLUSTER_PIPELINES` (default 20000), `BENCH_CLUSTER_ROUNDS` (default 1;
  * rounds alternate sqlite, cluster), `BENCH_CLUSTER_ONLY` (`sqlite`, `cluster` or `embedded-pg`),
  * `BENCH_CLUSTER_STATEMENTS=1` (Postgres with `pg_stat_statements`: the statements per
- * pipeline, in all and the top ones by calls and by execution time, over the submitter's run),
+ * pipeline, in all and the top ones by calls and by execution time, with their planning time,
+ * over the submitter's run),
  * `BENCH_CLUSTER_PROFILE=DIR` (the runners and the submitter run with `node --cpu-prof`, their
  * profiles written to DIR/runner0, …, DIR/submitter; the runners are stopped with SIGTERM so that theirs are written;
  * `npx tsx bench/lib/cpuprofile.ts FILE` summarizes one), `BENCH_CLUSTER_IDLE_S` (default 0:
@@ -94,6 +97,42 @@ const BOUND = CAPACITY / (TASK_MS / 1000)
 const root = path.resolve(import.meta.dirname, "..")
 const bin = path.join(root, "bin/assay")
 const TICK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
+
+/**
+ * The store's tables' and indexes' counters (`pg_stat_user_tables`: rows inserted, updated, of
+ * them HOT, deleted; `pg_stat_user_indexes`: scans), `assay_*` only, keyed by name.
+ */
+const tableStats = (sql: (q: string) => string): Map<string, ReadonlyArray<number>> => {
+  const out = new Map<string, ReadonlyArray<number>>()
+  const read = (q: string) => {
+    for (const l of sql(q).split("\n").filter((l) => l !== "")) {
+      const [name, ...v] = l.split("|")
+      out.set(name!, v.map(Number))
+    }
+  }
+  read("SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del FROM pg_stat_user_tables WHERE relname LIKE 'assay\\_%'")
+  read("SELECT 'index ' || indexrelname, idx_scan, idx_tup_read FROM pg_stat_user_indexes WHERE relname LIKE 'assay\\_%'")
+  return out
+}
+
+/**
+ * Per pipeline, the deltas of {@link tableStats} between two snapshots: a table's rows
+ * inserted / updated (HOT) / deleted, an index's scans (an index scanned 0 times in the run
+ * still costs every insert into its table).
+ */
+const tableDeltas = (before: Map<string, ReadonlyArray<number>>, after: Map<string, ReadonlyArray<number>>, n: number) => {
+  const per = (a: number, b: number | undefined) => +((a - (b ?? 0)) / n).toFixed(3)
+  const tables: Record<string, unknown> = {}
+  const indexes: Record<string, number> = {}
+  for (const [name, v] of after) {
+    const b = before.get(name) ?? []
+    if (name.startsWith("index ")) indexes[name.slice(6)] = per(v[0]!, b[0])
+    else if (v.some((x, i) => x !== (b[i] ?? 0))) {
+      tables[name] = { ins: per(v[0]!, b[0]), upd: per(v[1]!, b[1]), hot: per(v[2]!, b[2]), del: per(v[3]!, b[3]) }
+    }
+  }
+  return { tables_per_pipeline: tables, index_scans_per_pipeline: indexes }
+}
 
 /** What `bench/lib/effectOps.mjs` writes: a process's Effect operations so far. */
 interface OpsCount {
@@ -207,7 +246,7 @@ const sqliteRound = async (round: number): Promise<number> => {
 
 const clusterRound = async (round: number, sqliteTasksPerS: number | undefined): Promise<void> => {
   const pg = await startPostgres(
-    STATEMENTS ? { serverOptions: ["-c shared_preload_libraries=pg_stat_statements", "-c pg_stat_statements.track=all"] } : {}
+    STATEMENTS ? { serverOptions: ["-c shared_preload_libraries=pg_stat_statements", "-c pg_stat_statements.track=all", "-c pg_stat_statements.track_planning=on"] } : {}
   )
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-cluster-"))
   try {
@@ -337,6 +376,7 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
       return { commits: commits!, ins: ins!, upd: upd!, del: del! }
     }
     const before = stats()
+    const tables0 = tableStats(sql)
     const postmaster = pg.pid()
     const pgCpu0 = pgCpu(postmaster)
     const runnerCpu0 = runners.map((r) => cpuOf(r.pid!))
@@ -374,6 +414,7 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
     if (sub.code !== 0) throw new Error(`cluster run failed (${sub.code}): ${sub.stderr}`)
     await sleep(1_500) // statistics are flushed by the backends within a second
     const after = stats()
+    emit({ bench: "cluster.tables", pipelines: N, ...tableDeltas(tables0, tableStats(sql), N) })
     const inserted = (table: string) => Number(sql(`SELECT coalesce(sum(n_tup_ins), 0) FROM pg_stat_user_tables WHERE relname = '${table}'`) || 0)
     const messages = inserted("cluster_messages")
     const replies = inserted("cluster_replies")
@@ -464,14 +505,14 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
     if (STATEMENTS) {
       const rows = (order: string) =>
         sql(
-          `SELECT calls, round(total_exec_time::numeric, 1), regexp_replace(left(query, 160), '\\s+', ' ', 'g') FROM pg_stat_statements
+          `SELECT calls, round(total_exec_time::numeric, 1), round(total_plan_time::numeric, 1), regexp_replace(left(query, 160), '\\s+', ' ', 'g') FROM pg_stat_statements
            WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY ${order} DESC LIMIT 25`
         ).split("\n").filter((l) => l !== "").map((l) => {
-          const [calls, ms, ...q] = l.split("|")
-          return { per_pipeline: +(Number(calls) / N).toFixed(2), exec_ms: Number(ms), query: q.join("|") }
+          const [calls, ms, planMs, ...q] = l.split("|")
+          return { per_pipeline: +(Number(calls) / N).toFixed(2), exec_ms: Number(ms), plan_ms: Number(planMs), query: q.join("|") }
         })
-      const [calls, ms] = sql("SELECT sum(calls), round(sum(total_exec_time)::numeric, 1) FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'").split("|").map(Number)
-      emit({ bench: "cluster.statements", pipelines: N, per_pipeline: +(calls! / N).toFixed(1), exec_ms_per_pipeline: +(ms! / N).toFixed(2), by_calls: rows("calls"), by_time: rows("total_exec_time") })
+      const [calls, ms, planMs] = sql("SELECT sum(calls), round(sum(total_exec_time)::numeric, 1), round(sum(total_plan_time)::numeric, 1) FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'").split("|").map(Number)
+      emit({ bench: "cluster.statements", pipelines: N, per_pipeline: +(calls! / N).toFixed(1), exec_ms_per_pipeline: +(ms! / N).toFixed(2), plan_ms_per_pipeline: +(planMs! / N).toFixed(2), by_calls: rows("calls"), by_time: rows("total_exec_time") })
     }
     if (LATENCY) {
       const steps = sql(LATENCY_SQL).split("\n").filter((l) => l !== "").map((l) => {
@@ -502,7 +543,7 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
  */
 const embeddedPgRound = async (round: number, sqliteTasksPerS: number | undefined): Promise<void> => {
   const pg = await startPostgres(
-    STATEMENTS ? { serverOptions: ["-c shared_preload_libraries=pg_stat_statements", "-c pg_stat_statements.track=all"] } : {}
+    STATEMENTS ? { serverOptions: ["-c shared_preload_libraries=pg_stat_statements", "-c pg_stat_statements.track=all", "-c pg_stat_statements.track_planning=on"] } : {}
   )
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-cluster-embedded-"))
   try {

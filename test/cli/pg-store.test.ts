@@ -87,10 +87,10 @@ describe("assay with a Postgres store (bin/assay)", { timeout: 180_000 }, () => 
       })
       assert.strictEqual(m1.code, 0, m1.stderr)
       assert.strictEqual(m2.code, 0, m2.stderr)
-      assert.strictEqual([m1.stdout, m2.stdout].filter((o) => /store: .* migrated \(1_store, 2_call_cache, 3_attempt_accounting\)/.test(o)).length, 1)
+      assert.strictEqual([m1.stdout, m2.stdout].filter((o) => /store: .* migrated \(1_store, 2_call_cache, 3_attempt_accounting, 4_hot_pipeline_patches\)/.test(o)).length, 1)
       assert.strictEqual([m1.stdout, m2.stdout].filter((o) => /store: .* is up to date/.test(o)).length, 1, `${m1.stdout}\n---\n${m2.stdout}`)
       noSecret(m1.stdout, m1.stderr, m2.stdout, m2.stderr)
-      assert.strictEqual(pg.psql("cli1", "SELECT count(*) FROM assay_store_migrations").trim(), "3")
+      assert.strictEqual(pg.psql("cli1", "SELECT count(*) FROM assay_store_migrations").trim(), "4")
       // the global pools' tables too, once, whichever process got there first
       assert.strictEqual([m1.stdout, m2.stdout].filter((o) => /pools: .* migrated \(/.test(o)).length, 1)
       assert.strictEqual(pg.psql("cli1", "SELECT count(*) FROM assay_pool_slot").trim(), "0")

@@ -8,6 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, Option } from "effect"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as PgStore from "../../src/layers/PgStore.js"
+import * as Migrations from "../../src/layers/internal/pg/migrations.js"
 import * as PgUrl from "../../src/layers/internal/pg/url.js"
 import { Store } from "../../src/services/Store.js"
 import type { PipelineRecord } from "../../src/domain/Records.js"
@@ -193,12 +194,48 @@ describe("PgStore", () => {
       const [a, b, c] = yield* Effect.all([PgStore.migrate(url), PgStore.migrate(url), PgStore.migrate(url)], { concurrency: 3 })
       assert.deepStrictEqual(
         [a.length, b.length, c.length].sort(),
-        [0, 0, 3],
-        "exactly one of them applied the migrations (store, call cache, attempt accounting)"
+        [0, 0, 4],
+        "exactly one of them applied the migrations (store, call cache, attempt accounting, HOT pipeline patches)"
       )
-      assert.strictEqual(pg.psql("race", "SELECT count(*) FROM assay_store_migrations").trim(), "3")
+      assert.strictEqual(pg.psql("race", "SELECT count(*) FROM assay_store_migrations").trim(), "4")
       assert.deepStrictEqual(yield* PgStore.migrate(url), [])
     }))
+
+  it.live("schema 4: a version 3 database migrates; a running pipeline's patch is a HOT update (no index holds a column it writes)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      yield* fresh("v3")
+      const url = pg.url("v3")
+      // a database as a build of schema 3 left it, with a failed pipeline in it
+      pg.psql("v3", `CREATE TABLE ${Migrations.MIGRATIONS_TABLE} (migration_id integer PRIMARY KEY,
+        created_at timestamptz NOT NULL DEFAULT now(), name text NOT NULL)`)
+      for (const s of [...Migrations.MIGRATION_0001, ...Migrations.MIGRATION_0002, ...Migrations.MIGRATION_0003]) pg.psql("v3", s)
+      pg.psql("v3", `INSERT INTO ${Migrations.MIGRATIONS_TABLE} (migration_id, name) VALUES (1, 'store'), (2, 'call_cache'), (3, 'attempt_accounting')`)
+      const refused = yield* Effect.exit(open({ url }))
+      assert.match(String(Exit.isFailure(refused) ? refused.cause : ""), /schema version 3, older than this build/)
+      assert.deepStrictEqual(yield* PgStore.migrate(url), [[4, "hot_pipeline_patches"]])
+      const indexes = pg.psql("v3", "SELECT indexdef FROM pg_indexes WHERE tablename = 'assay_pipelines'").split("\n")
+      for (const column of ["updated_at", "n_tasks_done", "attempts_total"]) {
+        assert.isFalse(indexes.some((d) => d.includes(column)), `${column} in ${indexes.join("; ")}`)
+      }
+      assert.include(pg.psql("v3", "SELECT reloptions::text FROM pg_class WHERE relname = 'assay_pipelines'"), "fillfactor=75")
+      // the patch of a running pipeline's checkpoint leaves its old row version HOT-updated
+      const store = yield* open({ url })
+      yield* store.admit([pipeline("h1", { state: "running" })])
+      yield* store.checkpoint({
+        pipelineId: pipeline("h1").pipelineId,
+        artifact: artifact("h1", 0, bytes("x")),
+        task: task("h1", 0),
+        pipeline: { nTasksDone: 1, updatedAt: 5, attemptsDelta: 1 }
+      })
+      assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(pipeline("h1").pipelineId)).nTasksDone, 1)
+      pg.psql("v3", "CREATE EXTENSION IF NOT EXISTS pageinspect")
+      // HEAP_HOT_UPDATED (0x4000 of t_infomask2) on the first version, HEAP_ONLY_TUPLE (0x8000) on the second
+      const versions = pg.psql(
+        "v3",
+        "SELECT (t_infomask2 & 16384 <> 0)::text || '/' || (t_infomask2 & 32768 <> 0)::text FROM heap_page_items(get_raw_page('assay_pipelines', 0)) WHERE t_infomask2 IS NOT NULL ORDER BY lp"
+      ).trim().split("\n")
+      assert.deepStrictEqual(versions, ["true/false", "false/true"])
+    })))
 
   it.live("a database migrated by a newer assay is refused, for writing and for reading", () =>
     Effect.scoped(Effect.gen(function*() {

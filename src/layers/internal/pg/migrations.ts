@@ -33,7 +33,7 @@ export class NewerSchema extends Data.TaggedError("NewerSchema")<{ readonly vers
  * @since 0.8.0
  * @category constants
  */
-export const SCHEMA_VERSION = 3
+export const SCHEMA_VERSION = 4
 
 /**
  * The migrator's bookkeeping table (one row per applied migration).
@@ -168,6 +168,43 @@ export const MIGRATION_0003: ReadonlyArray<string> = [
 ]
 
 /**
+ * The fill factor of `assay_pipelines` from migration 4 on (percent of a page filled by
+ * inserts): the room left on each page is where a patch's new row version goes, so that the
+ * update is HOT (heap-only: no index entry written, the old version pruned on the page).
+ *
+ * @since 0.8.0
+ * @category constants
+ */
+export const PIPELINES_FILLFACTOR = 75
+
+/**
+ * The statements of migration 4: pipeline patches made HOT-able (issue 17, BENCHMARKS.md
+ * pgw17ak). A patch of a running pipeline (every checkpoint but its last: `n_tasks_done`,
+ * `attempts_total`, `updated_at`) changed an indexed column, `updated_at`, the key of
+ * `assay_pipelines_failed`: every patch was a non-HOT update, a new index entry in each of the
+ * table's six indexes and a dead row for vacuum.
+ *
+ * - `assay_pipelines_failed` (`updated_at` where failed) is dropped: the failed listing
+ *   (the store's `errors`, newest first) reads the failed range of `assay_pipelines_state` and
+ *   sorts it (a top-N sort of the failed rows);
+ * - `assay_pipelines_spec` (`spec_digest`) is dropped: its one reader, the per-spec count of
+ *   `pipelinesBySpec`, reads the whole table (an aggregate of every row, no range of the index);
+ * - `assay_pipelines` gets `fillfactor` {@link PIPELINES_FILLFACTOR} (pages written after the
+ *   migration keep room for the patches' row versions).
+ *
+ * No index of `assay_pipelines` then holds a column a running pipeline's patch writes (the
+ * state changes only when a pipeline starts and ends).
+ *
+ * @since 0.8.0
+ * @category migrations
+ */
+export const MIGRATION_0004: ReadonlyArray<string> = [
+  `DROP INDEX IF EXISTS assay_pipelines_failed`,
+  `DROP INDEX IF EXISTS assay_pipelines_spec`,
+  `ALTER TABLE assay_pipelines SET (fillfactor = ${PIPELINES_FILLFACTOR})`
+]
+
+/**
  * The migrations in order, as `Migrator.fromRecord` takes them (`<id>_<name>`).
  *
  * @since 0.8.0
@@ -176,7 +213,8 @@ export const MIGRATION_0003: ReadonlyArray<string> = [
 export const MIGRATIONS: Readonly<Record<string, ReadonlyArray<string>>> = {
   "1_store": MIGRATION_0001,
   "2_call_cache": MIGRATION_0002,
-  "3_attempt_accounting": MIGRATION_0003
+  "3_attempt_accounting": MIGRATION_0003,
+  "4_hot_pipeline_patches": MIGRATION_0004
 }
 
 /**

@@ -48,15 +48,19 @@ import { fakeCatalog } from "./suiteFixture.js"
  * A runner host in this process over a memory store, for `specs`; `marks`: with cancel marks in
  * memory (shared with a submitter built over the host), read every 10 ms.
  */
-const hostOf = (specs: ReadonlyArray<AnySpec>, pools: ReadonlyArray<typeof llmPool> = [], marks = false) => {
+const hostOf = (
+  specs: ReadonlyArray<AnySpec>,
+  pools: ReadonlyArray<typeof llmPool> = [],
+  marks: boolean | Layer.Layer<CancelMarks.CancelMarks> = false
+) => {
   const engine = ClusterWorkflowEngine.layer.pipe(Layer.provideMerge(TestRunner.layer))
   const services = Layer.mergeAll(
     MemoryStore.layer(),
     Pool.layer(pools),
     NodeContext.layer,
-    marks ? CancelMarks.layerMemory : Layer.empty
+    marks === false ? Layer.empty : marks === true ? CancelMarks.layerMemory : marks
   )
-  return ClusterEngine.workflowLayer({ concurrency: 8, resourcesEvery: "1 second", ...(marks ? { cancelEvery: Duration.millis(10) } : {}) }).pipe(
+  return ClusterEngine.workflowLayer({ concurrency: 8, resourcesEvery: "1 second", ...(marks !== false ? { cancelEvery: Duration.millis(10) } : {}) }).pipe(
     Layer.provideMerge(engine),
     Layer.provideMerge(services),
     Layer.provide(ClusterEngine.catalogLayer(specs))
@@ -562,11 +566,17 @@ describe("ClusterEngine: study stop --cancel on the runners (issue 17 §3, cance
       const catalog = fakeCatalog("cx").pipe(Layer.provide(MemoryStore.layer()))
       const suite = study.suiteFor(1) as Suite.Suite<AnySpec, never, never>
       const hosted = Chunk.toReadonlyArray(yield* Stream.runCollect(Suite.pipelines(suite, { runId: "r0" as RunId })).pipe(Effect.provide(catalog))) as ReadonlyArray<AnySpec>
+      // the marks in memory, and the prunes the submitter asks once the run is closed (fix17aj)
+      let pruned = 0
+      const marks = Layer.sync(CancelMarks.CancelMarks, () => ({
+        ...CancelMarks.makeMemory(),
+        prune: () => Effect.sync(() => (pruned++, 0))
+      }))
       const env = Layer.mergeAll(
         Layer.effect(Runner.Runner, SubmitRunner.make({ pollInterval: "10 millis", window: 1, maxAdmitted: 2 })),
         fakeCatalog("cx"),
         StudyCatalog.layerMemory
-      ).pipe(Layer.provideMerge(hostOf(hosted, [], true)))
+      ).pipe(Layer.provideMerge(hostOf(hosted, [], marks)))
       const out = yield* Effect.gen(function*() {
         const studies = yield* StudyCatalog.StudyCatalog
         yield* Effect.fork(Effect.zipRight(
@@ -584,6 +594,8 @@ describe("ClusterEngine: study stop --cancel on the runners (issue 17 §3, cance
       assert.strictEqual(first.stop?.running, "cancel", first.summary())
       assert.deepStrictEqual(first.trials.map((t) => t.status), ["cancelled", "not_started"], first.summary())
       assert.deepStrictEqual(row, { status: "interrupted", stopReason: "study_stop:manual" })
+      // the run closed, its marks are pruned (once)
+      assert.strictEqual(pruned, 1)
       // the run's end event says so too (it said completed: the submitter closed it before the stop's reason was applied)
       assert.deepStrictEqual(
         finished.map((e) => [(e.data as { status?: unknown }).status, (e.data as { stopReason?: unknown }).stopReason]),

@@ -45,7 +45,9 @@
  *   run is also marked cancelled for the runners (`cancelMarks.ts`: the `CancelMarks` in
  *   context, else `assay_meta` rows on the Postgres `SqlClient` in context): its running
  *   pipelines stop at their next task boundary (a call under way commits first) and settle
- *   `interrupted`, resumable; they are told `ended` when seen so.
+ *   `interrupted`, resumable; they are told `ended` when seen so. Once the run is closed, the
+ *   marks no pipeline can read any more are pruned (`CancelMarksService.prune`: those of every
+ *   closed run none of whose pipelines runs under it).
  *
  * @internal
  */
@@ -358,6 +360,13 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
           // the submitter closed the run `completed` when its source ended: a stop ended it early
           if (interrupted && report?.status === "completed") {
             yield* store.finishRun(runId, { status: "interrupted", endedAt, stopReason: reason })
+          }
+          // the run is closed: the marks no pipeline can read any more go (this run's, once none
+          // of its pipelines runs under it, and those of earlier runs closed so since)
+          if (marks?.prune !== undefined) {
+            yield* marks.prune().pipe(
+              Effect.catchAll((e) => Effect.logDebug(`the cancel marks were not pruned (the next run's close prunes them): ${e.message}`))
+            )
           }
           const stats = yield* store.stats(runId)
           return makeReport({

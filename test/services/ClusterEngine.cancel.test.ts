@@ -262,7 +262,9 @@ describe("cluster: cancel marks on Postgres, read by the key's index and pruned 
       const [p1, p2, p3, p4] = [1, 2, 3, 4].map((n) => Pipeline.make("marked", t).bind(n)) as [AnySpec, AnySpec, AnySpec, AnySpec]
       // run-a: closed, its pipelines interrupted; run-a-b (its id starts with run-a's): open;
       // run-c: closed with a pipeline still running under it (a submitter that stopped following)
-      const [a, ab, c] = ["run-a", "run-a-b", "run-c"] as Array<RunId>
+      const a = "run-a" as RunId
+      const ab = "run-a-b" as RunId
+      const c = "run-c" as RunId
       yield* admitAll(store, [p1, p2], a)
       yield* admitAll(store, [p3], ab)
       yield* admitAll(store, [p4], c)

@@ -287,7 +287,7 @@ describe("ClusterEngine: a controlled pipeline cancelled at a lease, and a zombi
   it.live("a lease granted once the run is cancelled goes back and nothing is called: the row ends interrupted at that entry; resumed, only that entry runs", () =>
     Effect.gen(function*() {
       const calls: Array<string> = []
-      const spec: AnySpec = leasedControl(calls).bind(1)
+      const spec = leasedControl(calls).bind(1)
       const id = spec.pipelineId
       const runId = "run-lc" as RunId
       const store = yield* Store

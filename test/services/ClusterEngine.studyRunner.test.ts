@@ -169,6 +169,37 @@ describe("ClusterEngine: the submitter as a Runner (in process)", () => {
     }))
 })
 
+describe("ClusterEngine: a stop told once the submission closed its run (fix17aj)", () => {
+  it.live("stops nothing: the run's row, its run.finished event and the report all say completed", () =>
+    Effect.gen(function*() {
+      const { hosted, layer } = yield* setup(1)
+      const result = yield* Effect.scoped(Effect.gen(function*() {
+        const runner = yield* Runner.Runner
+        let handle: Runner.RunHandle<never> | undefined
+        // the stop arrives as the submission closes the run (asked whether its owner ends it early)
+        const hooks: Runner.RunHooks = {
+          closingStop: () => {
+            Effect.runSync(handle!.stop("late"))
+            return undefined
+          }
+        }
+        handle = yield* runner.start(Stream.make(hosted[0]!) as Stream.Stream<Pipeline.PipelineSpec<any, any, any, never>>, { hooks })
+        const report = yield* handle.await
+        const store = yield* Store
+        const run = Option.getOrThrow(yield* store.getRun(report.runId))
+        const finished = yield* store.events({ runId: report.runId, kind: "run.finished" })
+        return { report, run, finished }
+      })).pipe(Effect.provide(layer))
+      const said = [
+        result.report.status,
+        result.run.status,
+        ...result.finished.map((e) => (e.data as { status?: unknown }).status)
+      ]
+      // (they disagreed: the row and the report interrupted, the event completed)
+      assert.deepStrictEqual(said, ["completed", "completed", "completed"])
+    }))
+})
+
 describe("ClusterEngine: run.stopAfter on the submitter tells the trial window (fix17ai)", () => {
   it.live("stopAfter passed: admissionStopped is told, the source is read no further, the run ends interrupted stop_after", () =>
     Effect.gen(function*() {

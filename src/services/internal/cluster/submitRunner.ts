@@ -353,14 +353,12 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
           if (Exit.isFailure(exit) && !Exit.isInterrupted(exit)) return yield* Effect.failCause(exit.cause)
           const report = Exit.isSuccess(exit) ? exit.value : undefined
           const endedAt = yield* Clock.currentTimeMillis
-          // a source its owner ended early (a study's drain stop) closes the run interrupted too
-          const closing = stopReason === null ? closedAs : undefined
-          const interrupted = stopReason !== null || closing !== undefined || report === undefined || report.status === "interrupted"
-          const reason = stopReason ?? closing ?? report?.stopReason ?? (report === undefined ? "user" : null)
-          // the submitter closed the run `completed` when its source ended: a stop ended it early
-          if (interrupted && report?.status === "completed") {
-            yield* store.finishRun(runId, { status: "interrupted", endedAt, stopReason: reason })
-          }
+          // the submission closed the run (its row and its `run.finished` event): with the stop's
+          // reason when the stop came first (`closeAs`), `interrupted` with a stop rule of its
+          // own, or `completed`; a stop told once it had closed the run stopped nothing, and the
+          // run stays as closed. Interrupted or failed, the submission closed it `interrupted`.
+          const interrupted = report === undefined || report.status === "interrupted"
+          const reason = report === undefined ? stopReason ?? "user" : report.stopReason ?? closedAs ?? null
           // the run is closed: the marks no pipeline can read any more go (this run's, once none
           // of its pipelines runs under it, and those of earlier runs closed so since)
           if (marks?.prune !== undefined) {

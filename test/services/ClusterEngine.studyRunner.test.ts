@@ -21,7 +21,7 @@ import { NodeContext } from "@effect/platform-node"
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as TestRunner from "@effect/cluster/TestRunner"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Chunk, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Schedule, Stream } from "effect"
+import { Cause, Chunk, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Runtime, Schedule, Stream } from "effect"
 import * as ClusterStudy from "../../src/cli/ClusterStudy.js"
 import * as StudyRunCli from "../../src/cli/StudyRun.js"
 import type { LoadedSuite } from "../../src/config/internal/suite.js"
@@ -176,10 +176,11 @@ describe("ClusterEngine: a stop told once the submission closed its run (fix17aj
       const result = yield* Effect.scoped(Effect.gen(function*() {
         const runner = yield* Runner.Runner
         let handle: Runner.RunHandle<never> | undefined
+        const runtime = yield* Effect.runtime<never>()
         // the stop arrives as the submission closes the run (asked whether its owner ends it early)
         const hooks: Runner.RunHooks = {
           closingStop: () => {
-            Effect.runSync(handle!.stop("late"))
+            Runtime.runSync(runtime)(handle!.stop("late"))
             return undefined
           }
         }

@@ -41,7 +41,8 @@
  * - `stop(reason)`: the first call stops admission (the source is read no further; admitted
  *   pipelines are followed to their end), the second stops following (the admitted pipelines
  *   go on on the runners; the run ends `interrupted`). The run's `stopReason` is the first
- *   reason. When `stopCancels()` says so at the first call (a study's `running: cancel`), the
+ *   reason. A stop told once the submission closed the run stops nothing: the run, its
+ *   `run.finished` event and the report stay as closed. When `stopCancels()` says so at the first call (a study's `running: cancel`), the
  *   run is also marked cancelled for the runners (`cancelMarks.ts`: the `CancelMarks` in
  *   context, else `assay_meta` rows on the Postgres `SqlClient` in context): its running
  *   pipelines stop at their next task boundary (a call under way commits first) and settle

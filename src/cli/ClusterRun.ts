@@ -18,6 +18,7 @@ import * as path from "node:path"
 import { Cause, Chunk, Clock, Console, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Redacted, Stream } from "effect"
 import * as StudyConfig from "../config/Study.js"
 import * as SuiteConfig from "../config/Suite.js"
+import type { RunId } from "../domain/Ids.js"
 import type * as Pipeline from "../domain/Pipeline.js"
 import { memberDigest, memberDigestOf, memberPath, tagSpec } from "../domain/Suite.js"
 import * as Words from "../domain/internal/words.js"
@@ -1080,7 +1081,9 @@ const refuseChangedRows = (loaded: SuiteConfig.LoadedSuite, selected: ReadonlyAr
  * stops admitting that member only (its source is read no further, its specs already read are
  * withheld); pipelines admitted before either count was reached still run. The run record carries the suite id and the selected members (`meta.suite`). Exit 0 when every
  * selected member's pipelines succeeded (or were already done), 1 when a pipeline failed or a
- * member's source failed, 130 when interrupted (resumable by submitting again).
+ * member's source failed, 130 when interrupted (resumable by submitting again), 2 when runners
+ * refused pipelines (the summary first, the refused ones counted `interrupted` in their member's
+ * line, then the runners' reason; submitting again once they serve the suite runs them).
  *
  * @since 0.12.0
  * @category commands
@@ -1115,7 +1118,8 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
     const maxAdmitted = Option.getOrElse(args.maxAdmitted, () => loaded.run.maxAdmitted ?? InternalSubmit.DEFAULT_MAX_ADMITTED)
     const limit = Option.getOrUndefined(args.limit)
     const byDigest = new Map(suite.experiments.map((m) => [memberDigest(suite.id, m.id), m.id]))
-    const outcome = new Map(selected.map((m) => [m.id, { succeeded: 0, failed: 0, skipped: 0 }]))
+    // (`interrupted`: pipelines the runners refused, left `interrupted`; a suite run never cancels)
+    const outcome = new Map(selected.map((m) => [m.id, { succeeded: 0, failed: 0, skipped: 0, interrupted: 0 }]))
     /** Whether member `id`'s own budget is spent (its failures in this submission, from `onSettled`). */
     const memberReached = (id: string) => {
       const budget = budgetOf.get(id)
@@ -1125,6 +1129,104 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
     const withheldOf = new Map<string, number>()
     /** Pipelines of each member this submission admitted (rows written, workflows started). */
     const admittedOf = new Map<string, number>()
+    /**
+     * The summary on stdout (`--summary json`: one object): the run's counts, the suite's line and
+     * one line per member (`report`: the submission's, or what it saw when runners refused).
+     */
+    const summarize = (report: Shown, members: ReadonlyArray<PgSuites.ClusterMembership>) =>
+      Effect.gen(function*() {
+      const facts = new Map(members.map((m) => [m.experimentId, m]))
+      // what each member read and this submission neither admitted, skipped nor withheld by a
+      // stop rule: the specs in hand when Ctrl-C interrupted it, withheld too (tester17af F4), so
+      // that submitted = admitted + already done + withheld for every member, and the members'
+      // figures add up to the run's
+      for (const [id, c] of outcome) {
+        const inHand = (facts.get(id)?.admitted ?? 0) - (admittedOf.get(id) ?? 0) - c.skipped - (withheldOf.get(id) ?? 0)
+        if (inHand > 0) withheldOf.set(id, (withheldOf.get(id) ?? 0) + inHand)
+      }
+      const withheldAll = [...withheldOf.values()].reduce((a, b) => a + b, 0)
+      if (args.summary === "json") {
+        // the embedded suite's member fields that exist on the cluster, and its left-out members
+        const run = clusterJson(report, target.url)
+        const json = {
+          ...run,
+          // the members' withheld specs, those in hand at Ctrl-C included
+          cluster: { ...(run["cluster"] as Record<string, unknown>), withheld: withheldAll },
+          suiteId: loaded.id,
+          members: [
+            ...suite.experiments.map((m) => {
+              const f = facts.get(m.id)
+              const c = outcome.get(m.id)
+              const selected = f !== undefined && f.selected && c !== undefined
+              return {
+                experimentId: m.id,
+                label: m.label,
+                selected,
+                // read from its source (its line's `submitted`): admitted + skipped + withheld
+                submitted: f?.admitted ?? 0,
+                // admitted by this submission: the members' sum is `cluster.admitted`
+                admitted: admittedOf.get(m.id) ?? 0,
+                sourceExhausted: f?.sourceExhausted ?? false,
+                sourceError: f?.sourceError ?? null,
+                limitReached: f?.limitReached ?? false,
+                failuresReached: selected && memberReached(m.id),
+                byState: selected ? { succeeded: c.succeeded, failed: c.failed, interrupted: c.interrupted } : null,
+                skipped: c?.skipped ?? 0,
+                withheld: withheldOf.get(m.id) ?? 0
+              }
+            }),
+            ...(loaded.leftOut ?? []).map((m) => ({ experimentId: m.id, label: m.label, selected: false, leftOut: m.problems.join("; ") }))
+          ]
+        }
+        yield* Console.log(JSON.stringify(json))
+      } else {
+        yield* Console.log(
+          `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${
+            interruptedText(report)
+          }${report.skipped} already done (${report.durationMs} ms)`
+        )
+        // (interrupted: refused by the runners, the only way a suite's pipeline ends so here)
+        const line = (c: { readonly succeeded: number; readonly failed: number; readonly skipped: number; readonly interrupted: number }) =>
+          `succeeded ${c.succeeded} · failed ${c.failed}${
+            c.interrupted > 0 ? ` · interrupted ${c.interrupted} (refused by the runners)` : ""
+          } · already done ${c.skipped}`
+        const total = { submitted: 0, succeeded: 0, failed: 0, skipped: 0, interrupted: 0 }
+        for (const [id, c] of outcome) {
+          total.submitted += facts.get(id)?.admitted ?? 0
+          total.succeeded += c.succeeded
+          total.failed += c.failed
+          total.skipped += c.skipped
+          total.interrupted += c.interrupted
+        }
+        const heldAll = withheldAll
+        yield* Console.log(`suite ${oneLine(loaded.id)}: submitted ${total.submitted} · ${line(total)}${heldAll > 0 ? ` · withheld ${heldAll}` : ""}`)
+        for (const m of suite.experiments) {
+          const name = oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)
+          const f = facts.get(m.id)
+          const c = outcome.get(m.id)
+          if (f === undefined || !f.selected || c === undefined) {
+            yield* Console.log(`  ${name}: not selected`)
+            continue
+          }
+          const withheld = withheldOf.get(m.id) ?? 0
+          const source = f.sourceError !== null
+            ? `source failed: ${oneLine(f.sourceError)}`
+            : memberReached(m.id)
+            ? `stopped by its own stopAfterFailures (${budgetOf.get(m.id)}; pipelines admitted before still ran; submitting again continues it)`
+            : f.sourceExhausted
+            ? "source exhausted"
+            : f.limitReached
+            ? "limit reached (source not exhausted)"
+            : "source not exhausted"
+          // submitted = succeeded + failed + already done + withheld (+ still running on a stop)
+          const held = withheld > 0 ? ` · withheld ${withheld} (read, not admitted: submitting again admits them)` : ""
+          yield* Console.log(`  ${name}: submitted ${f.admitted} · ${line(c)}${held} · ${source}`)
+        }
+        for (const m of loaded.leftOut ?? []) {
+          yield* Console.log(`  ${oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)}: not selected, left out: ${oneLine(m.problems.join("; "))}`)
+        }
+      }
+      })
     const body = Effect.gen(function*() {
       const catalog = PgSuites.make(yield* SqlClient.SqlClient, {
         suiteId: loaded.id,
@@ -1132,6 +1234,15 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
         layout: loaded.output.layout,
         outputDirOf: (id) => loaded.members.find((m) => m.id === id)?.outputDir ?? loaded.output.root
       })
+      /** Each member's outcome recorded under the run, then the run's memberships (with their facts). */
+      const closeMembers = (runId: RunId) =>
+        Effect.gen(function*() {
+          const now = yield* Clock.currentTimeMillis
+          for (const [id, c] of outcome) {
+            yield* catalog.recordOutcome(runId, id, { succeeded: c.succeeded, failed: c.failed, skipped: c.skipped }, now)
+          }
+          return yield* catalog.runMembership(runId)
+        })
       // a changed member definition is refused before anything is admitted (exit 2)
       yield* catalog.registerMembers(
         selected.map((m) => ({
@@ -1184,14 +1295,21 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
         onSettled: (pipelineId, o) => {
           const id = byDigest.get(memberDigestOf(pipelineId) ?? "")
           const c = id === undefined ? undefined : outcome.get(id)
-          // (`interrupted`: a cancel, which a suite run never asks for)
-          if (c !== undefined && o !== "interrupted") c[o]++
+          // (`interrupted`: refused by the runners; a suite run never asks for a cancel)
+          if (c !== undefined) c[o]++
         },
+        // runners refused pipelines: the members' outcomes recorded and the summary printed (as
+        // the run's row closes it), then the refusal (exit 2), as for an experiment
+        onRefused: (r) =>
+          closeMembers(r.runId).pipe(
+            Effect.catchAll((e) =>
+              Effect.as(Console.error(`warning: the members' outcomes were not recorded: ${e.message}`), [] as ReadonlyArray<PgSuites.ClusterMembership>)
+            ),
+            Effect.flatMap((members) => summarize({ ...r, stopReason: "submit_failed" }, members))
+          ),
         ...followProgress(args, database)
       })).pipe(Effect.onInterrupt(() => Console.error(STOPPED_MESSAGE)))
-      const now = yield* Clock.currentTimeMillis
-      for (const [id, c] of outcome) yield* catalog.recordOutcome(report.runId, id, c, now)
-      return { report, stopped, members: yield* catalog.runMembership(report.runId) }
+      return { report, stopped, members: yield* closeMembers(report.runId) }
     })
     const { members, report, stopped } = yield* body.pipe(
       Effect.provide(Layer.mergeAll(
@@ -1200,91 +1318,7 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
         pgLayer(target.url)
       ))
     )
-    const facts = new Map(members.map((m) => [m.experimentId, m]))
-    // what each member read and this submission neither admitted, skipped nor withheld by a
-    // stop rule: the specs in hand when Ctrl-C interrupted it, withheld too (tester17af F4), so
-    // that submitted = admitted + already done + withheld for every member, and the members'
-    // figures add up to the run's
-    for (const [id, c] of outcome) {
-      const inHand = (facts.get(id)?.admitted ?? 0) - (admittedOf.get(id) ?? 0) - c.skipped - (withheldOf.get(id) ?? 0)
-      if (inHand > 0) withheldOf.set(id, (withheldOf.get(id) ?? 0) + inHand)
-    }
-    const withheldAll = [...withheldOf.values()].reduce((a, b) => a + b, 0)
-    if (args.summary === "json") {
-      // the embedded suite's member fields that exist on the cluster, and its left-out members
-      const run = clusterJson(report, target.url)
-      const json = {
-        ...run,
-        // the members' withheld specs, those in hand at Ctrl-C included
-        cluster: { ...(run["cluster"] as Record<string, unknown>), withheld: withheldAll },
-        suiteId: loaded.id,
-        members: [
-          ...suite.experiments.map((m) => {
-            const f = facts.get(m.id)
-            const c = outcome.get(m.id)
-            const selected = f !== undefined && f.selected && c !== undefined
-            return {
-              experimentId: m.id,
-              label: m.label,
-              selected,
-              // read from its source (its line's `submitted`): admitted + skipped + withheld
-              submitted: f?.admitted ?? 0,
-              // admitted by this submission: the members' sum is `cluster.admitted`
-              admitted: admittedOf.get(m.id) ?? 0,
-              sourceExhausted: f?.sourceExhausted ?? false,
-              sourceError: f?.sourceError ?? null,
-              limitReached: f?.limitReached ?? false,
-              failuresReached: selected && memberReached(m.id),
-              byState: selected ? { succeeded: c.succeeded, failed: c.failed } : null,
-              skipped: c?.skipped ?? 0,
-              withheld: withheldOf.get(m.id) ?? 0
-            }
-          }),
-          ...(loaded.leftOut ?? []).map((m) => ({ experimentId: m.id, label: m.label, selected: false, leftOut: m.problems.join("; ") }))
-        ]
-      }
-      yield* Console.log(JSON.stringify(json))
-    } else {
-      yield* Console.log(
-        `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${report.skipped} already done (${report.durationMs} ms)`
-      )
-      const line = (c: { readonly succeeded: number; readonly failed: number; readonly skipped: number }) =>
-        `succeeded ${c.succeeded} · failed ${c.failed} · already done ${c.skipped}`
-      const total = { submitted: 0, succeeded: 0, failed: 0, skipped: 0 }
-      for (const [id, c] of outcome) {
-        total.submitted += facts.get(id)?.admitted ?? 0
-        total.succeeded += c.succeeded
-        total.failed += c.failed
-        total.skipped += c.skipped
-      }
-      const heldAll = withheldAll
-      yield* Console.log(`suite ${oneLine(loaded.id)}: submitted ${total.submitted} · ${line(total)}${heldAll > 0 ? ` · withheld ${heldAll}` : ""}`)
-      for (const m of suite.experiments) {
-        const name = oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)
-        const f = facts.get(m.id)
-        const c = outcome.get(m.id)
-        if (f === undefined || !f.selected || c === undefined) {
-          yield* Console.log(`  ${name}: not selected`)
-          continue
-        }
-        const withheld = withheldOf.get(m.id) ?? 0
-        const source = f.sourceError !== null
-          ? `source failed: ${oneLine(f.sourceError)}`
-          : memberReached(m.id)
-          ? `stopped by its own stopAfterFailures (${budgetOf.get(m.id)}; pipelines admitted before still ran; submitting again continues it)`
-          : f.sourceExhausted
-          ? "source exhausted"
-          : f.limitReached
-          ? "limit reached (source not exhausted)"
-          : "source not exhausted"
-        // submitted = succeeded + failed + already done + withheld (+ still running on a stop)
-        const held = withheld > 0 ? ` · withheld ${withheld} (read, not admitted: submitting again admits them)` : ""
-        yield* Console.log(`  ${name}: submitted ${f.admitted} · ${line(c)}${held} · ${source}`)
-      }
-      for (const m of loaded.leftOut ?? []) {
-        yield* Console.log(`  ${oneLine(m.label === null ? m.id : `${m.id} (${m.label})`)}: not selected, left out: ${oneLine(m.problems.join("; "))}`)
-      }
-    }
+    yield* summarize(report, members)
     for (const cause of report.causes) yield* Console.error(`  ${cause}`)
     // a stop signal: what was seen is printed above, then the stop is said (exit 130)
     if (stopped) {

@@ -20,6 +20,7 @@ import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Resource from "../../src/domain/Resource.js"
 import * as Task from "../../src/domain/Task.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
+import * as PgStore from "../../src/layers/PgStore.js"
 import { make as makeBus } from "../../src/services/Bus.js"
 import * as CancelMarks from "../../src/services/internal/cluster/cancelMarks.js"
 import { makeTaskEnv, runTask, type TaskEnv } from "../../src/services/internal/cluster/task.js"
@@ -31,7 +32,7 @@ import * as Pool from "../../src/services/Pool.js"
 import type { PoolsService } from "../../src/services/Pools.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
-import { type AnySpec, createClusterDatabase, singleRunner, submitSpecs, turn } from "../support/clusterRunner.js"
+import { type AnySpec, createClusterDatabase, pgServicesOn, singleRunner, submitSpecs, turn } from "../support/clusterRunner.js"
 import { usePostgres } from "../support/postgres.js"
 
 // a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
@@ -122,7 +123,7 @@ describe("cluster: a run's cancel mark in assay_meta (issue 17 §3)", () => {
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       // the store's meta table (a Postgres store's migration creates it; the store here is in memory)
-      yield* sql.unsafe(`CREATE TABLE IF NOT EXISTS assay_meta (key text PRIMARY KEY, value text NOT NULL)`)
+      yield* sql.unsafe(`CREATE TABLE IF NOT EXISTS assay_meta (key text COLLATE "C" PRIMARY KEY, value text NOT NULL)`)
       yield* WindowClaims.createTable
       const calls = new Map<string, number>()
       const add = (k: string) => calls.set(k, (calls.get(k) ?? 0) + 1)
@@ -168,7 +169,7 @@ describe("cluster: a run's cancel mark in assay_meta (issue 17 §3)", () => {
   it.scoped("one pipeline's mark (a trial's time budget): that pipeline stops at its next task boundary, the other goes on; the runner reads the runs in flight only", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      yield* sql.unsafe(`CREATE TABLE IF NOT EXISTS assay_meta (key text PRIMARY KEY, value text NOT NULL)`)
+      yield* sql.unsafe(`CREATE TABLE IF NOT EXISTS assay_meta (key text COLLATE "C" PRIMARY KEY, value text NOT NULL)`)
       yield* WindowClaims.createTable
       const calls = new Map<string, number>()
       const add = (k: string) => calls.set(k, (calls.get(k) ?? 0) + 1)
@@ -248,4 +249,67 @@ describe("cluster: a run's cancel mark in assay_meta (issue 17 §3)", () => {
       }).pipe(Effect.provide(runner))
     }).pipe(Effect.provide(MemoryStore.layer()))
   }, 60_000)
+})
+
+describe("cluster: cancel marks on Postgres, read by the key's index and pruned (fix17aj)", () => {
+  it.scoped("one statement reads a run's mark and its pipelines' by the btree; a closed run's marks go once none of its pipelines runs", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const url = pg.url("cancel_prune")
+      yield* PgStore.migrate(url)
+      const store = yield* PgStore.make({ url })
+      const t = Task.sync("t", (n: number) => n)
+      const [p1, p2, p3, p4] = [1, 2, 3, 4].map((n) => Pipeline.make("marked", t).bind(n)) as [AnySpec, AnySpec, AnySpec, AnySpec]
+      // run-a: closed, its pipelines interrupted; run-a-b (its id starts with run-a's): open;
+      // run-c: closed with a pipeline still running under it (a submitter that stopped following)
+      const a = "run-a" as RunId
+      const ab = "run-a-b" as RunId
+      const c = "run-c" as RunId
+      yield* admitAll(store, [p1, p2], a)
+      yield* admitAll(store, [p3], ab)
+      yield* admitAll(store, [p4], c)
+      const marks = CancelMarks.makePg(sql)
+      yield* marks.mark(a, "study_stop:manual")
+      yield* marks.markPipeline!(a, p1.pipelineId, "budget_exhausted")
+      yield* marks.mark(ab, "study_stop:sigint")
+      yield* marks.markPipeline!(c, p4.pipelineId, "budget_exhausted")
+
+      // one read: each run's own marks (run-a-b's keys share run-a's prefix and are not run-a's)
+      const read = yield* marks.readAll!([a, c])
+      assert.deepStrictEqual([...read.runs], [[a, "study_stop:manual"]])
+      assert.deepStrictEqual(
+        [...read.pipelines].sort(),
+        [[CancelMarks.pipelineKeyOf(a, p1.pipelineId), "budget_exhausted"], [CancelMarks.pipelineKeyOf(c, p4.pipelineId), "budget_exhausted"]]
+      )
+      const env = new Map<RunId, string>()
+      const perPipeline = new Map<string, string>()
+      yield* CancelMarks.refresh(marks, env, [ab], perPipeline)
+      assert.deepStrictEqual([[...env], [...perPipeline]], [[[ab, "study_stop:sigint"]], []])
+      // the primary key's index serves the read (the table is tiny: sequential scans are turned off to ask)
+      const plan = yield* sql.withTransaction(Effect.zipRight(
+        sql.unsafe(`SET LOCAL enable_seqscan = off`),
+        sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN ${CancelMarks.READ_ALL_SQL}`, [[a, c]])
+      ))
+      const text = plan.map((r) => r["QUERY PLAN"]).join("\n")
+      assert.include(text, "assay_meta_pkey", text)
+      assert.notInclude(text, "Seq Scan on assay_meta", text)
+
+      // nothing closed yet: nothing pruned
+      assert.strictEqual(yield* marks.prune!(), 0)
+      // run-a closed, its pipelines interrupted; run-c closed with its pipeline running
+      const now = yield* Clock.currentTimeMillis
+      for (const p of [p1, p2]) yield* store.checkpoint(Rows.interruptedUnit(p.pipelineId, a, 0, undefined, "study_stop:manual", now))
+      yield* store.finishRun(a, { status: "interrupted", endedAt: now, stopReason: "study_stop:manual" })
+      yield* store.finishRun(c, { status: "interrupted", endedAt: now, stopReason: "user" })
+      yield* store.flush
+      assert.strictEqual(yield* marks.prune!(), 2)
+      const keys = () => Effect.map(sql<{ key: string }>`SELECT key FROM assay_meta WHERE key LIKE 'cancel/%' ORDER BY key`, (rows) => rows.map((r) => r.key))
+      assert.deepStrictEqual(yield* keys(), [`cancel/${ab}`, `cancel/${c}/${p4.pipelineId}`])
+      // run-c's pipeline resumed under a new run (its row now runs under that run): run-c's mark goes
+      yield* store.admit([Rows.admissionRow(p4, 0, undefined, "run-d" as RunId, now)], [])
+      yield* store.flush
+      assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(p4.pipelineId)).runId, "run-d")
+      assert.strictEqual(yield* marks.prune!(), 1)
+      assert.deepStrictEqual(yield* keys(), [`cancel/${ab}`])
+    }).pipe(Effect.provide(pgServicesOn(pg, "cancel_prune"))), 180_000)
 })

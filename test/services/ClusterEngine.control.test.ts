@@ -25,6 +25,8 @@ import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Rows from "../../src/services/internal/runner/rows.js"
 import * as Pool from "../../src/services/Pool.js"
+import type { PoolsService } from "../../src/services/Pools.js"
+import * as Resource from "../../src/domain/Resource.js"
 import * as Runner from "../../src/services/Runner.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
 import { makeCallLog, picture, spender, strayer, travelling } from "../support/controlPicture.js"
@@ -255,3 +257,159 @@ describe("ClusterEngine: control pipelines' handoff payloads use every task's co
     }))
 })
 
+
+describe("ClusterEngine: a controlled pipeline cancelled at a lease, and a zombie's interrupted row (fix17aj)", () => {
+  /** `first` (no resource) then `ask` (a lease of pool `llm`, one slot), declaring a rewind. */
+  const leasedControl = (calls: Array<string>) =>
+    Pipeline.fromTasks("leasedControl", [
+      Task.make("first", (n: number) => Effect.zipRight(Effect.yieldNow(), Effect.sync(() => (calls.push("first"), n + 1)))),
+      Task.make("ask", { resource: "llm", retry: { maxAttempts: 1 } }, (n: number, ctx) =>
+        Effect.gen(function*() {
+          const lease = yield* ctx.acquire()
+          calls.push("ask")
+          yield* lease.report({ ok: true })
+          return n
+        }))
+    ], { control: { rewind: { ask: ["first"] }, maxHandoffs: 1 } })
+
+  const admitControlled = (store: StoreService, spec: AnySpec, runId: RunId, nTasks: number) =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      yield* store.openRun({ runId, label: null, config: {}, startedAt: now, meta: undefined })
+      yield* store.admit(
+        [Rows.admissionRow(spec, 0, undefined, runId, now)],
+        [Rows.seedArtifact(spec, runId, now)],
+        [{ pipelineId: spec.pipelineId, state: Traversal.initial(spec.pipelineId, nTasks) }]
+      )
+      yield* store.flush
+    })
+
+  it.live("a lease granted once the run is cancelled goes back and nothing is called: the row ends interrupted at that entry; resumed, only that entry runs", () =>
+    Effect.gen(function*() {
+      const calls: Array<string> = []
+      const spec = leasedControl(calls).bind(1)
+      const id = spec.pipelineId
+      const runId = "run-lc" as RunId
+      const store = yield* Store
+      const pools = yield* Pool.Pools
+      yield* admitControlled(store, spec, runId, 2)
+      // the run's mark read while `ask` waited for its lease (here: as it is granted)
+      let env: TaskEnv | undefined
+      const marking: PoolsService = {
+        ...pools,
+        acquire: <Client,>(o?: Parameters<PoolsService["acquire"]>[0], h?: Parameters<PoolsService["acquire"]>[1]) =>
+          Effect.tap(pools.acquire<Client>(o, h), () => Effect.sync(() => env!.cancelled.set(runId, "study_stop:manual")))
+      }
+      env = yield* makeTaskEnv({ store, pools: marking, bus: yield* makeBus, concurrency: 2 })
+      assert.strictEqual(yield* runControlled(env, spec, { live: () => true }), "interrupted")
+      // nothing was called under the lease (it called once more before: then it succeeded)
+      assert.deepStrictEqual(calls, ["first"])
+      yield* store.flush
+      const row = Option.getOrThrow(yield* store.getPipeline(id))
+      assert.deepStrictEqual([row.state, row.nTasksDone, row.errorType], ["interrupted", 1, "Interrupted"])
+      const vs = Option.getOrThrow(yield* store.traversal!.visitState(id))
+      assert.deepStrictEqual([vs.cursor, vs.pending?.seq, vs.pending?.visit], [1, 1, 0])
+      const events = yield* store.events({ pipelineId: id, kind: "pipeline.interrupted" })
+      assert.deepStrictEqual(events.map((e) => (e.data as { reason?: unknown }).reason), ["study_stop:manual"])
+      // the lease went back: the pool's only slot is free
+      const handle = yield* pools.get("llm")
+      assert.strictEqual((yield* handle.snapshot).reduce((n, r) => n + r.active, 0), 0)
+      // a replay of the settled row runs nothing; resumed, only `ask` runs
+      assert.strictEqual(yield* runControlled(env, spec, { live: () => true }), "interrupted")
+      yield* Runner.run([spec], { resume: true })
+      assert.deepStrictEqual(calls, ["first", "ask"])
+      assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(id)).state, "succeeded")
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(Layer.provideMerge(
+        Runner.layer({ handleSignals: false }),
+        Layer.mergeAll(MemoryStore.layer(), Pool.layer([Pool.make("llm", [Resource.make("api", { id: "k", capacity: 1 })])]))
+      ))
+    ))
+
+  it.live("at a lease too: a zombie's interrupted row does not land over a new owner's step", () =>
+    Effect.gen(function*() {
+      const calls: Array<string> = []
+      const spec: AnySpec = leasedControl(calls).bind(1)
+      const id = spec.pipelineId
+      const runId = "run-lcz" as RunId
+      const store = yield* Store
+      const pools = yield* Pool.Pools
+      yield* admitControlled(store, spec, runId, 2)
+      let env: TaskEnv | undefined
+      const marking: PoolsService = {
+        ...pools,
+        acquire: <Client,>(o?: Parameters<PoolsService["acquire"]>[0], h?: Parameters<PoolsService["acquire"]>[1]) =>
+          Effect.tap(pools.acquire<Client>(o, h), () => Effect.sync(() => env!.cancelled.set(runId, "study_stop:manual")))
+      }
+      let live = true
+      let newOwner: number | undefined
+      const racing: StoreService = {
+        ...store,
+        checkpoint: (unit) =>
+          Effect.gen(function*() {
+            if (unit.pipeline?.state === "interrupted" && newOwner === undefined) {
+              const vs = Option.getOrThrow(yield* store.traversal!.visitState(id))
+              newOwner = vs.version + 1
+              yield* store.checkpoint({ pipelineId: id, traversal: { expectedVersion: vs.version, state: { ...vs, version: newOwner } } })
+              live = false
+            }
+            return yield* store.checkpoint(unit)
+          })
+      }
+      env = yield* makeTaskEnv({ store: racing, pools: marking, bus: yield* makeBus, concurrency: 2 })
+      assert.strictEqual(yield* runControlled(env, spec, { live: () => live }), "lost")
+      yield* store.flush
+      assert.deepStrictEqual(calls, ["first"])
+      assert.isDefined(newOwner)
+      assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(id)).state, "running")
+      assert.strictEqual(Option.getOrThrow(yield* store.traversal!.visitState(id)).version, newOwner)
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(Layer.mergeAll(MemoryStore.layer(), Pool.layer([Pool.make("llm", [Resource.make("api", { id: "k", capacity: 1 })])])))
+    ))
+
+  it.live("a zombie (its ownership lost between its check and its commit) does not move the row back over a new owner's step", () =>
+    Effect.gen(function*() {
+      const calls: Array<string> = []
+      const runId = "run-lz" as RunId
+      let env: TaskEnv | undefined
+      // `a` then `b`, neither synchronous (each step commits at once); the run is marked once `a` ran
+      const spec: AnySpec = Pipeline.fromTasks("zombie", [
+        Task.make("a", (n: number) =>
+          Effect.zipRight(Effect.yieldNow(), Effect.sync(() => (calls.push("a"), env!.cancelled.set(runId, "study_stop:manual"), n + 1)))),
+        Task.make("b", (n: number) => Effect.zipRight(Effect.yieldNow(), Effect.sync(() => (calls.push("b"), n))))
+      ], { control: { rewind: { b: ["a"] }, maxHandoffs: 1 } }).bind(1)
+      const id = spec.pipelineId
+      const store = yield* Store
+      yield* admitControlled(store, spec, runId, 2)
+      // the execution owns the pipeline when it checks; a new owner commits a step before its
+      // interrupted row commits (its ownership is gone from then on)
+      let live = true
+      let newOwner: number | undefined
+      const racing: StoreService = {
+        ...store,
+        checkpoint: (unit) =>
+          Effect.gen(function*() {
+            if (unit.pipeline?.state === "interrupted" && newOwner === undefined) {
+              const vs = Option.getOrThrow(yield* store.traversal!.visitState(id))
+              newOwner = vs.version + 1
+              yield* store.checkpoint({ pipelineId: id, traversal: { expectedVersion: vs.version, state: { ...vs, version: newOwner } } })
+              live = false
+            }
+            return yield* store.checkpoint(unit)
+          })
+      }
+      env = yield* makeTaskEnv({ store: racing, pools: yield* Pool.Pools, bus: yield* makeBus, concurrency: 2 })
+      const verdict = yield* runControlled(env, spec, { live: () => live })
+      yield* store.flush
+      assert.deepStrictEqual(calls, ["a"])
+      assert.isDefined(newOwner, "the cancel was seen at b's entry")
+      // the zombie's write was refused: the row is the new owner's (running, its version), not interrupted
+      assert.strictEqual(verdict, "lost")
+      const row = Option.getOrThrow(yield* store.getPipeline(id))
+      assert.strictEqual(row.state, "running")
+      assert.strictEqual(Option.getOrThrow(yield* store.traversal!.visitState(id)).version, newOwner)
+      assert.deepStrictEqual(yield* store.events({ pipelineId: id, kind: "pipeline.interrupted" }), [])
+    }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(MemoryStore.layer(), Pool.layer([])))))
+})

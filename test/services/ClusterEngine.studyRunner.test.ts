@@ -21,7 +21,7 @@ import { NodeContext } from "@effect/platform-node"
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as TestRunner from "@effect/cluster/TestRunner"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Chunk, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Schedule, Stream } from "effect"
+import { Cause, Chunk, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Runtime, Schedule, Stream } from "effect"
 import * as ClusterStudy from "../../src/cli/ClusterStudy.js"
 import * as StudyRunCli from "../../src/cli/StudyRun.js"
 import type { LoadedSuite } from "../../src/config/internal/suite.js"
@@ -48,15 +48,19 @@ import { fakeCatalog } from "./suiteFixture.js"
  * A runner host in this process over a memory store, for `specs`; `marks`: with cancel marks in
  * memory (shared with a submitter built over the host), read every 10 ms.
  */
-const hostOf = (specs: ReadonlyArray<AnySpec>, pools: ReadonlyArray<typeof llmPool> = [], marks = false) => {
+const hostOf = (
+  specs: ReadonlyArray<AnySpec>,
+  pools: ReadonlyArray<typeof llmPool> = [],
+  marks: boolean | Layer.Layer<CancelMarks.CancelMarks> = false
+) => {
   const engine = ClusterWorkflowEngine.layer.pipe(Layer.provideMerge(TestRunner.layer))
   const services = Layer.mergeAll(
     MemoryStore.layer(),
     Pool.layer(pools),
     NodeContext.layer,
-    marks ? CancelMarks.layerMemory : Layer.empty
+    marks === false ? Layer.empty : marks === true ? CancelMarks.layerMemory : marks
   )
-  return ClusterEngine.workflowLayer({ concurrency: 8, resourcesEvery: "1 second", ...(marks ? { cancelEvery: Duration.millis(10) } : {}) }).pipe(
+  return ClusterEngine.workflowLayer({ concurrency: 8, resourcesEvery: "1 second", ...(marks !== false ? { cancelEvery: Duration.millis(10) } : {}) }).pipe(
     Layer.provideMerge(engine),
     Layer.provideMerge(services),
     Layer.provide(ClusterEngine.catalogLayer(specs))
@@ -162,6 +166,38 @@ describe("ClusterEngine: the submitter as a Runner (in process)", () => {
       const run = Option.getOrThrow(result.run)
       assert.strictEqual(run.status, "interrupted")
       assert.strictEqual(run.stopReason, "enough")
+    }))
+})
+
+describe("ClusterEngine: a stop told once the submission closed its run (fix17aj)", () => {
+  it.live("stops nothing: the run's row, its run.finished event and the report all say completed", () =>
+    Effect.gen(function*() {
+      const { hosted, layer } = yield* setup(1)
+      const result = yield* Effect.scoped(Effect.gen(function*() {
+        const runner = yield* Runner.Runner
+        let handle: Runner.RunHandle<never> | undefined
+        const runtime = yield* Effect.runtime<never>()
+        // the stop arrives as the submission closes the run (asked whether its owner ends it early)
+        const hooks: Runner.RunHooks = {
+          closingStop: () => {
+            Runtime.runSync(runtime)(handle!.stop("late"))
+            return undefined
+          }
+        }
+        handle = yield* runner.start(Stream.make(hosted[0]!) as Stream.Stream<Pipeline.PipelineSpec<any, any, any, never>>, { hooks })
+        const report = yield* handle.await
+        const store = yield* Store
+        const run = Option.getOrThrow(yield* store.getRun(report.runId))
+        const finished = yield* store.events({ runId: report.runId, kind: "run.finished" })
+        return { report, run, finished }
+      })).pipe(Effect.provide(layer))
+      const said = [
+        result.report.status,
+        result.run.status,
+        ...result.finished.map((e) => (e.data as { status?: unknown }).status)
+      ]
+      // (they disagreed: the row and the report interrupted, the event completed)
+      assert.deepStrictEqual(said, ["completed", "completed", "completed"])
     }))
 })
 
@@ -562,11 +598,17 @@ describe("ClusterEngine: study stop --cancel on the runners (issue 17 §3, cance
       const catalog = fakeCatalog("cx").pipe(Layer.provide(MemoryStore.layer()))
       const suite = study.suiteFor(1) as Suite.Suite<AnySpec, never, never>
       const hosted = Chunk.toReadonlyArray(yield* Stream.runCollect(Suite.pipelines(suite, { runId: "r0" as RunId })).pipe(Effect.provide(catalog))) as ReadonlyArray<AnySpec>
+      // the marks in memory, and the prunes the submitter asks once the run is closed (fix17aj)
+      let pruned = 0
+      const marks = Layer.sync(CancelMarks.CancelMarks, () => ({
+        ...CancelMarks.makeMemory(),
+        prune: () => Effect.sync(() => (pruned++, 0))
+      }))
       const env = Layer.mergeAll(
         Layer.effect(Runner.Runner, SubmitRunner.make({ pollInterval: "10 millis", window: 1, maxAdmitted: 2 })),
         fakeCatalog("cx"),
         StudyCatalog.layerMemory
-      ).pipe(Layer.provideMerge(hostOf(hosted, [], true)))
+      ).pipe(Layer.provideMerge(hostOf(hosted, [], marks)))
       const out = yield* Effect.gen(function*() {
         const studies = yield* StudyCatalog.StudyCatalog
         yield* Effect.fork(Effect.zipRight(
@@ -584,6 +626,8 @@ describe("ClusterEngine: study stop --cancel on the runners (issue 17 §3, cance
       assert.strictEqual(first.stop?.running, "cancel", first.summary())
       assert.deepStrictEqual(first.trials.map((t) => t.status), ["cancelled", "not_started"], first.summary())
       assert.deepStrictEqual(row, { status: "interrupted", stopReason: "study_stop:manual" })
+      // the run closed, its marks are pruned (once)
+      assert.strictEqual(pruned, 1)
       // the run's end event says so too (it said completed: the submitter closed it before the stop's reason was applied)
       assert.deepStrictEqual(
         finished.map((e) => [(e.data as { status?: unknown }).status, (e.data as { stopReason?: unknown }).stopReason]),

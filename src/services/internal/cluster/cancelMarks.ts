@@ -16,8 +16,11 @@
  *   reason, and the pipeline's verdict is `interrupted` (`task.ts`).
  *
  * On PostgreSQL ({@link makePg}) a mark is a row of the store's `assay_meta` table, key
- * `cancel/<runId>`, value the reason; a mark is never removed (a resume runs under a new run
- * id). {@link makeMemory} keeps them in memory, for runners and a submitter in one process
+ * `cancel/<runId>` (a pipeline's: `cancel/<runId>/<pipelineId>`), value the reason; a runner reads
+ * them by the key's btree (one range per run, one statement per read), and the cluster-backed
+ * runner prunes them when a run closes ({@link CancelMarksService.prune}: the marks of every
+ * closed run with no pipeline `running` under it; a resume runs under a new run id, so a stale
+ * mark never cancels it). {@link makeMemory} keeps them in memory, for runners and a submitter in one process
  * (the in-process tests).
  *
  * @internal
@@ -44,12 +47,31 @@ export interface CancelMarksService {
    */
   readonly markPipeline?: ((runId: RunId, pipelineId: PipelineId, reason: string) => Effect.Effect<void, StoreUnavailable>) | undefined
   /**
-   * The pipelines marked cancelled among the runs `runIds`, by {@link pipelineKeyOf}, with their
-   * reasons (one statement on PostgreSQL).
+   * The marks of the runs `runIds` and of their pipelines, in one read (one statement on
+   * PostgreSQL): `runs` the marked runs with their reasons, `pipelines` the marked pipelines by
+   * {@link pipelineKeyOf} with theirs. Optional: marks without it cancel whole runs only.
    */
-  readonly readPipelines?:
-    | ((runIds: ReadonlyArray<RunId>) => Effect.Effect<ReadonlyMap<string, string>, StoreUnavailable>)
+  readonly readAll?:
+    | ((runIds: ReadonlyArray<RunId>) => Effect.Effect<Marks, StoreUnavailable>)
     | undefined
+  /**
+   * Removes the marks no pipeline can read any more: those of every closed run (its
+   * `assay_runs` row not `running`) none of whose pipelines is `running` under it (a resume
+   * runs under a new run id, so an old run's marks never apply to it). Answers how many were
+   * removed. Optional (the marks in memory live as long as their process).
+   */
+  readonly prune?: (() => Effect.Effect<number, StoreUnavailable>) | undefined
+}
+
+/**
+ * What {@link CancelMarksService.readAll} answers: the marked runs (run → reason) and the marked
+ * pipelines ({@link pipelineKeyOf} → reason).
+ *
+ * @internal
+ */
+export interface Marks {
+  readonly runs: ReadonlyMap<RunId, string>
+  readonly pipelines: ReadonlyMap<string, string>
 }
 
 /**
@@ -66,15 +88,12 @@ export const keyOf = (runId: RunId): string => `cancel/${runId}`
 
 /**
  * The key of one pipeline's mark in a run (`<runId>/<pipelineId>`; the `assay_meta` key is
- * `cancel/` and this): what {@link CancelMarksService.readPipelines} answers and
+ * `cancel/` and this): what {@link CancelMarksService.readAll} answers and
  * `TaskEnv.cancelledPipelines` holds.
  *
  * @internal
  */
 export const pipelineKeyOf = (runId: RunId, pipelineId: PipelineId): string => `${runId}/${pipelineId}`
-
-/** A `LIKE` pattern matching the strings that start with `prefix` (`\\`, `%` and `_` escaped). */
-const startsWith = (prefix: string): string => `${prefix.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
 
 /**
  * Marks kept in memory (one process: runners and submitter sharing the service).
@@ -97,11 +116,16 @@ export const makeMemory = (): CancelMarksService => {
         const key = pipelineKeyOf(runId, pipelineId)
         if (!of.has(key)) of.set(key, reason)
       }),
-    readPipelines: (runIds) =>
+    readAll: (runIds) =>
       Effect.sync(() => {
-        const out = new Map<string, string>()
-        for (const id of runIds) for (const [k, v] of pipelines.get(id) ?? []) out.set(k, v)
-        return out
+        const runs = new Map<RunId, string>()
+        const perPipeline = new Map<string, string>()
+        for (const id of runIds) {
+          const reason = marks.get(id)
+          if (reason !== undefined) runs.set(id, reason)
+          for (const [k, v] of pipelines.get(id) ?? []) perPipeline.set(k, v)
+        }
+        return { runs, pipelines: perPipeline }
       }),
     read: (runIds) =>
       Effect.sync(() => {
@@ -123,9 +147,40 @@ export const makeMemory = (): CancelMarksService => {
 export const layerMemory: Layer.Layer<CancelMarks> = Layer.sync(CancelMarks, makeMemory)
 
 /**
+ * The statement of {@link makePg}'s `readAll` (`$1`: the run ids): per run, the range of the
+ * key's btree from `cancel/<runId>` to `cancel/<runId>0` (`0` follows `/` in byte order; the
+ * bounds are "C", the key column's collation, so the range is byte order whatever the
+ * database's locale, and the primary key's index serves it).
+ *
+ * @internal
+ */
+export const READ_ALL_SQL = `SELECT m.key, m.value FROM unnest($1::text[]) AS r(id) JOIN assay_meta m
+  ON m.key >= ('cancel/' || r.id) COLLATE "C" AND m.key < ('cancel/' || r.id || '0') COLLATE "C"`
+
+/**
+ * The marks among `rows` (keys `cancel/…`) of the runs `runIds`: a key `cancel/<runId>` is the
+ * run's mark, `cancel/<runId>/<pipelineId>` a pipeline's; any other key of the range read (a
+ * longer run id sharing the prefix) is not theirs.
+ */
+const marksOf = (runIds: ReadonlyArray<RunId>, rows: ReadonlyArray<{ key: string; value: string }>): Marks => {
+  const ids = new Set<string>(runIds)
+  const runs = new Map<RunId, string>()
+  const pipelines = new Map<string, string>()
+  for (const r of rows) {
+    const rest = r.key.slice("cancel/".length)
+    if (ids.has(rest)) runs.set(rest as RunId, r.value)
+    else {
+      const slash = rest.indexOf("/")
+      if (slash > 0 && ids.has(rest.slice(0, slash))) pipelines.set(rest, r.value)
+    }
+  }
+  return { runs, pipelines }
+}
+
+/**
  * Marks as rows of `assay_meta` (key {@link keyOf}, value the reason) on `sql`, the database
- * holding the store's tables: one `INSERT … ON CONFLICT DO NOTHING` per mark, one `SELECT … WHERE
- * key = ANY($1)` per read.
+ * holding the store's tables: one `INSERT … ON CONFLICT DO NOTHING` per mark, one `SELECT` per read
+ * (the key's btree, one range per run: `readAll`; exact keys: `read`), one `DELETE` per prune.
  *
  * @internal
  */
@@ -143,18 +198,38 @@ export const makePg = (sql: SqlClient.SqlClient): CancelMarksService => ({
       Effect.asVoid,
       Effect.mapError((e) => new StoreUnavailable({ message: `cannot mark pipeline ${pipelineId} cancelled: ${e.message}`, cause: e }))
     ),
-  // the keys `cancel/<runId>/…` of the runs (`assay_meta` holds a few rows per study run: its
-  // marks are the only ones added as runs go)
-  readPipelines: (runIds) =>
+  // one statement (`READ_ALL_SQL`: one btree range per run), kept when the key is the run's
+  // mark or one of its pipelines' (`cancel/<runId>/…`)
+  readAll: (runIds) =>
     runIds.length === 0
-      ? Effect.succeed(new Map<string, string>())
+      ? Effect.succeed<Marks>({ runs: new Map(), pipelines: new Map() })
       : sql.unsafe<{ key: string; value: string }>(
-        `SELECT key, value FROM assay_meta WHERE key LIKE ANY($1::text[])`,
-        [runIds.map((id) => startsWith(`${keyOf(id)}/`))]
+        READ_ALL_SQL,
+        [runIds]
       ).pipe(
-        Effect.map((rows) => new Map(rows.map((r) => [r.key.slice("cancel/".length), r.value] as const))),
-        Effect.mapError((e) => new StoreUnavailable({ message: `cannot read the pipelines' cancel marks: ${e.message}`, cause: e }))
+        Effect.map((rows) => marksOf(runIds, rows)),
+        Effect.mapError((e) => new StoreUnavailable({ message: `cannot read the runs' cancel marks: ${e.message}`, cause: e }))
       ),
+  // a closed run's marks once none of its pipelines runs under it: per run (not per mark), the
+  // marked runs are read from the keys' range `cancel/` … `cancel0`
+  prune: () =>
+    sql.unsafe<{ n: number | string }>(
+      `WITH marked AS (
+         SELECT DISTINCT split_part(substr(key, 8), '/', 1) AS run_id FROM assay_meta
+          WHERE key >= 'cancel/' COLLATE "C" AND key < 'cancel0' COLLATE "C"),
+       done AS (
+         SELECT m.run_id FROM marked m JOIN assay_runs r ON r.run_id = m.run_id AND r.status <> 'running'
+          WHERE NOT EXISTS (SELECT 1 FROM assay_pipelines p WHERE p.run_id = m.run_id AND p.state = 'running')),
+       gone AS (
+         DELETE FROM assay_meta a USING done d
+          WHERE a.key >= ('cancel/' || d.run_id) COLLATE "C" AND a.key < ('cancel/' || d.run_id || '0') COLLATE "C"
+            AND (a.key = ('cancel/' || d.run_id) COLLATE "C" OR a.key >= ('cancel/' || d.run_id || '/') COLLATE "C")
+          RETURNING 1)
+       SELECT count(*) AS n FROM gone`
+    ).pipe(
+      Effect.map((rows) => Number(rows[0]?.n ?? 0)),
+      Effect.mapError((e) => new StoreUnavailable({ message: `cannot prune the cancel marks: ${e.message}`, cause: e }))
+    ),
   read: (runIds) =>
     runIds.length === 0
       ? Effect.succeed(new Map<RunId, string>())
@@ -186,11 +261,13 @@ export const fromContext: Effect.Effect<CancelMarksService | undefined> = Effect
 })
 
 /**
- * Reads the marks of `runs` (one {@link CancelMarksService.read}) into `into` (run → reason),
- * and, given `pipelines` and when the marks have {@link CancelMarksService.readPipelines}, the
- * pipeline marks of those runs not marked as a whole into `pipelines` ({@link pipelineKeyOf} →
- * reason): what a runner process does once per heartbeat for the runs it has tasks of in flight
- * (`TaskEnv.cancelled`, `TaskEnv.cancelledPipelines`). A mark, once read, stays.
+ * Reads the marks of `runs` into `into` (run → reason), and, given `pipelines` and when the marks
+ * have {@link CancelMarksService.readAll}, the pipeline marks of those runs into `pipelines`
+ * ({@link pipelineKeyOf} → reason), in one read (one statement on PostgreSQL; without `pipelines`
+ * or `readAll`, one {@link CancelMarksService.read}): what a runner process does once per
+ * heartbeat for the runs it has tasks of in flight (`TaskEnv.cancelled`,
+ * `TaskEnv.cancelledPipelines`). The runs already read cancelled are not read again. A mark, once
+ * read, stays.
  *
  * @internal
  */
@@ -203,14 +280,16 @@ export const refresh = (
   Effect.suspend(() => {
     const ids = Array.from(runs).filter((id) => !into.has(id))
     if (ids.length === 0) return Effect.void
-    const readPipelines = pipelines === undefined ? undefined : marks.readPipelines
-    return Effect.map(
-      Effect.all([marks.read(ids), readPipelines === undefined ? Effect.succeed(undefined) : readPipelines(ids)]),
-      ([found, perPipeline]) => {
+    const readAll = pipelines === undefined ? undefined : marks.readAll
+    if (readAll === undefined) {
+      return Effect.map(marks.read(ids), (found) => {
         for (const [runId, reason] of found) into.set(runId, reason)
-        if (perPipeline !== undefined) for (const [key, reason] of perPipeline) pipelines!.set(key, reason)
-      }
-    )
+      })
+    }
+    return Effect.map(readAll(ids), (found) => {
+      for (const [runId, reason] of found.runs) into.set(runId, reason)
+      for (const [key, reason] of found.pipelines) pipelines!.set(key, reason)
+    })
   })
 
 /** The environment variable that sets how often `assay runner` reads its runs' cancel marks. */
@@ -219,7 +298,7 @@ export const CANCEL_EVERY_ENV = "ASSAY_RUNNER_CANCEL_EVERY"
 /**
  * How often a runner process reads the cancel marks of the runs it has work in flight of, from
  * `ASSAY_RUNNER_CANCEL_EVERY` (a positive duration with a unit, e.g. `"2 seconds"`): the bound on
- * how late a runner sees a cancel (two statements per read: the runs' marks, their pipelines'). Unset: `None` (the runner reads at
+ * how late a runner sees a cancel (one statement per read: the runs' marks and their pipelines'). Unset: `None` (the runner reads at
  * its claims' heartbeat, 10 s by default). An invalid value fails with `ConfigError` naming the
  * variable (exit 2).
  *

@@ -20,7 +20,13 @@
  *   write is refused with `TraversalConflict` and nothing of it is stored. An execution that
  *   meets a conflict reads the state again while it still owns the pipeline, else stops;
  * - a store error at a commit (L5) retries the write, not the call (a retried write that had
- *   committed meets its own version as a conflict, and the state read again says so).
+ *   committed meets its own version as a conflict, and the state read again says so);
+ * - a cancel (`cancelMarks.ts`: the run or the pipeline marked) stops the pipeline before its
+ *   next entry, or once a lease is granted (the lease goes back, nothing is called), as a plain
+ *   pipeline stops at its task boundary and at its lease; its row ends `interrupted` at the
+ *   traversal position this execution last committed, version-checked like every other write:
+ *   a zombie (its ownership lost between its check and this commit) never moves the row back
+ *   over a new owner's step.
  *
  * The start follows the embedded engine's recovery table: no traversal state under a row is a
  * corrupt visit checkpoint (the row fails, nothing runs), a complete traversal under a row not
@@ -44,6 +50,7 @@ import type { AttemptShared } from "../runner/attemptContext.js"
 import { withAttemptServices } from "../runner/attemptScope.js"
 import * as Controlled from "../runner/controlled.js"
 import type { PipelineEnv } from "../runner/pipeline.js"
+import * as Rows from "../runner/rows.js"
 import { reportMetric } from "../runner/run.js"
 import * as PgPools from "../pool/pg/pools.js"
 import type { LeaseLost } from "../pool/pg/errors.js"
@@ -268,13 +275,17 @@ const startOf = (env: TaskEnv, spec: AnySpec) =>
  * interrupted from outside). From the call on, a lease lost mid-call fails the attempt with
  * `LeaseLost` (`watch`, with the attempt's guard), as on the plain path; a slot (of a block or
  * of its own) goes back when the call completes, as on the plain path (the lease's scope ends
- * with the attempt's body), not after the step's checkpoint.
+ * with the attempt's body), not after the step's checkpoint. A lease granted once the run or
+ * the pipeline is `cancelled` (`cancelMarks.ts`) goes back at once too, and `cut` is completed
+ * with the reason: the pipeline stops at the lease, as a plain pipeline's task does (`task.ts`).
  */
 const fencedPools = (
   env: TaskEnv,
   own: Ownership,
   lost: Deferred.Deferred<void>,
-  watch: (lease: Lease<any>) => Effect.Effect<void>
+  watch: (lease: Lease<any>) => Effect.Effect<void>,
+  cancelled: () => string | undefined,
+  cut: Deferred.Deferred<string>
 ): PoolsService => {
   const check = (lease: Lease<any>): Effect.Effect<"go" | "slot" | "lost"> =>
     Effect.gen(function*() {
@@ -286,15 +297,23 @@ const fencedPools = (
       return "go"
     })
   const ready = <L extends Lease<any>, E, R>(get: Effect.Effect<L, E, R>): Effect.Effect<L, E, R> => {
-    const loop: Effect.Effect<L, E, R> = Effect.flatMap(get, (lease) =>
+    const decide = (lease: L, r: "go" | "slot" | "lost"): Effect.Effect<L, E, R> => {
+      if (r === "go") {
+        return Effect.zipRight(watch(lease), Effect.as(PgPools.confirm(lease), lease))
+      }
+      if (r === "slot") return Effect.zipRight(PgPools.lostAtFence(lease), Effect.suspend(() => loop))
+      return Effect.zipRight(lease.releaseNow, Effect.zipRight(Deferred.succeed(lost, undefined), Effect.never))
+    }
+    const loop: Effect.Effect<L, E, R> = Effect.flatMap(get, (lease) => {
       // the process was told to stop: no call starts any more (see `CallGate`)
-      env.gate.closed ? Effect.zipRight(lease.releaseNow, Effect.never) : Effect.flatMap(check(lease), (r) => {
-        if (r === "go") {
-          return Effect.zipRight(watch(lease), Effect.as(PgPools.confirm(lease), lease))
-        }
-        if (r === "slot") return Effect.zipRight(PgPools.lostAtFence(lease), Effect.suspend(() => loop))
-        return Effect.zipRight(lease.releaseNow, Effect.zipRight(Deferred.succeed(lost, undefined), Effect.never))
-      }))
+      if (env.gate.closed) return Effect.zipRight(lease.releaseNow, Effect.never)
+      // the run or the pipeline was cancelled while the attempt waited for its lease: the
+      // lease goes back at once (nothing was called under it) and `cut` is completed with the
+      // reason (the execution is interrupted from outside; `once` writes the interrupted row)
+      const reason = cancelled()
+      if (reason !== undefined) return Effect.zipRight(lease.releaseNow, Effect.zipRight(Deferred.succeed(cut, reason), Effect.never))
+      return Effect.flatMap(check(lease), (r) => decide(lease, r))
+    })
     return loop
   }
   return {
@@ -307,16 +326,38 @@ const fencedPools = (
 /**
  * The store a controlled pipeline's driver writes through: a checkpoint that fails with a
  * store error other than a traversal conflict is written again (`env.infraRetry`, L5: the
- * write is retried, not the call).
+ * write is retried, not the call). `committed`, when given, is told the traversal state of
+ * every unit that committed (the last state this execution wrote).
  */
-const retryingStore = (env: TaskEnv): StoreService => {
+const retryingStore = (env: TaskEnv, committed?: (state: Traversal.VisitState) => void): StoreService => {
   const store = env.store
   const checkpoint = (unit: CheckpointUnit) =>
     store.checkpoint(unit).pipe(
-      Effect.retry({ schedule: env.infraRetry, while: (e) => Traversal.conflictOf(e) === undefined })
+      Effect.retry({ schedule: env.infraRetry, while: (e) => Traversal.conflictOf(e) === undefined }),
+      Effect.tap(() => {
+        if (committed !== undefined && unit.traversal !== undefined) committed(unit.traversal.state)
+      })
     )
   return { ...store, checkpoint }
 }
+
+/**
+ * The interrupted row of a controlled pipeline stopped at a lease (its run or itself
+ * cancelled, `cancelMarks.ts`), at the traversal position this execution last committed
+ * (`seen`), written only if the stored state is still that one (`expectedVersion`: a new
+ * owner's step in between refuses it with a traversal conflict, and the row is not moved
+ * back). The task under way is not recorded (nothing was called under its lease).
+ */
+const interruptedAt = (
+  env: TaskEnv,
+  pipelineId: PipelineId,
+  runId: RunId,
+  seen: Traversal.VisitState,
+  reason: string
+): CheckpointUnit => ({
+  ...Rows.interruptedUnit(pipelineId, runId, seen.cursor, undefined, reason, env.clock.unsafeCurrentTimeMillis()),
+  traversal: { expectedVersion: seen.version, state: seen }
+})
 
 /**
  * One execution of a controlled pipeline from the stored state to its verdict (see the
@@ -331,6 +372,20 @@ const once = (env: TaskEnv, spec: AnySpec, own: Ownership) =>
     const { clock, store } = env
     const state = yield* stateOf(env, runId)
     const lost = Deferred.unsafeMake<void>(FiberId.none)
+    // a lease granted once the run or the pipeline was cancelled: the reason (see `fencedPools`)
+    const cut = Deferred.unsafeMake<string>(FiberId.none)
+    // the traversal state this execution last committed (at first: the one it started from)
+    let seen = start.state
+    let verdict: "succeeded" | "failed" | undefined = undefined
+    /** Set when the run or the pipeline was found cancelled (at an entry or a lease: `cancelMarks.ts`). */
+    let interrupted = false
+    // the run or this pipeline cancelled, read before each entry and once a lease is granted,
+    // while the execution owns it
+    const cancelled = () => {
+      const reason = own.live() ? cancelReason(env, runId, spec.pipelineId) : undefined
+      if (reason !== undefined) interrupted = true
+      return reason
+    }
     // a global lease lost mid-call fails the running attempt with `LeaseLost` and interrupts
     // its body (the same guard as `task.ts`: `lossGuard.ts`)
     const lossGuard = makeLossGuard()
@@ -348,18 +403,15 @@ const once = (env: TaskEnv, spec: AnySpec, own: Ownership) =>
       runId,
       bus: env.bus,
       store: readOnlyView(store),
-      pools: fencedPools(env, own, lost, watch),
+      pools: fencedPools(env, own, lost, watch, cancelled, cut),
       emit: (kind, pid, data) => Effect.suspend(() => store.emitEvent({ kind, pipelineId: pid, runId, data, ts: clock.unsafeCurrentTimeMillis() })),
       reportMetric: (name, value, o) => reportMetric(store, runId, name, value, o),
       pricing: env.pricing
     }
-    let verdict: "succeeded" | "failed" | undefined = undefined
-    /** Set when the run or the pipeline was found cancelled at an entry (`cancelMarks.ts`). */
-    let interrupted = false
     const penv: PipelineEnv = {
       cache: env.cache,
       state,
-      store: retryingStore(env),
+      store: retryingStore(env, (state) => seen = state),
       pools: env.pools,
       shared,
       memberShared: memberSharedOf(shared),
@@ -371,20 +423,30 @@ const once = (env: TaskEnv, spec: AnySpec, own: Ownership) =>
       traceAttempts: false,
       guardBody,
       fencedTraversal: true,
-      // the run or this pipeline cancelled, read before each entry while the execution owns it
-      cancelled: () => {
-        const reason = own.live() ? cancelReason(env, runId, spec.pipelineId) : undefined
-        if (reason !== undefined) interrupted = true
-        return reason
-      }
+      cancelled
     }
     // counted in flight while it runs: the runner reads the marks of its run (`cancelMarks.ts`)
     enterRun(env, runId)
-    const ran = yield* Effect.raceFirst(
+    const ran = yield* Effect.raceAll([
       Effect.either(Controlled.run(penv, spec, start)),
-      Effect.as(Deferred.await(lost), "lost" as const)
-    ).pipe(Effect.ensuring(Effect.sync(() => leaveRun(env, runId))))
+      Effect.as(Deferred.await(lost), "lost" as const),
+      Effect.map(Deferred.await(cut), (reason) => ({ cut: reason }))
+    ]).pipe(Effect.ensuring(Effect.sync(() => leaveRun(env, runId))))
     if (ran === "lost") return "lost"
+    if ("cut" in ran) {
+      // stopped at a lease: the row ends interrupted where this execution left the traversal,
+      // unless the ownership went meanwhile (nothing more is written) or a new owner moved it
+      if (!own.live()) return "lost"
+      const wrote = yield* Effect.either(
+        Effect.uninterruptible(retryingStore(env).checkpoint(interruptedAt(env, spec.pipelineId, runId, seen, ran.cut)))
+      )
+      if (Either.isLeft(wrote)) {
+        if (Traversal.conflictOf(wrote.left) !== undefined) return "conflict"
+        return yield* wrote.left
+      }
+      yield* store.flush
+      return "interrupted"
+    }
     if (Either.isLeft(ran)) {
       if (Traversal.conflictOf(ran.left) !== undefined) return "conflict"
       return yield* ran.left

@@ -41,11 +41,14 @@
  * - `stop(reason)`: the first call stops admission (the source is read no further; admitted
  *   pipelines are followed to their end), the second stops following (the admitted pipelines
  *   go on on the runners; the run ends `interrupted`). The run's `stopReason` is the first
- *   reason. When `stopCancels()` says so at the first call (a study's `running: cancel`), the
+ *   reason. A stop told once the submission closed the run stops nothing: the run, its
+ *   `run.finished` event and the report stay as closed. When `stopCancels()` says so at the first call (a study's `running: cancel`), the
  *   run is also marked cancelled for the runners (`cancelMarks.ts`: the `CancelMarks` in
  *   context, else `assay_meta` rows on the Postgres `SqlClient` in context): its running
  *   pipelines stop at their next task boundary (a call under way commits first) and settle
- *   `interrupted`, resumable; they are told `ended` when seen so.
+ *   `interrupted`, resumable; they are told `ended` when seen so. Once the run is closed, the
+ *   marks no pipeline can read any more are pruned (`CancelMarksService.prune`: those of every
+ *   closed run none of whose pipelines runs under it).
  *
  * @internal
  */
@@ -351,13 +354,18 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
           if (Exit.isFailure(exit) && !Exit.isInterrupted(exit)) return yield* Effect.failCause(exit.cause)
           const report = Exit.isSuccess(exit) ? exit.value : undefined
           const endedAt = yield* Clock.currentTimeMillis
-          // a source its owner ended early (a study's drain stop) closes the run interrupted too
-          const closing = stopReason === null ? closedAs : undefined
-          const interrupted = stopReason !== null || closing !== undefined || report === undefined || report.status === "interrupted"
-          const reason = stopReason ?? closing ?? report?.stopReason ?? (report === undefined ? "user" : null)
-          // the submitter closed the run `completed` when its source ended: a stop ended it early
-          if (interrupted && report?.status === "completed") {
-            yield* store.finishRun(runId, { status: "interrupted", endedAt, stopReason: reason })
+          // the submission closed the run (its row and its `run.finished` event): with the stop's
+          // reason when the stop came first (`closeAs`), `interrupted` with a stop rule of its
+          // own, or `completed`; a stop told once it had closed the run stopped nothing, and the
+          // run stays as closed. Interrupted or failed, the submission closed it `interrupted`.
+          const interrupted = report === undefined || report.status === "interrupted"
+          const reason = report === undefined ? stopReason ?? "user" : report.stopReason ?? closedAs ?? null
+          // the run is closed: the marks no pipeline can read any more go (this run's, once none
+          // of its pipelines runs under it, and those of earlier runs closed so since)
+          if (marks?.prune !== undefined) {
+            yield* marks.prune().pipe(
+              Effect.catchAll((e) => Effect.logDebug(`the cancel marks were not pruned (the next run's close prunes them): ${e.message}`))
+            )
           }
           const stats = yield* store.stats(runId)
           return makeReport({

@@ -350,12 +350,15 @@ export const run = (env: PipelineEnv, spec: AnySpec, start: ControlledStart): Ef
       if (state.stopping && (carried === undefined || carried.first === undefined)) return yield* Effect.interrupt
       // the cluster engine: cancelled (see `PipelineEnv.cancelled`): the row ends interrupted
       // here, as `markInterrupted` writes it (the steps not committed yet ride in its commit)
+      // (under `fencedTraversal`, only if the stored state is still this execution's: a new
+      // owner's step in between refuses it, `TraversalConflict`, and the row is not moved back)
       const cancelledBy = env.cancelled?.()
       if (cancelledBy !== undefined) {
         const now = clock.unsafeCurrentTimeMillis()
-        return yield* Effect.uninterruptible(store.checkpoint(
-          carrying(Rows.interruptedUnit(pipelineId, runId, vs.cursor, currentTask, cancelledBy, now, holder.began))
-        ))
+        const unit = Rows.interruptedUnit(pipelineId, runId, vs.cursor, currentTask, cancelledBy, now, holder.began)
+        return yield* Effect.uninterruptible(store.checkpoint(carrying(
+          env.fencedTraversal === true ? { ...unit, traversal: { expectedVersion: vs.version, state: vs } } : unit
+        )))
       }
       const pending = vs.pending
       const outcome = yield* runEntry(tasks[pending.seq]!, pending.seq, pending.visit, input)

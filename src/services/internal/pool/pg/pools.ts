@@ -49,7 +49,7 @@ import type { PoolConfig } from "../../../Pool.js"
 import type { Holder, LeakedLease, PoolHandle, PoolsOptions, PoolsService } from "../../../Pools.js"
 import { anonymous } from "../state.js"
 import { makePools as makeLocal } from "../../../Pools.js"
-import { demandOf, publish, setCeiling } from "../core.js"
+import { demandOf, type LocalView, localViewOf, publish, setCeiling } from "../core.js"
 import { LeaseLost } from "./errors.js"
 import * as Q from "./sql.js"
 
@@ -376,6 +376,8 @@ interface BlockMode {
   readonly blocks: Map<string, Block>
   /** The pools whose blocks are claimed (or being claimed): cleared when a pool goes idle. */
   readonly claimed: Map<string, Deferred.Deferred<void>>
+  /** The pools of {@link claimed} whose claim has ended (an acquire need not wait for it). */
+  readonly ready: Set<string>
   /** The resources' shared state, by `pool \u0000 resource`, from the last renewal. */
   readonly health: Map<string, SharedHealth>
   /** A resource with an empty block whose per-task claim was refused: not offered until then (local ms). */
@@ -422,7 +424,19 @@ export class Gate {
     readonly local: PoolsService,
     readonly settings: Settings,
     readonly scope: Scope.Scope
-  ) {}
+  ) {
+    const view = localViewOf(local)
+    if (view === undefined) throw new Error("global pools: the local pools service is not the local core's")
+    this.view = view
+  }
+
+  /** The local core's pool names and resources, read synchronously (ops17ak: per acquire). */
+  readonly view: LocalView
+
+  /** A local pool's resources not revoked, synchronously (none for an unknown pool). */
+  resourcesNow(pool: string): ReadonlyArray<ResourceInfo> {
+    return this.view.resources(pool) ?? []
+  }
 
   /**
    * The quota windows of a resource: those it declares itself (`Resource.quotas`, from its
@@ -585,33 +599,37 @@ export class Gate {
    * capacity, death, cooldown and throttle).
    */
   usableLocally(): Effect.Effect<Set<ResourceInfo>> {
-    const gate = this
-    return Effect.gen(function*() {
-      const now = yield* gate.nowMs
-      const set = new Set<ResourceInfo>()
-      for (const name of yield* gate.local.names) {
-        const h = yield* Effect.orDie(gate.local.get(name))
-        for (const info of yield* h.resources) {
-          const key = `${name}\u0000${info.id}`
-          const blocked = gate.quotaBlocked.get(key)
-          if (blocked !== undefined) {
-            if (blocked > now) continue
-            gate.quotaBlocked.delete(key)
-          }
-          set.add(info)
+    return Effect.map(this.nowMs, (now) => this.usableAt(now))
+  }
+
+  /** {@link usableLocally} at `now`, synchronously. */
+  usableAt(now: number): Set<ResourceInfo> {
+    const set = new Set<ResourceInfo>()
+    for (const name of this.view.names()) {
+      for (const info of this.resourcesNow(name)) {
+        const key = `${name}\u0000${info.id}`
+        const blocked = this.quotaBlocked.get(key)
+        if (blocked !== undefined) {
+          if (blocked > now) continue
+          this.quotaBlocked.delete(key)
         }
+        set.add(info)
       }
-      return set
-    })
+    }
+    return set
   }
 
   /** Every resource of `pool` matching the selector is dead globally (and there is one). */
   hopeless(pool: string, opts: AcquireOptions, dead: Map<string, Set<string>>): Effect.Effect<boolean> {
-    return Effect.map(Effect.orDie(Effect.flatMap(this.local.get(pool), (h) => h.resources)), (infos) => {
-      const matching = infos.filter((i) => Resource.matches(opts, i))
-      const d = dead.get(pool)
-      return matching.length > 0 && d !== undefined && matching.every((i) => d.has(i.id))
-    })
+    return Effect.map(Effect.orDie(Effect.flatMap(this.local.get(pool), (h) => h.resources)), (infos) => this.hopelessAmong(infos, pool, opts, dead))
+  }
+
+  /** {@link hopeless} over `infos` (the pool's resources), synchronously. */
+  hopelessAmong(infos: ReadonlyArray<ResourceInfo>, pool: string, opts: AcquireOptions, dead: Map<string, Set<string>>): boolean {
+    const d = dead.get(pool)
+    if (d === undefined) return false
+    const matching = infos.filter((i) => Resource.matches(opts, i))
+    return matching.length > 0 && matching.every((i) => d.has(i.id))
   }
 
   /**
@@ -707,13 +725,14 @@ export class Gate {
         let algorithm: AcquireAlgorithm.AcquireAlgorithm | undefined = undefined
         if (blocks !== undefined) {
           yield* gate.ensureBlocks(target === undefined ? pools : [target])
-          if (target !== undefined && (yield* gate.hopeless(target, opts, gate.deadByBlocks(blocks)))) {
+          const now = yield* gate.nowMs
+          if (target !== undefined && gate.hopelessAmong(gate.resourcesNow(target), target, opts, gate.deadByBlocks(blocks))) {
             return yield* new ResourceUnavailable({
               pool: target,
               message: `every resource of pool "${target}" that matches the request is dead (shared state)`
             })
           }
-          set = yield* gate.blockSet(blocks)
+          set = gate.blockSetAt(blocks, now)
         } else if (viewed) {
           const rows = yield* Effect.either(Q.view(gate.sql, pools))
           if (Either.isLeft(rows)) {
@@ -1201,6 +1220,7 @@ export class Gate {
         runners: runners === undefined ? undefined : Math.max(1, Math.floor(runners)),
         blocks: new Map(),
         claimed: new Map(),
+        ready: new Set(),
         health: new Map(),
         refusedUntil: new Map(),
         lastRenewal: 0
@@ -1282,6 +1302,8 @@ export class Gate {
     const gate = this
     const mode = this.blockMode
     if (mode === undefined) return Effect.void
+    // the common case: every pool's blocks claimed already (no Effect per pool: ops17ak)
+    if (pools.every((pool) => mode.ready.has(pool))) return Effect.void
     return Effect.forEach(pools, (pool) =>
       Effect.suspend(() => {
         const known = mode.claimed.get(pool)
@@ -1293,7 +1315,12 @@ export class Gate {
             Effect.orDie(Effect.flatMap(gate.local.get(pool), (h) => h.resources)),
             (infos) => Effect.forEach(infos, (info) => gate.claimInto(gate.blockOf(mode, pool, info.id)), { discard: true })
           ),
-          Deferred.succeed(done, undefined)
+          Effect.zipRight(
+            Effect.sync(() => {
+              if (mode.claimed.get(pool) === done) mode.ready.add(pool)
+            }),
+            Deferred.succeed(done, undefined)
+          )
         ))
       }), { discard: true })
   }
@@ -1305,13 +1332,16 @@ export class Gate {
    * slot claim per lease) not while its last claim's refusal stands.
    */
   blockSet(mode: BlockMode): Effect.Effect<Set<ResourceInfo>> {
+    return Effect.map(this.nowMs, (now) => this.blockSetAt(mode, now))
+  }
+
+  /** {@link blockSet} at `now`, synchronously (one clock read per acquire: ops17ak). */
+  blockSetAt(mode: BlockMode, now: number): Set<ResourceInfo> {
     const gate = this
-    return Effect.gen(function*() {
-      const out = yield* gate.usableLocally()
-      const now = yield* gate.nowMs
-      for (const name of yield* gate.local.names) {
-        const h = yield* Effect.orDie(gate.local.get(name))
-        for (const info of yield* h.resources) {
+    {
+      const out = gate.usableAt(now)
+      for (const name of gate.view.names()) {
+        for (const info of gate.resourcesNow(name)) {
           if (!out.has(info)) continue
           const key = `${name}\u0000${info.id}`
           const health = mode.health.get(key)
@@ -1328,7 +1358,7 @@ export class Gate {
         }
       }
       return out
-    })
+    }
   }
 
   /** The resources dead by the shared state the last renewal read, by pool (for `hopeless`). */
@@ -1536,8 +1566,10 @@ export class Gate {
               back.push({ pool: block.pool, resource: block.resource, slot: last.slot, leaseId: last.leaseId })
             }
             gate.ceiling(block)
-            if (!wanted.has(block.pool)) mode.claimed.delete(block.pool)
-            else if (mode.claimed.has(block.pool) && block.held < block.target) topUp.push(block)
+            if (!wanted.has(block.pool)) {
+              mode.claimed.delete(block.pool)
+              mode.ready.delete(block.pool)
+            } else if (mode.claimed.has(block.pool) && block.held < block.target) topUp.push(block)
           }
           mode.lastRenewal = sent
           for (const r of back) yield* gate.queueRelease(r.pool, r.resource, r)

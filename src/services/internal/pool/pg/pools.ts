@@ -281,13 +281,7 @@ export const slotFence = (lease: Lease<any>): SlotFence | undefined =>
  * then). The cluster engine interrupts the attempt holding the lease with it (`cluster/task.ts`).
  */
 export const onLost = (lease: Lease<any>, callback: (lost: LeaseLost) => void): Effect.Effect<void> =>
-  isPgLease(lease)
-    ? Effect.sync(() => {
-      if (lease.done) return
-      if (lease.lostAs === undefined) lease.watchers.push(callback)
-      else callback(lease.lostAs)
-    })
-    : Effect.void
+  isPgLease(lease) ? Effect.sync(() => onLostNow(lease, callback)) : Effect.void
 
 /** Whether a global lease's slot claim carried its acquirer's {@link ClaimFence}; `false` for a local lease. */
 export const fencedAtClaim = (lease: Lease<any>): boolean => isPgLease(lease) && lease.fencedAtClaim
@@ -299,8 +293,36 @@ export const fencedAtClaim = (lease: Lease<any>): boolean => isPgLease(lease) &&
 export const deadlineOf = (lease: Lease<any>): number | undefined => isPgLease(lease) ? lease.deadline : undefined
 
 /** Whether a global lease is already known lost here (its renewal fiber saw it); `false` for a local lease. */
-export const knownLost = (lease: Lease<any>): Effect.Effect<boolean> =>
-  isPgLease(lease) ? Deferred.isDone(lease.lost) : Effect.succeed(false)
+export const knownLost = (lease: Lease<any>): Effect.Effect<boolean> => Effect.sync(() => lostNow(lease))
+
+/**
+ * {@link knownLost}, synchronously: the lease was marked lost ({@link Gate.markLost} sets
+ * `lostAs` before it fails the lease's `lost` signal, in the same step). `false` for a local lease.
+ *
+ * @param lease a lease of any pools service
+ */
+export const lostNow = (lease: Lease<any>): boolean => isPgLease(lease) && lease.lostAs !== undefined
+
+/**
+ * {@link onLost}, synchronously: `callback` is told when the lease is lost while held (at
+ * once when it is lost already); nothing for a lease that ended or a local lease.
+ *
+ * @param lease a lease of any pools service
+ * @param callback told the {@link LeaseLost} once
+ */
+export const onLostNow = (lease: Lease<any>, callback: (lost: LeaseLost) => void): void => {
+  if (!isPgLease(lease) || lease.done) return
+  if (lease.lostAs === undefined) lease.watchers.push(callback)
+  else callback(lease.lostAs)
+}
+
+/**
+ * Whether {@link confirm} has anything to do for `lease` (a global lease with quota charges);
+ * without, the call may go out at once.
+ *
+ * @param lease a lease of any pools service
+ */
+export const confirmNeeded = (lease: Lease<any>): boolean => isPgLease(lease) && lease.charges.length > 0
 
 /**
  * A fence found the lease's slot no longer its own (expired and claimed by another holder, or
@@ -908,7 +930,8 @@ export class Gate {
       }
     })
     // block leases: an acquire under way counts in its pools' demand until it ends
-    const loop = Effect.flatMap(gate.local.names, (names) => {
+    const loop = Effect.suspend(() => {
+      const names = gate.view.names()
       const target = gate.targetOf(opts, holder, names)
       if (this.blockMode === undefined) return attempt(names, target)
       {
@@ -1038,13 +1061,15 @@ export class Gate {
       if (lease.block !== undefined) {
         // the slot goes back to its block before the local lease to the local core (whose
         // ceiling is the block: a waiter it wakes finds the slot free)
-        const back = Effect.flatMap(Deferred.isDone(lease.lost), (lost) => this.blockReturn(lease, completed && !lost))
+        // (a lease lost, by `lapsed` just before included, gives nothing back: `blockReturn`
+        // reads `lostAs`, set with the `lost` signal, when it runs; no Effect to read it, ops17ak)
+        const back = this.blockReturn(lease, completed)
         return Effect.uninterruptible(Effect.all([lapsed, back, lease.releaseLocal], { discard: true }))
       }
       // block leases: a slot claimed on its own joins its resource's block when the block is
       // below its share (before the local lease goes back: a waiter it wakes finds it)
-      const giveBack = Effect.flatMap(Deferred.isDone(lease.lost), (lost) =>
-        !completed || lost
+      const giveBack = Effect.suspend(() =>
+        !completed || lease.lostAs !== undefined
           ? Effect.void
           : Effect.flatMap(this.adopt(lease), (adopted) => adopted ? Effect.void : this.queueRelease(lease.pool, lease.resource.id, lease.claimed)))
       return Effect.uninterruptible(Effect.all([stop, lapsed, giveBack, lease.releaseLocal], { discard: true }))

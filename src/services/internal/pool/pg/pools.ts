@@ -32,7 +32,7 @@
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Deferred, Duration, Effect, Either, Exit, Fiber, FiberId, FiberRef, Option, Random, Scope } from "effect"
+import { Clock, Deferred, Duration, Effect, Either, Exit, Fiber, FiberId, FiberRef, Option, Random, Scope } from "effect"
 import { AcquireTimeout, ResourceUnavailable } from "../../../../domain/Errors.js"
 import type { ConfigError } from "../../../../domain/Errors.js"
 import * as AcquireAlgorithm from "../../../AcquireAlgorithm.js"
@@ -445,7 +445,9 @@ export class Gate {
     readonly sql: SqlClient.SqlClient,
     readonly local: PoolsService,
     readonly settings: Settings,
-    readonly scope: Scope.Scope
+    readonly scope: Scope.Scope,
+    /** The service's Clock (as the local core's): read synchronously on the acquire's path. */
+    readonly clock: Clock.Clock
   ) {
     const view = localViewOf(local)
     if (view === undefined) throw new Error("global pools: the local pools service is not the local core's")
@@ -481,6 +483,11 @@ export class Gate {
   }
 
   nowMs = Effect.clockWith((c) => c.currentTimeMillis)
+
+  /** {@link nowMs}, synchronously (the service's Clock, ops17ak). */
+  now(): number {
+    return this.clock.unsafeCurrentTimeMillis()
+  }
 
   /**
    * The safety margin of a lease's local deadline (ms): `min(renewEvery, TTL / 20)`, time for
@@ -733,7 +740,7 @@ export class Gate {
     // the pool names and the acquire's target, resolved once (the block-mode demand count below
     // needs them too: pg17ac)
     const attempt = (pools: ReadonlyArray<string>, target: string | undefined): Effect.Effect<PgLease, AcquireError> => Effect.gen(function*() {
-      const startedAt = yield* gate.nowMs
+      const startedAt = gate.now()
       let n = 0
       // the first try goes without the global view when the algorithm does not rank by it: the
       // slot claim checks capacity, death, cooldown and throttle itself, so the view is read
@@ -747,7 +754,7 @@ export class Gate {
         let algorithm: AcquireAlgorithm.AcquireAlgorithm | undefined = undefined
         if (blocks !== undefined) {
           yield* gate.ensureBlocks(target === undefined ? pools : [target])
-          const now = yield* gate.nowMs
+          const now = gate.now()
           if (target !== undefined && gate.hopelessAmong(gate.resourcesNow(target), target, opts, gate.deadByBlocks(blocks))) {
             return yield* new ResourceUnavailable({
               pool: target,
@@ -818,7 +825,7 @@ export class Gate {
             if (block !== undefined && block.held > 0) {
               // served from the block, in memory: no statement (the local core's ceiling is the
               // block, so a slot is free); past the block's deadline nothing more is granted
-              const now = yield* gate.nowMs
+              const now = gate.now()
               const slot = now < block.deadline ? block.free.pop() : undefined
               if (slot === undefined) {
                 yield* releaseLocal(lease)
@@ -1057,7 +1064,7 @@ export class Gate {
         if (s?.size === 0) this.leases.delete(lease.owner)
       }
       const stop = lease.renewal === undefined ? Effect.void : Fiber.interrupt(lease.renewal)
-      const lapsed = Effect.flatMap(this.nowMs, (now) => now >= lease.deadline ? this.markLost(lease, "deadline", false) : Effect.void)
+      const lapsed = Effect.suspend(() => this.now() >= lease.deadline ? this.markLost(lease, "deadline", false) : Effect.void)
       if (lease.block !== undefined) {
         // the slot goes back to its block before the local lease to the local core (whose
         // ceiling is the block: a waiter it wakes finds the slot free)
@@ -1740,7 +1747,7 @@ export const make = (
     const configs = [...pools]
     const local = yield* makeLocal(configs, { ...options, globalQuotas: true })
     const scope = yield* Effect.scope
-    const gate = new Gate(sql, local, settings, scope)
+    const gate = new Gate(sql, local, settings, scope, yield* Effect.clock)
     // the releases still queued are written when the service closes (later ones at once)
     yield* Effect.addFinalizer(() => Effect.suspend(() => {
       // the blocks' free slots go back with the queued releases (slots in use: their calls'

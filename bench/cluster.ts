@@ -50,7 +50,10 @@
  * through NODE_OPTIONS: a `cluster.ops` line with operations per task per process kind over the
  * submission, the runners' also less their idle rate, measured for 3 s before the submission;
  * `BENCH_CLUSTER_OPS_TOP=N` adds the N continuations most evaluated by the runners, sampled 1 in 97:
- * BENCHMARKS.md pg17z, pg17ac. A steadier measure than CPU per pipeline on a loaded machine),
+ * BENCHMARKS.md pg17z, pg17ac. A steadier measure than CPU per pipeline on a loaded machine;
+ * `BENCH_OPS_STACKS=UpdateRuntimeFlags,…` (opcodes) adds `runners_stacks_per_task`: where those
+ * ops' instructions were built, per task, from JavaScript stacks sampled at construction, 1 in
+ * `BENCH_OPS_STACKS_EVERY` (default 31); see the header of `bench/lib/effectOps.mjs`, BENCHMARKS.md ops17ak),
  * `BENCH_CLUSTER_MAX_ADMITTED` (the submitter's `--max-admitted`; unset: not given, the
  * submitter's default, 1,024 since pg17ad, 256 before),
  * `BENCH_CLUSTER_LATENCY=1` (a `cluster.latency` line: where a pipeline's time in flight goes,
@@ -140,6 +143,8 @@ interface OpsCount {
   readonly ops: number
   readonly byOp: Record<string, number>
   readonly top: ReadonlyArray<[number, string]>
+  /** With `BENCH_OPS_STACKS`: where the chosen ops' instructions were built, estimated counts. */
+  readonly stacks?: ReadonlyArray<[number, string]>
 }
 
 const emit = (o: Record<string, unknown>) => console.log(JSON.stringify(o))
@@ -484,6 +489,11 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
         const before = new Map(ops0[i]!.top.map(([k, site]) => [site, k]))
         for (const [k, site] of c.top) sites.set(site, (sites.get(site) ?? 0) + k - (before.get(site) ?? 0))
       }
+      const stacks = new Map<string, number>()
+      for (const [i, c] of ops1.entries()) {
+        const before = new Map((ops0[i]!.stacks ?? []).map(([k, site]) => [site, k]))
+        for (const [k, site] of c.stacks ?? []) stacks.set(site, (stacks.get(site) ?? 0) + k - (before.get(site) ?? 0))
+      }
       emit({
         bench: "cluster.ops",
         pipelines: N,
@@ -499,6 +509,9 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
         runners_by_op_per_task: Object.fromEntries(Object.entries(byOp).map(([op, k]) => [op, +(k / tasks).toFixed(1)])),
         ...(OPS_TOP > 0
           ? { runners_top_per_task: [...sites].sort((a, b) => b[1] - a[1]).slice(0, OPS_TOP).map(([site, k]) => [+(k / tasks).toFixed(2), site]) }
+          : {}),
+        ...(stacks.size > 0
+          ? { runners_stacks_per_task: [...stacks].sort((a, b) => b[1] - a[1]).slice(0, Math.max(OPS_TOP, 40)).map(([site, k]) => [+(k / tasks).toFixed(2), site]) }
           : {})
       })
     }

@@ -437,7 +437,8 @@ const recheckingPools = (
   seq: number,
   found: Deferred.Deferred<TaskVerdict>,
   claim: ClaimState | undefined,
-  watch: (lease: Lease<any>) => Effect.Effect<void>,
+  /** From the fence on, a loss of `lease` fails the running attempt (synchronous). */
+  watch: (lease: Lease<any>) => void,
   windowed?: WindowedTask | undefined,
   /** Whether the task's run was cancelled (`cancelMarks.ts`): asked once a lease is granted. */
   cancelled?: (() => boolean) | undefined
@@ -543,9 +544,36 @@ const recheckingPools = (
       if (claim !== undefined) claim.fence.lost = true
       return stop(lease)
     })
+  /** The call may go out under `lease`: a loss of it fails the attempt, its quota charges confirmed. */
+  const go = <L extends Lease<any>>(lease: L): Effect.Effect<L> => {
+    watch(lease)
+    return PgPools.confirmNeeded(lease) ? Effect.as(PgPools.confirm(lease), lease) : Effect.succeed(lease)
+  }
+  /**
+   * {@link ready} in a claimed window: the same checks in one synchronous step (no statement
+   * to wait for; ops17ak): the process stopping, the run cancelled, the lease known lost or
+   * past its local deadline (acquired again), the window past its own (`inWindow`).
+   */
+  const readyInWindow = <L extends Lease<any>, E, R>(w: WindowedTask, get: Effect.Effect<L, E, R>): Effect.Effect<L, E, R> => {
+    const loop: Effect.Effect<L, E, R> = Effect.flatMap(get, (lease) => {
+      if (env.gate.closed) return Effect.zipRight(lease.releaseNow, Effect.never)
+      if (cancelled !== undefined && cancelled()) return stop(lease)
+      const deadline = PgPools.deadlineOf(lease)
+      if (PgPools.lostNow(lease) || (deadline !== undefined && env.clock.unsafeCurrentTimeMillis() >= deadline)) {
+        return Effect.zipRight(PgPools.lostAtFence(lease), Effect.suspend(() => loop))
+      }
+      if (!w.live()) {
+        if (claim !== undefined) claim.fence.lost = true
+        return stop(lease)
+      }
+      return go(lease)
+    })
+    return loop
+  }
   /** Acquires, fences, and acquires again while the fence finds the slot lost. */
   const ready = <L extends Lease<any>, E, R>(get: Effect.Effect<L, E, R>): Effect.Effect<L, E, R> => {
-    const acquire = atClaim === undefined || windowed !== undefined ? get : Effect.locally(get, PgPools.currentClaimFence, atClaim)
+    if (windowed !== undefined) return readyInWindow(windowed, get)
+    const acquire = atClaim === undefined ? get : Effect.locally(get, PgPools.currentClaimFence, atClaim)
     const loop: Effect.Effect<L, E, R> = Effect.flatMap(acquire, (lease) =>
       // the process was told to stop: no call starts any more; the lease goes back and the
       // attempt waits for the process's end (its activity is then interrupted by the engine,
@@ -576,7 +604,7 @@ const recheckingPools = (
             // call goes out in (a grant's window may have ended meanwhile)
             // (a slot, of a block or of its own, goes back when the call completes, not after
             // the task's checkpoint: the lease's scope ends with the attempt's body)
-            ? Effect.zipRight(watch(lease), Effect.as(PgPools.confirm(lease), lease))
+            ? Effect.suspend(() => go(lease))
             : Effect.zipRight(PgPools.lostAtFence(lease), Effect.suspend(() => loop))
       ))
     return loop
@@ -1153,11 +1181,10 @@ const taskTryBody = (
         }
         return "interrupted" as const
       })
-    const watch = (lease: Lease<any>) =>
-      Effect.suspend(() => {
-        const lose = lossGuard.current()
-        return lose === undefined ? Effect.void : PgPools.onLost(lease, lose)
-      })
+    const watch = (lease: Lease<any>): void => {
+      const lose = lossGuard.current()
+      if (lose !== undefined) PgPools.onLostNow(lease, lose)
+    }
     const guardBody = lossGuard.guard
     const shared: AttemptShared = {
       runId,
@@ -1210,7 +1237,8 @@ const taskTryBody = (
       const cancelledBy = cancelReason(env, runId, pipelineId)
       if (cancelledBy !== undefined) return yield* settleCancelled(cancelledBy)
       if (!claim.fence.lost) {
-        yield* slots.take(holder)
+        // a free slot taken without an Effect (as the embedded engine's pipelines do)
+        if (!slots.tryTake(holder)) yield* slots.take(holder)
         const result = yield* Effect.ensuring(
           runAttempt(penv, spec, task, seq, attempt, input, holder, attempt === 1 ? undefined : taskStarted),
           Effect.sync(() => slots.release(holder))

@@ -1596,6 +1596,10 @@ export const make = (
       // a higher ceiling frees room: queued waiters are served
       if (raised && p.waiters.head !== undefined) core.dispatch(p)
     })
+    views.set(service, {
+      names: () => [...core.pools.keys()],
+      resources: (pool) => core.pools.get(pool)?.list.filter((r) => r.health.state !== "revoked").map((r) => r.info)
+    })
     demands.set(service, (pool, id) => {
       const p = core.pools.get(pool)
       const res = p?.list.find((r) => r.info.id === id)
@@ -1610,6 +1614,29 @@ const publishers = new WeakMap<PoolsService, (event: ResourceEvent) => Effect.Ef
 const ceilings = new WeakMap<PoolsService, (pool: string, id: string, ceiling: number | undefined) => void>()
 
 const demands = new WeakMap<PoolsService, (pool: string, id: string) => { readonly active: number; readonly waiters: number }>()
+
+/**
+ * What {@link localViewOf} gives: the local core's pool names and a pool's resources not
+ * revoked (`undefined` for an unknown pool), read synchronously (what `names` and a handle's
+ * `resources` answer, without an Effect each).
+ *
+ * @internal
+ */
+export interface LocalView {
+  readonly names: () => ReadonlyArray<string>
+  readonly resources: (pool: string) => ReadonlyArray<ResourceInfo> | undefined
+}
+
+const views = new WeakMap<PoolsService, LocalView>()
+
+/**
+ * The synchronous {@link LocalView} of `pools`' local core, `undefined` for a service this
+ * module did not build: what the global pools' block-mode acquire reads per acquire
+ * (`pool/pg/pools.ts`: two Effects per pool and resource fewer, ops17ak).
+ *
+ * @internal
+ */
+export const localViewOf = (pools: PoolsService): LocalView | undefined => views.get(pools)
 
 /**
  * A resource's local demand in `pools`' local core now: `active`, its leases held, and

@@ -32,7 +32,7 @@
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Deferred, Duration, Effect, Either, Exit, Fiber, FiberId, FiberRef, Option, Random, Scope } from "effect"
+import { Clock, Deferred, Duration, Effect, Either, Exit, Fiber, FiberId, FiberRef, Option, Random, Scope } from "effect"
 import { AcquireTimeout, ResourceUnavailable } from "../../../../domain/Errors.js"
 import type { ConfigError } from "../../../../domain/Errors.js"
 import * as AcquireAlgorithm from "../../../AcquireAlgorithm.js"
@@ -49,7 +49,7 @@ import type { PoolConfig } from "../../../Pool.js"
 import type { Holder, LeakedLease, PoolHandle, PoolsOptions, PoolsService } from "../../../Pools.js"
 import { anonymous } from "../state.js"
 import { makePools as makeLocal } from "../../../Pools.js"
-import { demandOf, publish, setCeiling } from "../core.js"
+import { demandOf, type LocalView, localViewOf, publish, setCeiling } from "../core.js"
 import { LeaseLost } from "./errors.js"
 import * as Q from "./sql.js"
 
@@ -281,13 +281,7 @@ export const slotFence = (lease: Lease<any>): SlotFence | undefined =>
  * then). The cluster engine interrupts the attempt holding the lease with it (`cluster/task.ts`).
  */
 export const onLost = (lease: Lease<any>, callback: (lost: LeaseLost) => void): Effect.Effect<void> =>
-  isPgLease(lease)
-    ? Effect.sync(() => {
-      if (lease.done) return
-      if (lease.lostAs === undefined) lease.watchers.push(callback)
-      else callback(lease.lostAs)
-    })
-    : Effect.void
+  isPgLease(lease) ? Effect.sync(() => onLostNow(lease, callback)) : Effect.void
 
 /** Whether a global lease's slot claim carried its acquirer's {@link ClaimFence}; `false` for a local lease. */
 export const fencedAtClaim = (lease: Lease<any>): boolean => isPgLease(lease) && lease.fencedAtClaim
@@ -299,8 +293,36 @@ export const fencedAtClaim = (lease: Lease<any>): boolean => isPgLease(lease) &&
 export const deadlineOf = (lease: Lease<any>): number | undefined => isPgLease(lease) ? lease.deadline : undefined
 
 /** Whether a global lease is already known lost here (its renewal fiber saw it); `false` for a local lease. */
-export const knownLost = (lease: Lease<any>): Effect.Effect<boolean> =>
-  isPgLease(lease) ? Deferred.isDone(lease.lost) : Effect.succeed(false)
+export const knownLost = (lease: Lease<any>): Effect.Effect<boolean> => Effect.sync(() => lostNow(lease))
+
+/**
+ * {@link knownLost}, synchronously: the lease was marked lost ({@link Gate.markLost} sets
+ * `lostAs` before it fails the lease's `lost` signal, in the same step). `false` for a local lease.
+ *
+ * @param lease a lease of any pools service
+ */
+export const lostNow = (lease: Lease<any>): boolean => isPgLease(lease) && lease.lostAs !== undefined
+
+/**
+ * {@link onLost}, synchronously: `callback` is told when the lease is lost while held (at
+ * once when it is lost already); nothing for a lease that ended or a local lease.
+ *
+ * @param lease a lease of any pools service
+ * @param callback told the {@link LeaseLost} once
+ */
+export const onLostNow = (lease: Lease<any>, callback: (lost: LeaseLost) => void): void => {
+  if (!isPgLease(lease) || lease.done) return
+  if (lease.lostAs === undefined) lease.watchers.push(callback)
+  else callback(lease.lostAs)
+}
+
+/**
+ * Whether {@link confirm} has anything to do for `lease` (a global lease with quota charges);
+ * without, the call may go out at once.
+ *
+ * @param lease a lease of any pools service
+ */
+export const confirmNeeded = (lease: Lease<any>): boolean => isPgLease(lease) && lease.charges.length > 0
 
 /**
  * A fence found the lease's slot no longer its own (expired and claimed by another holder, or
@@ -376,6 +398,8 @@ interface BlockMode {
   readonly blocks: Map<string, Block>
   /** The pools whose blocks are claimed (or being claimed): cleared when a pool goes idle. */
   readonly claimed: Map<string, Deferred.Deferred<void>>
+  /** The pools of {@link claimed} whose claim has ended (an acquire need not wait for it). */
+  readonly ready: Set<string>
   /** The resources' shared state, by `pool \u0000 resource`, from the last renewal. */
   readonly health: Map<string, SharedHealth>
   /** A resource with an empty block whose per-task claim was refused: not offered until then (local ms). */
@@ -421,8 +445,22 @@ export class Gate {
     readonly sql: SqlClient.SqlClient,
     readonly local: PoolsService,
     readonly settings: Settings,
-    readonly scope: Scope.Scope
-  ) {}
+    readonly scope: Scope.Scope,
+    /** The service's Clock (as the local core's): read synchronously on the acquire's path. */
+    readonly clock: Clock.Clock
+  ) {
+    const view = localViewOf(local)
+    if (view === undefined) throw new Error("global pools: the local pools service is not the local core's")
+    this.view = view
+  }
+
+  /** The local core's pool names and resources, read synchronously (ops17ak: per acquire). */
+  readonly view: LocalView
+
+  /** A local pool's resources not revoked, synchronously (none for an unknown pool). */
+  resourcesNow(pool: string): ReadonlyArray<ResourceInfo> {
+    return this.view.resources(pool) ?? []
+  }
 
   /**
    * The quota windows of a resource: those it declares itself (`Resource.quotas`, from its
@@ -445,6 +483,11 @@ export class Gate {
   }
 
   nowMs = Effect.clockWith((c) => c.currentTimeMillis)
+
+  /** {@link nowMs}, synchronously (the service's Clock, ops17ak). */
+  now(): number {
+    return this.clock.unsafeCurrentTimeMillis()
+  }
 
   /**
    * The safety margin of a lease's local deadline (ms): `min(renewEvery, TTL / 20)`, time for
@@ -585,33 +628,37 @@ export class Gate {
    * capacity, death, cooldown and throttle).
    */
   usableLocally(): Effect.Effect<Set<ResourceInfo>> {
-    const gate = this
-    return Effect.gen(function*() {
-      const now = yield* gate.nowMs
-      const set = new Set<ResourceInfo>()
-      for (const name of yield* gate.local.names) {
-        const h = yield* Effect.orDie(gate.local.get(name))
-        for (const info of yield* h.resources) {
-          const key = `${name}\u0000${info.id}`
-          const blocked = gate.quotaBlocked.get(key)
-          if (blocked !== undefined) {
-            if (blocked > now) continue
-            gate.quotaBlocked.delete(key)
-          }
-          set.add(info)
+    return Effect.map(this.nowMs, (now) => this.usableAt(now))
+  }
+
+  /** {@link usableLocally} at `now`, synchronously. */
+  usableAt(now: number): Set<ResourceInfo> {
+    const set = new Set<ResourceInfo>()
+    for (const name of this.view.names()) {
+      for (const info of this.resourcesNow(name)) {
+        const key = `${name}\u0000${info.id}`
+        const blocked = this.quotaBlocked.get(key)
+        if (blocked !== undefined) {
+          if (blocked > now) continue
+          this.quotaBlocked.delete(key)
         }
+        set.add(info)
       }
-      return set
-    })
+    }
+    return set
   }
 
   /** Every resource of `pool` matching the selector is dead globally (and there is one). */
   hopeless(pool: string, opts: AcquireOptions, dead: Map<string, Set<string>>): Effect.Effect<boolean> {
-    return Effect.map(Effect.orDie(Effect.flatMap(this.local.get(pool), (h) => h.resources)), (infos) => {
-      const matching = infos.filter((i) => Resource.matches(opts, i))
-      const d = dead.get(pool)
-      return matching.length > 0 && d !== undefined && matching.every((i) => d.has(i.id))
-    })
+    return Effect.map(Effect.orDie(Effect.flatMap(this.local.get(pool), (h) => h.resources)), (infos) => this.hopelessAmong(infos, pool, opts, dead))
+  }
+
+  /** {@link hopeless} over `infos` (the pool's resources), synchronously. */
+  hopelessAmong(infos: ReadonlyArray<ResourceInfo>, pool: string, opts: AcquireOptions, dead: Map<string, Set<string>>): boolean {
+    const d = dead.get(pool)
+    if (d === undefined) return false
+    const matching = infos.filter((i) => Resource.matches(opts, i))
+    return matching.length > 0 && matching.every((i) => d.has(i.id))
   }
 
   /**
@@ -693,7 +740,7 @@ export class Gate {
     // the pool names and the acquire's target, resolved once (the block-mode demand count below
     // needs them too: pg17ac)
     const attempt = (pools: ReadonlyArray<string>, target: string | undefined): Effect.Effect<PgLease, AcquireError> => Effect.gen(function*() {
-      const startedAt = yield* gate.nowMs
+      const startedAt = gate.now()
       let n = 0
       // the first try goes without the global view when the algorithm does not rank by it: the
       // slot claim checks capacity, death, cooldown and throttle itself, so the view is read
@@ -707,13 +754,14 @@ export class Gate {
         let algorithm: AcquireAlgorithm.AcquireAlgorithm | undefined = undefined
         if (blocks !== undefined) {
           yield* gate.ensureBlocks(target === undefined ? pools : [target])
-          if (target !== undefined && (yield* gate.hopeless(target, opts, gate.deadByBlocks(blocks)))) {
+          const now = gate.now()
+          if (target !== undefined && gate.hopelessAmong(gate.resourcesNow(target), target, opts, gate.deadByBlocks(blocks))) {
             return yield* new ResourceUnavailable({
               pool: target,
               message: `every resource of pool "${target}" that matches the request is dead (shared state)`
             })
           }
-          set = yield* gate.blockSet(blocks)
+          set = gate.blockSetAt(blocks, now)
         } else if (viewed) {
           const rows = yield* Effect.either(Q.view(gate.sql, pools))
           if (Either.isLeft(rows)) {
@@ -777,7 +825,7 @@ export class Gate {
             if (block !== undefined && block.held > 0) {
               // served from the block, in memory: no statement (the local core's ceiling is the
               // block, so a slot is free); past the block's deadline nothing more is granted
-              const now = yield* gate.nowMs
+              const now = gate.now()
               const slot = now < block.deadline ? block.free.pop() : undefined
               if (slot === undefined) {
                 yield* releaseLocal(lease)
@@ -889,7 +937,8 @@ export class Gate {
       }
     })
     // block leases: an acquire under way counts in its pools' demand until it ends
-    const loop = Effect.flatMap(gate.local.names, (names) => {
+    const loop = Effect.suspend(() => {
+      const names = gate.view.names()
       const target = gate.targetOf(opts, holder, names)
       if (this.blockMode === undefined) return attempt(names, target)
       {
@@ -1015,17 +1064,19 @@ export class Gate {
         if (s?.size === 0) this.leases.delete(lease.owner)
       }
       const stop = lease.renewal === undefined ? Effect.void : Fiber.interrupt(lease.renewal)
-      const lapsed = Effect.flatMap(this.nowMs, (now) => now >= lease.deadline ? this.markLost(lease, "deadline", false) : Effect.void)
+      const lapsed = Effect.suspend(() => this.now() >= lease.deadline ? this.markLost(lease, "deadline", false) : Effect.void)
       if (lease.block !== undefined) {
         // the slot goes back to its block before the local lease to the local core (whose
         // ceiling is the block: a waiter it wakes finds the slot free)
-        const back = Effect.flatMap(Deferred.isDone(lease.lost), (lost) => this.blockReturn(lease, completed && !lost))
+        // (a lease lost, by `lapsed` just before included, gives nothing back: `blockReturn`
+        // reads `lostAs`, set with the `lost` signal, when it runs; no Effect to read it, ops17ak)
+        const back = this.blockReturn(lease, completed)
         return Effect.uninterruptible(Effect.all([lapsed, back, lease.releaseLocal], { discard: true }))
       }
       // block leases: a slot claimed on its own joins its resource's block when the block is
       // below its share (before the local lease goes back: a waiter it wakes finds it)
-      const giveBack = Effect.flatMap(Deferred.isDone(lease.lost), (lost) =>
-        !completed || lost
+      const giveBack = Effect.suspend(() =>
+        !completed || lease.lostAs !== undefined
           ? Effect.void
           : Effect.flatMap(this.adopt(lease), (adopted) => adopted ? Effect.void : this.queueRelease(lease.pool, lease.resource.id, lease.claimed)))
       return Effect.uninterruptible(Effect.all([stop, lapsed, giveBack, lease.releaseLocal], { discard: true }))
@@ -1201,6 +1252,7 @@ export class Gate {
         runners: runners === undefined ? undefined : Math.max(1, Math.floor(runners)),
         blocks: new Map(),
         claimed: new Map(),
+        ready: new Set(),
         health: new Map(),
         refusedUntil: new Map(),
         lastRenewal: 0
@@ -1282,6 +1334,8 @@ export class Gate {
     const gate = this
     const mode = this.blockMode
     if (mode === undefined) return Effect.void
+    // the common case: every pool's blocks claimed already (no Effect per pool: ops17ak)
+    if (pools.every((pool) => mode.ready.has(pool))) return Effect.void
     return Effect.forEach(pools, (pool) =>
       Effect.suspend(() => {
         const known = mode.claimed.get(pool)
@@ -1293,7 +1347,12 @@ export class Gate {
             Effect.orDie(Effect.flatMap(gate.local.get(pool), (h) => h.resources)),
             (infos) => Effect.forEach(infos, (info) => gate.claimInto(gate.blockOf(mode, pool, info.id)), { discard: true })
           ),
-          Deferred.succeed(done, undefined)
+          Effect.zipRight(
+            Effect.sync(() => {
+              if (mode.claimed.get(pool) === done) mode.ready.add(pool)
+            }),
+            Deferred.succeed(done, undefined)
+          )
         ))
       }), { discard: true })
   }
@@ -1305,13 +1364,16 @@ export class Gate {
    * slot claim per lease) not while its last claim's refusal stands.
    */
   blockSet(mode: BlockMode): Effect.Effect<Set<ResourceInfo>> {
+    return Effect.map(this.nowMs, (now) => this.blockSetAt(mode, now))
+  }
+
+  /** {@link blockSet} at `now`, synchronously (one clock read per acquire: ops17ak). */
+  blockSetAt(mode: BlockMode, now: number): Set<ResourceInfo> {
     const gate = this
-    return Effect.gen(function*() {
-      const out = yield* gate.usableLocally()
-      const now = yield* gate.nowMs
-      for (const name of yield* gate.local.names) {
-        const h = yield* Effect.orDie(gate.local.get(name))
-        for (const info of yield* h.resources) {
+    {
+      const out = gate.usableAt(now)
+      for (const name of gate.view.names()) {
+        for (const info of gate.resourcesNow(name)) {
           if (!out.has(info)) continue
           const key = `${name}\u0000${info.id}`
           const health = mode.health.get(key)
@@ -1328,7 +1390,7 @@ export class Gate {
         }
       }
       return out
-    })
+    }
   }
 
   /** The resources dead by the shared state the last renewal read, by pool (for `hopeless`). */
@@ -1536,8 +1598,10 @@ export class Gate {
               back.push({ pool: block.pool, resource: block.resource, slot: last.slot, leaseId: last.leaseId })
             }
             gate.ceiling(block)
-            if (!wanted.has(block.pool)) mode.claimed.delete(block.pool)
-            else if (mode.claimed.has(block.pool) && block.held < block.target) topUp.push(block)
+            if (!wanted.has(block.pool)) {
+              mode.claimed.delete(block.pool)
+              mode.ready.delete(block.pool)
+            } else if (mode.claimed.has(block.pool) && block.held < block.target) topUp.push(block)
           }
           mode.lastRenewal = sent
           for (const r of back) yield* gate.queueRelease(r.pool, r.resource, r)
@@ -1683,7 +1747,7 @@ export const make = (
     const configs = [...pools]
     const local = yield* makeLocal(configs, { ...options, globalQuotas: true })
     const scope = yield* Effect.scope
-    const gate = new Gate(sql, local, settings, scope)
+    const gate = new Gate(sql, local, settings, scope, yield* Effect.clock)
     // the releases still queued are written when the service closes (later ones at once)
     yield* Effect.addFinalizer(() => Effect.suspend(() => {
       // the blocks' free slots go back with the queued releases (slots in use: their calls'

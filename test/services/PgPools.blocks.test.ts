@@ -126,6 +126,43 @@ describe("PgPools block leases", () => {
     }))
   })
 
+  it("the first block's guess counts the live runners, not only those with a demand: with 3 runners started, the first to claim takes ⌊capacity ÷ 3⌋; each renewal keeps a runner with no block registered; a runner that stops is no longer counted; alone, a runner grows to the capacity at its renewal", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const sql = yield* client(url)
+      const later = yield* Scope.make()
+      const r1 = yield* runner(yield* client(url), [llm(9)], "r1", undefined)
+      const r2 = yield* Scope.extend(runner(yield* client(url), [llm(9)], "r2", undefined), later)
+      const r3 = yield* Scope.extend(runner(yield* client(url), [llm(9)], "r3", undefined), later)
+      // r2 and r3 are started (registered) but have asked for nothing: r1's first block is
+      // ⌊9 ÷ 3⌋, not the whole capacity, so their first claims find rows free
+      const a = yield* Scope.make()
+      yield* Scope.extend(r1.svc.acquire({ pool: "llm" }), a)
+      expect(yield* held(sql, "r1")).toBe(3)
+      const b = yield* Scope.make()
+      yield* Scope.extend(r2.svc.acquire({ pool: "llm" }), b)
+      expect(yield* held(sql, "r2")).toBe(3)
+      // a renewal of a runner with no block writes its registration again (demand 0, one TTL)
+      yield* sql`UPDATE assay_pool_demand SET expires_at = now() + interval '1 second' WHERE runner = 'r3'`
+      yield* r3.renew
+      const reg = yield* sql<{ demand: number; ttl_ok: boolean }>`SELECT demand,
+        (expires_at > now() + interval '25 seconds') AS ttl_ok FROM assay_pool_demand WHERE runner = 'r3'`
+      expect(reg.map((o) => [Number(o.demand), o.ttl_ok])).toEqual([[0, true]])
+      // a registered runner with no demand has no share: r1's renewal splits by demand (r1 1,
+      // r2 1: ⌈9 ÷ 2⌉ for one of them)
+      yield* r1.renew
+      expect(r1.gate.blockMode!.blocks.get("llm\u0000key-a")!.target).toBeGreaterThanOrEqual(4)
+      // r2 and r3 stop (their rows deleted, r2's block given back): r1, alone, takes the whole
+      // capacity at its renewal
+      yield* Scope.close(b, Exit.void)
+      yield* Scope.close(later, Exit.void)
+      yield* r1.renew
+      yield* r1.renew
+      expect(yield* held(sql, "r1")).toBe(9)
+      yield* Scope.close(a, Exit.void)
+    }))
+  })
+
   it("a completed call's slot goes back to the block at once and is served again; an interrupted call's slot is kept out until its TTL", async () => {
     const url = await freshDb()
     await run(Effect.gen(function*() {
@@ -276,7 +313,6 @@ describe("PgPools block leases", () => {
       const sql = yield* client(url)
       const capacity = 8
       const a = yield* runner(yield* client(url), [llm(capacity)], "ra", undefined)
-      const b = yield* runner(yield* client(url), [llm(capacity)], "rb", undefined)
       const blockOf = (r: typeof a) => r.gate.blockMode!.blocks.get("llm\u0000key-a")!
       let inFlight = 0
       let peak = 0
@@ -298,9 +334,11 @@ describe("PgPools block leases", () => {
         )
       // 12 workers on ra, 4 on rb: demand 3:1
       const wa = yield* Effect.forkScoped(Effect.forEach(Array.from({ length: 12 }), () => worker(a, "ra"), { concurrency: "unbounded", discard: true }))
-      // ra is alone at its first acquire (no demand known): its first block is the whole capacity
+      // ra is alone at its first acquire (no other runner started): its first block is the whole capacity
       yield* Effect.sleep("100 millis")
       expect(blockOf(a).held).toBe(capacity)
+      // rb starts later (its registration comes after ra's first block)
+      const b = yield* runner(yield* client(url), [llm(capacity)], "rb", undefined)
       const wb = yield* Effect.forkScoped(Effect.forEach(Array.from({ length: 4 }), () => worker(b, "rb"), { concurrency: "unbounded", discard: true }))
       yield* Effect.sleep("50 millis")
       // rb's first block is empty (every row is ra's): its acquires claim slot by slot

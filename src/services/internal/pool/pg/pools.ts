@@ -382,6 +382,12 @@ interface BlockMode {
   readonly refusedUntil: Map<string, number>
   /** When the previous renewal was sent (a pool with no lease taken since is idle). */
   lastRenewal: number
+  /**
+   * The resources of the local pools when block leases were enabled: this runner is
+   * registered as live for each ({@link Q.registerDemand}), and every renewal writes a demand
+   * (0 when it holds no block of it) for each, so that the others' first guesses count it.
+   */
+  readonly registered: ReadonlyArray<{ readonly pool: string; readonly resource: string }>
 }
 
 /**
@@ -1187,25 +1193,40 @@ export class Gate {
   /**
    * Turns block leases on (idempotent): from now on each resource's slots are claimed as a
    * block at the first acquire of its pool (`⌊capacity ÷ runners⌋` rows, or without `runners`
-   * the capacity split with the runners that have a live demand), renewed through
+   * the capacity split with the live runners, those registered for the resource: this runner
+   * registers itself at once, {@link Q.registerDemand}), renewed through
    * {@link Gate.blockRider} (with the runner's other claims, in one statement) which resizes
    * it to the runner's demand-proportional share, and handed out in memory; a resource whose block is empty (capacity below `runners`, or every row held
    * by others) is served by a slot claim per lease, as without blocks. Starts the watchdog that
-   * loses a block whose local deadline passed with no renewal.
+   * loses a block whose local deadline passed with no renewal. The registration failing is
+   * logged, not an error: the first renewal registers the runner.
    */
   enableBlocks(runners?: number | undefined): Effect.Effect<void> {
     const gate = this
-    return Effect.suspend(() => {
-      if (gate.blockMode !== undefined) return Effect.void
+    return Effect.gen(function*() {
+      if (gate.blockMode !== undefined) return
+      const registered: Array<{ pool: string; resource: string }> = []
+      for (const name of yield* gate.local.names) {
+        const h = yield* Effect.option(gate.local.get(name))
+        if (h._tag === "None") continue
+        for (const info of yield* h.value.resources) registered.push({ pool: name, resource: info.id })
+      }
+      if (gate.blockMode !== undefined) return
       gate.blockMode = {
         runners: runners === undefined ? undefined : Math.max(1, Math.floor(runners)),
         blocks: new Map(),
         claimed: new Map(),
         health: new Map(),
         refusedUntil: new Map(),
-        lastRenewal: 0
+        lastRenewal: 0,
+        registered
       }
-      return Effect.asVoid(Effect.forkIn(Effect.interruptible(gate.blockWatchdog), gate.scope))
+      yield* Effect.forkIn(Effect.interruptible(gate.blockWatchdog), gate.scope)
+      if (registered.length > 0) {
+        yield* Q.registerDemand(gate.sql, gate.settings.runnerId, gate.settings.leaseTtlMs, registered).pipe(
+          Effect.catchAll((e) => Effect.logWarning(`global pools: cannot register for block leases (the first renewal will): ${e.message}`))
+        )
+      }
     })
   }
 
@@ -1454,7 +1475,7 @@ export class Gate {
     return {
       parts: (first) => {
         const mode = gate.blockMode
-        if (mode === undefined || mode.blocks.size === 0) return undefined
+        if (mode === undefined || (mode.blocks.size === 0 && mode.registered.length === 0)) return undefined
         const slots: Array<Q.Release> = []
         const demands: Array<Q.Demand> = []
         for (const b of mode.blocks.values()) {
@@ -1469,7 +1490,17 @@ export class Gate {
         const pools = [...new Set([...mode.blocks.values()].map((b) => b.pool))]
         sentFor = new Map(slots.map((r) => [`${r.pool}\u0000${r.resource}\u0000${r.slot}`, r.leaseId]))
         sentDemand = new Map(demands.map((d) => [`${d.pool}\u0000${d.resource}`, d.demand]))
-        return Q.blockRenewalParts(first, slots, pools, gate.settings.leaseTtlMs, gate.settings.runnerId, demands)
+        // the registration renewed: a demand of 0 for each resource with no block (not in
+        // `sentDemand`: a block claimed before the answer keeps its first guess)
+        const registered = mode.registered.filter((k) => !mode.blocks.has(`${k.pool}\u0000${k.resource}`))
+        return Q.blockRenewalParts(
+          first,
+          slots,
+          pools,
+          gate.settings.leaseTtlMs,
+          gate.settings.runnerId,
+          [...demands, ...registered.map((k) => ({ ...k, demand: 0 }))]
+        )
       },
       settle: (row, sent) =>
         Effect.gen(function*() {

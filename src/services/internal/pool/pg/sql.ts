@@ -429,7 +429,11 @@ export interface BlockClaim {
  * `ttlMs`; `FOR UPDATE SKIP LOCKED`, so concurrent claims never take the same row. `size` is
  * `target` when given (the demand-proportional share of the last renewal, capped by the
  * capacity); otherwise the first guess: `⌊capacity ÷ runners⌋` with `runners` given, else
- * `⌊capacity ÷ (1 + the other runners with a live demand for the resource)⌋`. With `demand`,
+ * `⌊capacity ÷ (1 + the other live runners of the resource)⌋`, a live runner being one with a
+ * demand row not expired, whatever its demand (a runner with block leases writes a row of
+ * demand 0 for every resource of its pools when it starts, {@link registerDemand}, and renews
+ * it with its blocks: so the first runner to claim does not take the whole capacity while
+ * the others, started but not yet asking, would find nothing until its next renewal). With `demand`,
  * the same statement writes it as `holder`'s demand for the resource (counted for `ttlMs`), so
  * that the other runners see a runner that needs the resource at their next renewal, not one
  * renewal of its own later. Answers the capacity it read and the size it used.
@@ -454,7 +458,7 @@ export const claimBlock = (
           WHEN $7::int >= 0 THEN LEAST($7::int, COALESCE((SELECT capacity FROM r), 0))
           WHEN $5::int > 0 THEN COALESCE((SELECT capacity FROM r), 0) / $5::int
           ELSE COALESCE((SELECT capacity FROM r), 0) / (1 + (SELECT count(*) FROM assay_pool_demand d
-            WHERE d.pool = $1 AND d.resource = $2 AND d.runner <> $3 AND d.demand > 0 AND d.expires_at > now()))::int
+            WHERE d.pool = $1 AND d.resource = $2 AND d.runner <> $3 AND d.expires_at > now()))::int
         END AS size
       ), demand AS (
         INSERT INTO assay_pool_demand (pool, resource, runner, demand, expires_at)
@@ -603,6 +607,28 @@ export const blockRenewalOf = (row: Record<string, unknown> | undefined): BlockR
     demand: Number(r.demand)
   }))
 })
+
+/**
+ * Registers a runner with block leases as live for the given resources (`keys`: pool and
+ * resource), before it has any demand: a row of demand 0 for each, counted for `ttlMs`, not
+ * overwriting a demand already written (its expiry is extended). The first guess of the
+ * others' block claims ({@link claimBlock}) counts it; the demand-proportional shares do not
+ * (a demand of 0 has no share). The renewal keeps the rows live (it writes the demand of every
+ * block, the empty ones too).
+ */
+export const registerDemand = (
+  sql: SqlClient.SqlClient,
+  runner: string,
+  ttlMs: number,
+  keys: ReadonlyArray<{ readonly pool: string; readonly resource: string }>
+) =>
+  sql.unsafe(
+    `INSERT INTO assay_pool_demand (pool, resource, runner, demand, expires_at)
+     SELECT k.pool, k.resource, $1::text, 0, now() + make_interval(secs => $2::float8)
+     FROM unnest($3::text[], $4::text[]) AS k(pool, resource)
+     ON CONFLICT (pool, resource, runner) DO UPDATE SET expires_at = GREATEST(assay_pool_demand.expires_at, EXCLUDED.expires_at)`,
+    [runner, secs(ttlMs), keys.map((k) => k.pool), keys.map((k) => k.resource)]
+  )
 
 /** Forgets a runner's demands (a runner stopping): its share goes to the others at their next renewal. */
 export const forgetDemand = (sql: SqlClient.SqlClient, runner: string) =>

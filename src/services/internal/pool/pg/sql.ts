@@ -14,7 +14,9 @@
  * - `assay_pool_demand` (migration 2): one row per (pool, resource, runner) with block leases:
  *   the runner's demand for the resource (leases in use + local waiters) as its last renewal
  *   wrote it, counted while `expires_at` (the renewal's time plus the lease TTL) is in the
- *   future, so a dead runner's demand stops counting after one TTL.
+ *   future, so a dead runner's demand stops counting after one TTL. A row of demand 0 is a
+ *   runner registered as live for the resource ({@link registerDemand}): counted by the first
+ *   block guesses, not by the shares.
  *
  * @internal
  */

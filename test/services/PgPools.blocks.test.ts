@@ -17,6 +17,7 @@ import * as WindowClaims from "../../src/services/internal/cluster/windowClaims.
 import * as Gates from "../../src/services/internal/pool/pg/pools.js"
 import * as Pool from "../../src/services/Pool.js"
 import type { PoolsService } from "../../src/services/Pools.js"
+import { eventually } from "../support/breakableSql.js"
 import { usePostgres } from "../support/postgres.js"
 
 const pg = usePostgres()
@@ -162,6 +163,70 @@ describe("PgPools block leases", () => {
       yield* Scope.close(a, Exit.void)
     }))
   })
+
+  it("a holder above its equal share gives its free rows back within a second (TestClock) when another live runner asks, not at its next renewal; at or below its equal share it reads nothing", async () => {
+    const url = await freshDb()
+    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const sql = yield* client(url)
+      // A's client counts its reads of the other runners' demands between renewals
+      let reads = 0
+      const real = yield* client(url)
+      const counted = new Proxy(real, {
+        apply: (target, self, args) => {
+          if (Array.isArray(args[0]) && String(args[0].join("?")).includes("FROM assay_pool_demand WHERE pool = ANY")) reads++
+          return Reflect.apply(target as any, self, args)
+        }
+      })
+      const a = yield* runner(counted, [llm(9)], "r1", undefined)
+      const b = yield* runner(yield* client(url), [llm(9)], "r2", undefined)
+      yield* runner(yield* client(url), [llm(9)], "r3", undefined)
+      const blockA = () => a.gate.blockMode!.blocks.get("llm\u0000key-a")!
+      // A's first block is its equal share, ⌊9 ÷ 3⌋: a second later it reads nothing
+      const inUse = yield* Scope.make()
+      yield* Scope.extend(a.svc.acquire({ pool: "llm" }), inUse)
+      expect(yield* held(sql, "r1")).toBe(3)
+      yield* TestClock.adjust("1 second")
+      yield* eventually(Effect.succeed(false), 20)
+      expect(reads).toBe(0)
+      // A renews before B and C have asked for anything (their demand rows are 0): its share is
+      // the whole capacity, and it takes every free row
+      yield* a.renew
+      expect(yield* held(sql, "r1")).toBe(9)
+      expect(blockA().liveOthers).toBe(2)
+      // B asks now: its first claim writes its demand (1) and finds nothing free; its acquire
+      // waits (per-task claims refused while A holds every row)
+      const waiting = yield* Effect.fork(Effect.scoped(Effect.as(b.svc.acquire({ pool: "llm", timeout: "20 seconds" }), "got")))
+      const asked = Effect.map(
+        sql<{ n: number }>`SELECT count(*)::int AS n FROM assay_pool_demand WHERE runner = 'r2' AND demand > 0`,
+        (r) => Number(r[0]!.n) === 1
+      )
+      expect(yield* eventually(asked)).toBe(true)
+      expect(b.gate.blockMode!.blocks.get("llm\u0000key-a")!.held).toBe(0)
+      // within a second of the clock (A's renewal, 10 s away, never runs here) A reads B's demand
+      // and gives back its free rows above its new share (demand 1 against 1: 5 of 9, the
+      // remainder to r1), released in the table at once
+      const t0 = yield* TestClock.currentTimeMillis
+      const gaveBack = Effect.map(held(sql, "r1"), (n) => n === 5)
+      let back = false
+      while (!back && (yield* TestClock.currentTimeMillis) - t0 < 1_000) {
+        yield* TestClock.adjust("100 millis")
+        back = yield* eventually(gaveBack, undefined, 300)
+      }
+      if (!back) back = yield* eventually(gaveBack)
+      expect(back).toBe(true)
+      expect(reads).toBeGreaterThanOrEqual(1)
+      expect([blockA().target, blockA().held]).toEqual([5, 5])
+      // B's next claim gets one of them
+      let got = false
+      for (let i = 0; i < 20 && !got; i++) {
+        yield* TestClock.adjust("50 millis")
+        got = yield* eventually(Effect.sync(() => waiting.unsafePoll() !== null), undefined, 300)
+      }
+      expect(yield* waiting.await.pipe(Effect.map(Exit.isSuccess))).toBe(true)
+      expect(yield* held(sql)).toBeLessThanOrEqual(9)
+      yield* Scope.close(inUse, Exit.void)
+    })).pipe(Effect.provide(TestContext.TestContext)))
+  }, 120_000)
 
   it("a completed call's slot goes back to the block at once and is served again; an interrupted call's slot is kept out until its TTL", async () => {
     const url = await freshDb()

@@ -117,6 +117,12 @@ export interface TraceStats {
   givenBack: number
 }
 
+/**
+ * How often a holder above its equal share reads the other runners' demands between renewals
+ * (ms, by `Clock`; see {@link Gate.shedCheck}).
+ */
+export const shedEveryMs = 1_000
+
 const emptyTrace = (): TraceStats => ({
   granted: 0,
   fromBlock: 0,
@@ -346,8 +352,17 @@ export class Block {
    * whole renewal interval gives its rows back.
    */
   peak = 0
-  /** The other runners' live demands the last renewal read (runner id → demand). */
+  /**
+   * The other runners' live demands as last read (runner id → demand; 0 for a runner
+   * registered with no demand): by the last renewal, or by the last {@link Gate.shedCheck}.
+   */
   others: ReadonlyMap<string, number> = new Map()
+  /**
+   * How many other runners are live for the resource as last read (their demand rows not
+   * expired, 0 included): by the last block claim, renewal or {@link Gate.shedCheck}. With
+   * this runner, what the equal share {@link Gate.equalShare} divides the capacity by.
+   */
+  liveOthers = 0
   /** Local time of the last claim brought forward by waiters ({@link Gate.earlyTopUp}). */
   lastEarly = 0
   constructor(readonly pool: string, readonly resource: string) {}
@@ -1222,6 +1237,7 @@ export class Gate {
         registered
       }
       yield* Effect.forkIn(Effect.interruptible(gate.blockWatchdog), gate.scope)
+      yield* Effect.forkIn(Effect.interruptible(gate.shedLoop), gate.scope)
       if (registered.length > 0) {
         yield* Q.registerDemand(gate.sql, gate.settings.runnerId, gate.settings.leaseTtlMs, registered).pipe(
           Effect.catchAll((e) => Effect.logWarning(`global pools: cannot register for block leases (the first renewal will): ${e.message}`))
@@ -1249,6 +1265,7 @@ export class Gate {
       block.capacity = claim.capacity
       block.target = claim.size
     }
+    block.liveOthers = claim.liveOthers
     if (claim.claimed.length === 0) return
     const deadline = sent + this.settings.leaseTtlMs - this.marginMs
     block.deadline = block.held === 0 ? deadline : Math.min(block.deadline, deadline)
@@ -1441,6 +1458,85 @@ export class Gate {
   }
 
   /**
+   * A block's equal share: its resource's capacity divided by the live runners as last known
+   * (this one and {@link Block.liveOthers}), rounded down; `undefined` before the capacity is
+   * known.
+   */
+  equalShare(block: Block): number | undefined {
+    return block.capacity === undefined ? undefined : Math.floor(block.capacity / (1 + block.liveOthers))
+  }
+
+  /**
+   * Every {@link shedEveryMs} (by `Clock`), {@link Gate.shedCheck}: between two renewals, a
+   * holder above its equal share gives rows back as soon as another live runner asks for them.
+   */
+  get shedLoop(): Effect.Effect<void> {
+    const gate = this
+    return Effect.gen(function*() {
+      while (gate.blockMode !== undefined) {
+        yield* Effect.sleep(Duration.millis(shedEveryMs))
+        yield* gate.shedCheck
+      }
+    })
+  }
+
+  /**
+   * Block leases, between two renewals (issue 17, blk17al): the blocks holding more than their
+   * equal share ({@link Gate.equalShare}: a renewal or a brought-forward top-up grew them while
+   * the other live runners had no demand yet) read the other runners' demands again (one
+   * `SELECT` on `assay_pool_demand`, {@link Q.othersDemands}; no statement at all when no block
+   * is above its equal share). When another runner's demand is now above 0, the block's share
+   * is computed again ({@link Q.proportionalShare}, with {@link Gate.demandShown} as this
+   * runner's demand) and becomes its size: its free rows above it are given back at once (one
+   * release statement; a row leaves the block, and the local core's ceiling, before it is
+   * released in the table, and only a released row can be claimed by another runner, so the
+   * capacity is never exceeded), rows in use when their calls end ({@link Gate.blockReturn}).
+   * A read or a release that fails is logged and changes nothing more: the next renewal
+   * shares the rows as before.
+   */
+  get shedCheck(): Effect.Effect<void> {
+    const gate = this
+    return Effect.gen(function*() {
+      const mode = gate.blockMode
+      if (mode === undefined) return
+      const above: Array<Block> = []
+      for (const [key, block] of mode.blocks) {
+        const equal = gate.equalShare(block)
+        if (equal === undefined || block.held <= equal || mode.health.get(key)?.dead === true) continue
+        above.push(block)
+      }
+      if (above.length === 0) return
+      const read = yield* Effect.either(Q.othersDemands(gate.sql, gate.settings.runnerId, [...new Set(above.map((b) => b.pool))]))
+      if (Either.isLeft(read)) {
+        yield* Effect.logWarning(`global pools: cannot read the other runners' demands: ${read.left.message}`)
+        return
+      }
+      const me = gate.settings.runnerId
+      const back: Array<Q.Release> = []
+      for (const block of above) {
+        const others = new Map<string, number>()
+        for (const d of read.right) if (d.pool === block.pool && d.resource === block.resource) others.set(d.runner, d.demand)
+        block.others = others
+        block.liveOthers = others.size
+        if (block.capacity === undefined || ![...others.values()].some((d) => d > 0)) continue
+        const share = Q.proportionalShare(block.capacity, new Map([...others, [me, gate.demandShown(block)]]), me)
+        if (share >= block.held) continue
+        block.target = share
+        // the highest free rows first (as a renewal gives them back)
+        block.free.sort((a, b) => a.slot - b.slot)
+        while (block.free.length > 0 && block.held > share) {
+          const c = block.free.pop()!
+          back.push({ pool: block.pool, resource: block.resource, slot: c.slot, leaseId: c.leaseId })
+        }
+        gate.ceiling(block)
+      }
+      if (back.length === 0) return
+      if (gate.settings.trace === true) for (const r of back) gate.traceOf(r.pool).givenBack++
+      yield* gate.write(back)
+    })
+  }
+
+  /**
    * A block's demand now: the local leases of its resource in use (from the block, or by a
    * slot claim of their own) plus the acquires of its pool under way
    * (the local waiters, and those claiming or backing off).
@@ -1544,6 +1640,7 @@ export class Gate {
             if (block === undefined) continue
             block.capacity = r.capacity
             block.others = others.get(key) ?? new Map()
+            block.liveOthers = block.others.size
             // a block created after the statement was sent keeps its first guess
             const demand = sentDemand.get(key)
             if (demand === undefined) continue

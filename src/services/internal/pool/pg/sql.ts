@@ -416,12 +416,14 @@ export const windowLeftMs = (sql: SqlClient.SqlClient, windowMs: number) =>
 
 /**
  * What {@link claimBlock} answers: the resource's global capacity (`undefined`: no row, or
- * dead), the block size the claim aimed at, and the slots claimed.
+ * dead), the block size the claim aimed at, the slots claimed, and how many other runners
+ * have a live demand row of the resource (0 included: registered runners).
  */
 export interface BlockClaim {
   readonly capacity: number | undefined
   readonly size: number
   readonly claimed: ReadonlyArray<Claimed>
+  readonly liveOthers: number
 }
 
 /**
@@ -438,7 +440,8 @@ export interface BlockClaim {
  * the others, started but not yet asking, would find nothing until its next renewal). With `demand`,
  * the same statement writes it as `holder`'s demand for the resource (counted for `ttlMs`), so
  * that the other runners see a runner that needs the resource at their next renewal, not one
- * renewal of its own later. Answers the capacity it read and the size it used.
+ * renewal of its own later. Answers the capacity it read, the size it used and the number of
+ * other live runners it counted.
  */
 export const claimBlock = (
   sql: SqlClient.SqlClient,
@@ -452,15 +455,17 @@ export const claimBlock = (
   demand?: number | undefined
 ) =>
   Effect.map(
-    sql.unsafe<{ capacity: number | null; size: number | null; claimed: ReadonlyArray<{ slot: number; lease_id: string }> | string | null }>(
+    sql.unsafe<{ capacity: number | null; size: number | null; live_others: number | null; claimed: ReadonlyArray<{ slot: number; lease_id: string }> | string | null }>(
       `WITH r AS (
         SELECT capacity FROM assay_pool_resource WHERE pool = $1 AND resource = $2 AND state <> 'dead'
+      ), live AS (
+        SELECT count(*)::int AS n FROM assay_pool_demand d
+        WHERE d.pool = $1 AND d.resource = $2 AND d.runner <> $3 AND d.expires_at > now()
       ), sz AS (
         SELECT CASE
           WHEN $7::int >= 0 THEN LEAST($7::int, COALESCE((SELECT capacity FROM r), 0))
           WHEN $5::int > 0 THEN COALESCE((SELECT capacity FROM r), 0) / $5::int
-          ELSE COALESCE((SELECT capacity FROM r), 0) / (1 + (SELECT count(*) FROM assay_pool_demand d
-            WHERE d.pool = $1 AND d.resource = $2 AND d.runner <> $3 AND d.expires_at > now()))::int
+          ELSE COALESCE((SELECT capacity FROM r), 0) / (1 + (SELECT n FROM live))::int
         END AS size
       ), demand AS (
         INSERT INTO assay_pool_demand (pool, resource, runner, demand, expires_at)
@@ -480,7 +485,7 @@ export const claimBlock = (
         FROM pick WHERE s.pool = pick.pool AND s.resource = pick.resource AND s.slot = pick.slot
         RETURNING s.slot, s.lease_id::text AS lease_id
       )
-      SELECT (SELECT capacity FROM r) AS capacity, (SELECT size FROM sz) AS size,
+      SELECT (SELECT capacity FROM r) AS capacity, (SELECT size FROM sz) AS size, (SELECT n FROM live) AS live_others,
         (SELECT COALESCE(json_agg(json_build_object('slot', slot, 'lease_id', lease_id) ORDER BY slot), '[]'::json) FROM up) AS claimed`,
       [
         pool,
@@ -500,7 +505,8 @@ export const claimBlock = (
       return {
         capacity: row === undefined || row.capacity === null ? undefined : Number(row.capacity),
         size: Number(row?.size ?? 0),
-        claimed: list.map((c) => ({ slot: Number(c.slot), leaseId: String(c.lease_id) }))
+        claimed: list.map((c) => ({ slot: Number(c.slot), leaseId: String(c.lease_id) })),
+        liveOthers: Number(row?.live_others ?? 0)
       }
     }
   )
@@ -518,8 +524,9 @@ export interface Demand {
  * from the server's now, only while its own lease holds it and it has not expired),
  * `block_rows` (the state of every resource of `pools`), `block_demand` (writes this runner's
  * `demands`, each counted until now + `ttlMs`) and `block_demands` (the other runners' live
- * demands above 0 for the resources of `pools`: the statement's snapshot, so this runner's own
- * write is not among them), and the three JSON columns the statement selects from them
+ * demand rows for the resources of `pools`, those of 0 included: a registered runner counts as
+ * live for the equal share, not for the proportional one; the statement's snapshot, so this
+ * runner's own write is not among them), and the three JSON columns the statement selects from them
  * (`block_renewed`, `block_resources`, `block_demands`). Parameters from `first`.
  */
 export const blockRenewalParts = (
@@ -554,7 +561,7 @@ export const blockRenewalParts = (
       )`,
       `block_demands AS (
         SELECT d.pool, d.resource, d.runner, d.demand FROM assay_pool_demand d
-        WHERE d.pool = ANY(${p(5)}::text[]) AND d.runner <> ${p(6)}::text AND d.demand > 0 AND d.expires_at > now()
+        WHERE d.pool = ANY(${p(5)}::text[]) AND d.runner <> ${p(6)}::text AND d.expires_at > now()
       )`
     ],
     cols: [
@@ -584,7 +591,7 @@ export interface BlockRenewal {
   readonly renewed: ReadonlyArray<{ readonly pool: string; readonly resource: string; readonly slot: number }>
   /** Each blocked resource's global state (as {@link GlobalRow}, without the lease count). */
   readonly resources: ReadonlyArray<Pick<GlobalRow, "pool" | "resource" | "capacity" | "state" | "throttleMs" | "cooldownMs">>
-  /** The other runners' live demands above 0 (`runner`: their runner id). */
+  /** The other runners' live demands, 0 included (registered runners; `runner`: their runner id). */
   readonly demands: ReadonlyArray<Demand & { readonly runner: string }>
 }
 
@@ -630,6 +637,19 @@ export const registerDemand = (
      FROM unnest($3::text[], $4::text[]) AS k(pool, resource)
      ON CONFLICT (pool, resource, runner) DO UPDATE SET expires_at = GREATEST(assay_pool_demand.expires_at, EXCLUDED.expires_at)`,
     [runner, secs(ttlMs), keys.map((k) => k.pool), keys.map((k) => k.resource)]
+  )
+
+/**
+ * The other runners' live demand rows (0 included: registered runners) for the resources of
+ * `pools` (block leases: what a holder above its equal share reads between renewals, see
+ * `Gate.shedCheck`). One index range read of `assay_pool_demand`, nothing written.
+ */
+export const othersDemands = (sql: SqlClient.SqlClient, runner: string, pools: ReadonlyArray<string>) =>
+  Effect.map(
+    sql<{ pool: string; resource: string; runner: string; demand: number }>`SELECT pool, resource, runner, demand
+      FROM assay_pool_demand WHERE pool = ANY(${pools}::text[]) AND runner <> ${runner} AND expires_at > now()`,
+    (rows): ReadonlyArray<Demand & { readonly runner: string }> =>
+      rows.map((r) => ({ pool: r.pool, resource: r.resource, runner: r.runner, demand: Number(r.demand) }))
   )
 
 /** Forgets a runner's demands (a runner stopping): its share goes to the others at their next renewal. */

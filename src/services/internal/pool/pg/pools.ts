@@ -101,7 +101,7 @@ export interface Settings {
  * from the acquire's start to its grant, `Clock`), the leases of a block that ended and how
  * long they held their slot in all (ms, from the grant to the slot's return: the call and
  * what the process did around it), the brought-forward top-ups and the rows they claimed,
- * and the rows given back by renewals.
+ * and the rows given back by renewals and by {@link Gate.shedCheck}.
  */
 export interface TraceStats {
   granted: number

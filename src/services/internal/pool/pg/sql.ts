@@ -16,7 +16,8 @@
  *   wrote it, counted while `expires_at` (the renewal's time plus the lease TTL) is in the
  *   future, so a dead runner's demand stops counting after one TTL. A row of demand 0 is a
  *   runner registered as live for the resource ({@link registerDemand}): counted by the first
- *   block guesses, not by the shares.
+ *   block guesses and the equal share a holder checks between renewals ({@link othersDemands}),
+ *   not by the proportional shares.
  *
  * @internal
  */

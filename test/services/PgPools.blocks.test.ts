@@ -17,6 +17,7 @@ import * as WindowClaims from "../../src/services/internal/cluster/windowClaims.
 import * as Gates from "../../src/services/internal/pool/pg/pools.js"
 import * as Pool from "../../src/services/Pool.js"
 import type { PoolsService } from "../../src/services/Pools.js"
+import { eventually } from "../support/breakableSql.js"
 import { usePostgres } from "../support/postgres.js"
 
 const pg = usePostgres()
@@ -125,6 +126,107 @@ describe("PgPools block leases", () => {
       expect(yield* held(sql)).toBe(0)
     }))
   })
+
+  it("the first block's guess counts the live runners, not only those with a demand: with 3 runners started, the first to claim takes ⌊capacity ÷ 3⌋; each renewal keeps a runner with no block registered; a runner that stops is no longer counted; alone, a runner grows to the capacity at its renewal", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const sql = yield* client(url)
+      const later = yield* Scope.make()
+      const r1 = yield* runner(yield* client(url), [llm(9)], "r1", undefined)
+      const r2 = yield* Scope.extend(runner(yield* client(url), [llm(9)], "r2", undefined), later)
+      const r3 = yield* Scope.extend(runner(yield* client(url), [llm(9)], "r3", undefined), later)
+      // r2 and r3 are started (registered) but have asked for nothing: r1's first block is
+      // ⌊9 ÷ 3⌋, not the whole capacity, so their first claims find rows free
+      const a = yield* Scope.make()
+      yield* Scope.extend(r1.svc.acquire({ pool: "llm" }), a)
+      expect(yield* held(sql, "r1")).toBe(3)
+      const b = yield* Scope.make()
+      yield* Scope.extend(r2.svc.acquire({ pool: "llm" }), b)
+      expect(yield* held(sql, "r2")).toBe(3)
+      // a renewal of a runner with no block writes its registration again (demand 0, one TTL)
+      yield* sql`UPDATE assay_pool_demand SET expires_at = now() + interval '1 second' WHERE runner = 'r3'`
+      yield* r3.renew
+      const reg = yield* sql<{ demand: number; ttl_ok: boolean }>`SELECT demand,
+        (expires_at > now() + interval '25 seconds') AS ttl_ok FROM assay_pool_demand WHERE runner = 'r3'`
+      expect(reg.map((o) => [Number(o.demand), o.ttl_ok])).toEqual([[0, true]])
+      // a registered runner with no demand has no share: r1's renewal splits by demand (r1 1,
+      // r2 1: ⌈9 ÷ 2⌉ for one of them)
+      yield* r1.renew
+      expect(r1.gate.blockMode!.blocks.get("llm\u0000key-a")!.target).toBeGreaterThanOrEqual(4)
+      // r2 and r3 stop (their rows deleted, r2's block given back): r1, alone, takes the whole
+      // capacity at its renewal
+      yield* Scope.close(b, Exit.void)
+      yield* Scope.close(later, Exit.void)
+      yield* r1.renew
+      yield* r1.renew
+      expect(yield* held(sql, "r1")).toBe(9)
+      yield* Scope.close(a, Exit.void)
+    }))
+  })
+
+  it("a holder above its equal share gives its free rows back within a second (TestClock) when another live runner asks, not at its next renewal; at or below its equal share it reads nothing", async () => {
+    const url = await freshDb()
+    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const sql = yield* client(url)
+      // A's client counts its reads of the other runners' demands between renewals
+      let reads = 0
+      const real = yield* client(url)
+      const counted = new Proxy(real, {
+        apply: (target, self, args) => {
+          if (Array.isArray(args[0]) && String(args[0].join("?")).includes("FROM assay_pool_demand WHERE pool = ANY")) reads++
+          return Reflect.apply(target as any, self, args)
+        }
+      })
+      const a = yield* runner(counted, [llm(9)], "r1", undefined)
+      const b = yield* runner(yield* client(url), [llm(9)], "r2", undefined)
+      yield* runner(yield* client(url), [llm(9)], "r3", undefined)
+      const blockA = () => a.gate.blockMode!.blocks.get("llm\u0000key-a")!
+      // A's first block is its equal share, ⌊9 ÷ 3⌋: a second later it reads nothing
+      const inUse = yield* Scope.make()
+      yield* Scope.extend(a.svc.acquire({ pool: "llm" }), inUse)
+      expect(yield* held(sql, "r1")).toBe(3)
+      yield* TestClock.adjust("1 second")
+      yield* eventually(Effect.succeed(false), 20)
+      expect(reads).toBe(0)
+      // A renews before B and C have asked for anything (their demand rows are 0): its share is
+      // the whole capacity, and it takes every free row
+      yield* a.renew
+      expect(yield* held(sql, "r1")).toBe(9)
+      expect(blockA().liveOthers).toBe(2)
+      // B asks now: its first claim writes its demand (1) and finds nothing free; its acquire
+      // waits (per-task claims refused while A holds every row)
+      const waiting = yield* Effect.fork(Effect.scoped(Effect.as(b.svc.acquire({ pool: "llm", timeout: "20 seconds" }), "got")))
+      const asked = Effect.map(
+        sql<{ n: number }>`SELECT count(*)::int AS n FROM assay_pool_demand WHERE runner = 'r2' AND demand > 0`,
+        (r) => Number(r[0]!.n) === 1
+      )
+      expect(yield* eventually(asked)).toBe(true)
+      expect(b.gate.blockMode!.blocks.get("llm\u0000key-a")!.held).toBe(0)
+      // within a second of the clock (A's renewal, 10 s away, never runs here) A reads B's demand
+      // and gives back its free rows above its new share (demand 1 against 1: 5 of 9, the
+      // remainder to r1), released in the table at once
+      const t0 = yield* TestClock.currentTimeMillis
+      const gaveBack = Effect.map(held(sql, "r1"), (n) => n === 5)
+      let back = false
+      while (!back && (yield* TestClock.currentTimeMillis) - t0 < 1_000) {
+        yield* TestClock.adjust("100 millis")
+        back = yield* eventually(gaveBack, undefined, 300)
+      }
+      if (!back) back = yield* eventually(gaveBack)
+      expect(back).toBe(true)
+      expect(reads).toBeGreaterThanOrEqual(1)
+      expect([blockA().target, blockA().held]).toEqual([5, 5])
+      // B's next claim gets one of them
+      let got = false
+      for (let i = 0; i < 20 && !got; i++) {
+        yield* TestClock.adjust("50 millis")
+        got = yield* eventually(Effect.sync(() => waiting.unsafePoll() !== null), undefined, 300)
+      }
+      expect(yield* waiting.await.pipe(Effect.map(Exit.isSuccess))).toBe(true)
+      expect(yield* held(sql)).toBeLessThanOrEqual(9)
+      yield* Scope.close(inUse, Exit.void)
+    })).pipe(Effect.provide(TestContext.TestContext)))
+  }, 120_000)
 
   it("a completed call's slot goes back to the block at once and is served again; an interrupted call's slot is kept out until its TTL", async () => {
     const url = await freshDb()
@@ -276,7 +378,6 @@ describe("PgPools block leases", () => {
       const sql = yield* client(url)
       const capacity = 8
       const a = yield* runner(yield* client(url), [llm(capacity)], "ra", undefined)
-      const b = yield* runner(yield* client(url), [llm(capacity)], "rb", undefined)
       const blockOf = (r: typeof a) => r.gate.blockMode!.blocks.get("llm\u0000key-a")!
       let inFlight = 0
       let peak = 0
@@ -298,9 +399,11 @@ describe("PgPools block leases", () => {
         )
       // 12 workers on ra, 4 on rb: demand 3:1
       const wa = yield* Effect.forkScoped(Effect.forEach(Array.from({ length: 12 }), () => worker(a, "ra"), { concurrency: "unbounded", discard: true }))
-      // ra is alone at its first acquire (no demand known): its first block is the whole capacity
+      // ra is alone at its first acquire (no other runner started): its first block is the whole capacity
       yield* Effect.sleep("100 millis")
       expect(blockOf(a).held).toBe(capacity)
+      // rb starts later (its registration comes after ra's first block)
+      const b = yield* runner(yield* client(url), [llm(capacity)], "rb", undefined)
       const wb = yield* Effect.forkScoped(Effect.forEach(Array.from({ length: 4 }), () => worker(b, "rb"), { concurrency: "unbounded", discard: true }))
       yield* Effect.sleep("50 millis")
       // rb's first block is empty (every row is ra's): its acquires claim slot by slot

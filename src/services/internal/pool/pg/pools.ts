@@ -101,7 +101,7 @@ export interface Settings {
  * from the acquire's start to its grant, `Clock`), the leases of a block that ended and how
  * long they held their slot in all (ms, from the grant to the slot's return: the call and
  * what the process did around it), the brought-forward top-ups and the rows they claimed,
- * and the rows given back by renewals.
+ * and the rows given back by renewals and by {@link Gate.shedCheck}.
  */
 export interface TraceStats {
   granted: number
@@ -116,6 +116,12 @@ export interface TraceStats {
   topUpRows: number
   givenBack: number
 }
+
+/**
+ * How often a holder above its equal share reads the other runners' demands between renewals
+ * (ms, by `Clock`; see {@link Gate.shedCheck}).
+ */
+export const shedEveryMs = 1_000
 
 const emptyTrace = (): TraceStats => ({
   granted: 0,
@@ -368,8 +374,17 @@ export class Block {
    * whole renewal interval gives its rows back.
    */
   peak = 0
-  /** The other runners' live demands the last renewal read (runner id → demand). */
+  /**
+   * The other runners' live demands as last read (runner id → demand; 0 for a runner
+   * registered with no demand): by the last renewal, or by the last {@link Gate.shedCheck}.
+   */
   others: ReadonlyMap<string, number> = new Map()
+  /**
+   * How many other runners are live for the resource as last read (their demand rows not
+   * expired, 0 included): by the last block claim, renewal or {@link Gate.shedCheck}. With
+   * this runner, what the equal share {@link Gate.equalShare} divides the capacity by.
+   */
+  liveOthers = 0
   /** Local time of the last claim brought forward by waiters ({@link Gate.earlyTopUp}). */
   lastEarly = 0
   constructor(readonly pool: string, readonly resource: string) {}
@@ -406,6 +421,12 @@ interface BlockMode {
   readonly refusedUntil: Map<string, number>
   /** When the previous renewal was sent (a pool with no lease taken since is idle). */
   lastRenewal: number
+  /**
+   * The resources of the local pools when block leases were enabled: this runner is
+   * registered as live for each ({@link Q.registerDemand}), and every renewal writes a demand
+   * (0 when it holds no block of it) for each, so that the others' first guesses count it.
+   */
+  readonly registered: ReadonlyArray<{ readonly pool: string; readonly resource: string }>
 }
 
 /**
@@ -1238,16 +1259,25 @@ export class Gate {
   /**
    * Turns block leases on (idempotent): from now on each resource's slots are claimed as a
    * block at the first acquire of its pool (`⌊capacity ÷ runners⌋` rows, or without `runners`
-   * the capacity split with the runners that have a live demand), renewed through
+   * the capacity split with the live runners, those registered for the resource: this runner
+   * registers itself at once, {@link Q.registerDemand}), renewed through
    * {@link Gate.blockRider} (with the runner's other claims, in one statement) which resizes
    * it to the runner's demand-proportional share, and handed out in memory; a resource whose block is empty (capacity below `runners`, or every row held
    * by others) is served by a slot claim per lease, as without blocks. Starts the watchdog that
-   * loses a block whose local deadline passed with no renewal.
+   * loses a block whose local deadline passed with no renewal. The registration failing is
+   * logged, not an error: the first renewal registers the runner.
    */
   enableBlocks(runners?: number | undefined): Effect.Effect<void> {
     const gate = this
-    return Effect.suspend(() => {
-      if (gate.blockMode !== undefined) return Effect.void
+    return Effect.gen(function*() {
+      if (gate.blockMode !== undefined) return
+      const registered: Array<{ pool: string; resource: string }> = []
+      for (const name of yield* gate.local.names) {
+        const h = yield* Effect.option(gate.local.get(name))
+        if (h._tag === "None") continue
+        for (const info of yield* h.value.resources) registered.push({ pool: name, resource: info.id })
+      }
+      if (gate.blockMode !== undefined) return
       gate.blockMode = {
         runners: runners === undefined ? undefined : Math.max(1, Math.floor(runners)),
         blocks: new Map(),
@@ -1255,9 +1285,16 @@ export class Gate {
         ready: new Set(),
         health: new Map(),
         refusedUntil: new Map(),
-        lastRenewal: 0
+        lastRenewal: 0,
+        registered
       }
-      return Effect.asVoid(Effect.forkIn(Effect.interruptible(gate.blockWatchdog), gate.scope))
+      yield* Effect.forkIn(Effect.interruptible(gate.blockWatchdog), gate.scope)
+      yield* Effect.forkIn(Effect.interruptible(gate.shedLoop), gate.scope)
+      if (registered.length > 0) {
+        yield* Q.registerDemand(gate.sql, gate.settings.runnerId, gate.settings.leaseTtlMs, registered).pipe(
+          Effect.catchAll((e) => Effect.logWarning(`global pools: cannot register for block leases (the first renewal will): ${e.message}`))
+        )
+      }
     })
   }
 
@@ -1280,6 +1317,7 @@ export class Gate {
       block.capacity = claim.capacity
       block.target = claim.size
     }
+    block.liveOthers = claim.liveOthers
     if (claim.claimed.length === 0) return
     const deadline = sent + this.settings.leaseTtlMs - this.marginMs
     block.deadline = block.held === 0 ? deadline : Math.min(block.deadline, deadline)
@@ -1482,6 +1520,85 @@ export class Gate {
   }
 
   /**
+   * A block's equal share: its resource's capacity divided by the live runners as last known
+   * (this one and {@link Block.liveOthers}), rounded down; `undefined` before the capacity is
+   * known.
+   */
+  equalShare(block: Block): number | undefined {
+    return block.capacity === undefined ? undefined : Math.floor(block.capacity / (1 + block.liveOthers))
+  }
+
+  /**
+   * Every {@link shedEveryMs} (by `Clock`), {@link Gate.shedCheck}: between two renewals, a
+   * holder above its equal share gives rows back as soon as another live runner asks for them.
+   */
+  get shedLoop(): Effect.Effect<void> {
+    const gate = this
+    return Effect.gen(function*() {
+      while (gate.blockMode !== undefined) {
+        yield* Effect.sleep(Duration.millis(shedEveryMs))
+        yield* gate.shedCheck
+      }
+    })
+  }
+
+  /**
+   * Block leases, between two renewals (issue 17, blk17al): the blocks holding more than their
+   * equal share ({@link Gate.equalShare}: a renewal or a brought-forward top-up grew them while
+   * the other live runners had no demand yet) read the other runners' demands again (one
+   * `SELECT` on `assay_pool_demand`, {@link Q.othersDemands}; no statement at all when no block
+   * is above its equal share). When another runner's demand is now above 0, the block's share
+   * is computed again ({@link Q.proportionalShare}, with {@link Gate.demandShown} as this
+   * runner's demand) and becomes its size: its free rows above it are given back at once (one
+   * release statement; a row leaves the block, and the local core's ceiling, before it is
+   * released in the table, and only a released row can be claimed by another runner, so the
+   * capacity is never exceeded), rows in use when their calls end ({@link Gate.blockReturn}).
+   * A read or a release that fails is logged and changes nothing more: the next renewal
+   * shares the rows as before.
+   */
+  get shedCheck(): Effect.Effect<void> {
+    const gate = this
+    return Effect.gen(function*() {
+      const mode = gate.blockMode
+      if (mode === undefined) return
+      const above: Array<Block> = []
+      for (const [key, block] of mode.blocks) {
+        const equal = gate.equalShare(block)
+        if (equal === undefined || block.held <= equal || mode.health.get(key)?.dead === true) continue
+        above.push(block)
+      }
+      if (above.length === 0) return
+      const read = yield* Effect.either(Q.othersDemands(gate.sql, gate.settings.runnerId, [...new Set(above.map((b) => b.pool))]))
+      if (Either.isLeft(read)) {
+        yield* Effect.logWarning(`global pools: cannot read the other runners' demands: ${read.left.message}`)
+        return
+      }
+      const me = gate.settings.runnerId
+      const back: Array<Q.Release> = []
+      for (const block of above) {
+        const others = new Map<string, number>()
+        for (const d of read.right) if (d.pool === block.pool && d.resource === block.resource) others.set(d.runner, d.demand)
+        block.others = others
+        block.liveOthers = others.size
+        if (block.capacity === undefined || ![...others.values()].some((d) => d > 0)) continue
+        const share = Q.proportionalShare(block.capacity, new Map([...others, [me, gate.demandShown(block)]]), me)
+        if (share >= block.held) continue
+        block.target = share
+        // the highest free rows first (as a renewal gives them back)
+        block.free.sort((a, b) => a.slot - b.slot)
+        while (block.free.length > 0 && block.held > share) {
+          const c = block.free.pop()!
+          back.push({ pool: block.pool, resource: block.resource, slot: c.slot, leaseId: c.leaseId })
+        }
+        gate.ceiling(block)
+      }
+      if (back.length === 0) return
+      if (gate.settings.trace === true) for (const r of back) gate.traceOf(r.pool).givenBack++
+      yield* gate.write(back)
+    })
+  }
+
+  /**
    * A block's demand now: the local leases of its resource in use (from the block, or by a
    * slot claim of their own) plus the acquires of its pool under way
    * (the local waiters, and those claiming or backing off).
@@ -1516,7 +1633,7 @@ export class Gate {
     return {
       parts: (first) => {
         const mode = gate.blockMode
-        if (mode === undefined || mode.blocks.size === 0) return undefined
+        if (mode === undefined || (mode.blocks.size === 0 && mode.registered.length === 0)) return undefined
         const slots: Array<Q.Release> = []
         const demands: Array<Q.Demand> = []
         for (const b of mode.blocks.values()) {
@@ -1531,7 +1648,17 @@ export class Gate {
         const pools = [...new Set([...mode.blocks.values()].map((b) => b.pool))]
         sentFor = new Map(slots.map((r) => [`${r.pool}\u0000${r.resource}\u0000${r.slot}`, r.leaseId]))
         sentDemand = new Map(demands.map((d) => [`${d.pool}\u0000${d.resource}`, d.demand]))
-        return Q.blockRenewalParts(first, slots, pools, gate.settings.leaseTtlMs, gate.settings.runnerId, demands)
+        // the registration renewed: a demand of 0 for each resource with no block (not in
+        // `sentDemand`: a block claimed before the answer keeps its first guess)
+        const registered = mode.registered.filter((k) => !mode.blocks.has(`${k.pool}\u0000${k.resource}`))
+        return Q.blockRenewalParts(
+          first,
+          slots,
+          pools,
+          gate.settings.leaseTtlMs,
+          gate.settings.runnerId,
+          [...demands, ...registered.map((k) => ({ ...k, demand: 0 }))]
+        )
       },
       settle: (row, sent) =>
         Effect.gen(function*() {
@@ -1575,6 +1702,7 @@ export class Gate {
             if (block === undefined) continue
             block.capacity = r.capacity
             block.others = others.get(key) ?? new Map()
+            block.liveOthers = block.others.size
             // a block created after the statement was sent keeps its first guess
             const demand = sentDemand.get(key)
             if (demand === undefined) continue

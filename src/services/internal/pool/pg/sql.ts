@@ -14,7 +14,10 @@
  * - `assay_pool_demand` (migration 2): one row per (pool, resource, runner) with block leases:
  *   the runner's demand for the resource (leases in use + local waiters) as its last renewal
  *   wrote it, counted while `expires_at` (the renewal's time plus the lease TTL) is in the
- *   future, so a dead runner's demand stops counting after one TTL.
+ *   future, so a dead runner's demand stops counting after one TTL. A row of demand 0 is a
+ *   runner registered as live for the resource ({@link registerDemand}): counted by the first
+ *   block guesses and the equal share a holder checks between renewals ({@link othersDemands}),
+ *   not by the proportional shares.
  *
  * @internal
  */
@@ -414,12 +417,14 @@ export const windowLeftMs = (sql: SqlClient.SqlClient, windowMs: number) =>
 
 /**
  * What {@link claimBlock} answers: the resource's global capacity (`undefined`: no row, or
- * dead), the block size the claim aimed at, and the slots claimed.
+ * dead), the block size the claim aimed at, the slots claimed, and how many other runners
+ * have a live demand row of the resource (0 included: registered runners).
  */
 export interface BlockClaim {
   readonly capacity: number | undefined
   readonly size: number
   readonly claimed: ReadonlyArray<Claimed>
+  readonly liveOthers: number
 }
 
 /**
@@ -429,10 +434,15 @@ export interface BlockClaim {
  * `ttlMs`; `FOR UPDATE SKIP LOCKED`, so concurrent claims never take the same row. `size` is
  * `target` when given (the demand-proportional share of the last renewal, capped by the
  * capacity); otherwise the first guess: `⌊capacity ÷ runners⌋` with `runners` given, else
- * `⌊capacity ÷ (1 + the other runners with a live demand for the resource)⌋`. With `demand`,
+ * `⌊capacity ÷ (1 + the other live runners of the resource)⌋`, a live runner being one with a
+ * demand row not expired, whatever its demand (a runner with block leases writes a row of
+ * demand 0 for every resource of its pools when it starts, {@link registerDemand}, and renews
+ * it with its blocks: so the first runner to claim does not take the whole capacity while
+ * the others, started but not yet asking, would find nothing until its next renewal). With `demand`,
  * the same statement writes it as `holder`'s demand for the resource (counted for `ttlMs`), so
  * that the other runners see a runner that needs the resource at their next renewal, not one
- * renewal of its own later. Answers the capacity it read and the size it used.
+ * renewal of its own later. Answers the capacity it read, the size it used and the number of
+ * other live runners it counted.
  */
 export const claimBlock = (
   sql: SqlClient.SqlClient,
@@ -446,15 +456,17 @@ export const claimBlock = (
   demand?: number | undefined
 ) =>
   Effect.map(
-    sql.unsafe<{ capacity: number | null; size: number | null; claimed: ReadonlyArray<{ slot: number; lease_id: string }> | string | null }>(
+    sql.unsafe<{ capacity: number | null; size: number | null; live_others: number | null; claimed: ReadonlyArray<{ slot: number; lease_id: string }> | string | null }>(
       `WITH r AS (
         SELECT capacity FROM assay_pool_resource WHERE pool = $1 AND resource = $2 AND state <> 'dead'
+      ), live AS (
+        SELECT count(*)::int AS n FROM assay_pool_demand d
+        WHERE d.pool = $1 AND d.resource = $2 AND d.runner <> $3 AND d.expires_at > now()
       ), sz AS (
         SELECT CASE
           WHEN $7::int >= 0 THEN LEAST($7::int, COALESCE((SELECT capacity FROM r), 0))
           WHEN $5::int > 0 THEN COALESCE((SELECT capacity FROM r), 0) / $5::int
-          ELSE COALESCE((SELECT capacity FROM r), 0) / (1 + (SELECT count(*) FROM assay_pool_demand d
-            WHERE d.pool = $1 AND d.resource = $2 AND d.runner <> $3 AND d.demand > 0 AND d.expires_at > now()))::int
+          ELSE COALESCE((SELECT capacity FROM r), 0) / (1 + (SELECT n FROM live))::int
         END AS size
       ), demand AS (
         INSERT INTO assay_pool_demand (pool, resource, runner, demand, expires_at)
@@ -474,7 +486,7 @@ export const claimBlock = (
         FROM pick WHERE s.pool = pick.pool AND s.resource = pick.resource AND s.slot = pick.slot
         RETURNING s.slot, s.lease_id::text AS lease_id
       )
-      SELECT (SELECT capacity FROM r) AS capacity, (SELECT size FROM sz) AS size,
+      SELECT (SELECT capacity FROM r) AS capacity, (SELECT size FROM sz) AS size, (SELECT n FROM live) AS live_others,
         (SELECT COALESCE(json_agg(json_build_object('slot', slot, 'lease_id', lease_id) ORDER BY slot), '[]'::json) FROM up) AS claimed`,
       [
         pool,
@@ -494,7 +506,8 @@ export const claimBlock = (
       return {
         capacity: row === undefined || row.capacity === null ? undefined : Number(row.capacity),
         size: Number(row?.size ?? 0),
-        claimed: list.map((c) => ({ slot: Number(c.slot), leaseId: String(c.lease_id) }))
+        claimed: list.map((c) => ({ slot: Number(c.slot), leaseId: String(c.lease_id) })),
+        liveOthers: Number(row?.live_others ?? 0)
       }
     }
   )
@@ -512,8 +525,9 @@ export interface Demand {
  * from the server's now, only while its own lease holds it and it has not expired),
  * `block_rows` (the state of every resource of `pools`), `block_demand` (writes this runner's
  * `demands`, each counted until now + `ttlMs`) and `block_demands` (the other runners' live
- * demands above 0 for the resources of `pools`: the statement's snapshot, so this runner's own
- * write is not among them), and the three JSON columns the statement selects from them
+ * demand rows for the resources of `pools`, those of 0 included: a registered runner counts as
+ * live for the equal share, not for the proportional one; the statement's snapshot, so this
+ * runner's own write is not among them), and the three JSON columns the statement selects from them
  * (`block_renewed`, `block_resources`, `block_demands`). Parameters from `first`.
  */
 export const blockRenewalParts = (
@@ -548,7 +562,7 @@ export const blockRenewalParts = (
       )`,
       `block_demands AS (
         SELECT d.pool, d.resource, d.runner, d.demand FROM assay_pool_demand d
-        WHERE d.pool = ANY(${p(5)}::text[]) AND d.runner <> ${p(6)}::text AND d.demand > 0 AND d.expires_at > now()
+        WHERE d.pool = ANY(${p(5)}::text[]) AND d.runner <> ${p(6)}::text AND d.expires_at > now()
       )`
     ],
     cols: [
@@ -578,7 +592,7 @@ export interface BlockRenewal {
   readonly renewed: ReadonlyArray<{ readonly pool: string; readonly resource: string; readonly slot: number }>
   /** Each blocked resource's global state (as {@link GlobalRow}, without the lease count). */
   readonly resources: ReadonlyArray<Pick<GlobalRow, "pool" | "resource" | "capacity" | "state" | "throttleMs" | "cooldownMs">>
-  /** The other runners' live demands above 0 (`runner`: their runner id). */
+  /** The other runners' live demands, 0 included (registered runners; `runner`: their runner id). */
   readonly demands: ReadonlyArray<Demand & { readonly runner: string }>
 }
 
@@ -603,6 +617,41 @@ export const blockRenewalOf = (row: Record<string, unknown> | undefined): BlockR
     demand: Number(r.demand)
   }))
 })
+
+/**
+ * Registers a runner with block leases as live for the given resources (`keys`: pool and
+ * resource), before it has any demand: a row of demand 0 for each, counted for `ttlMs`, not
+ * overwriting a demand already written (its expiry is extended). The first guess of the
+ * others' block claims ({@link claimBlock}) counts it; the demand-proportional shares do not
+ * (a demand of 0 has no share). The renewal keeps the rows live (it writes the demand of every
+ * block, the empty ones too).
+ */
+export const registerDemand = (
+  sql: SqlClient.SqlClient,
+  runner: string,
+  ttlMs: number,
+  keys: ReadonlyArray<{ readonly pool: string; readonly resource: string }>
+) =>
+  sql.unsafe(
+    `INSERT INTO assay_pool_demand (pool, resource, runner, demand, expires_at)
+     SELECT k.pool, k.resource, $1::text, 0, now() + make_interval(secs => $2::float8)
+     FROM unnest($3::text[], $4::text[]) AS k(pool, resource)
+     ON CONFLICT (pool, resource, runner) DO UPDATE SET expires_at = GREATEST(assay_pool_demand.expires_at, EXCLUDED.expires_at)`,
+    [runner, secs(ttlMs), keys.map((k) => k.pool), keys.map((k) => k.resource)]
+  )
+
+/**
+ * The other runners' live demand rows (0 included: registered runners) for the resources of
+ * `pools` (block leases: what a holder above its equal share reads between renewals, see
+ * `Gate.shedCheck`). One index range read of `assay_pool_demand`, nothing written.
+ */
+export const othersDemands = (sql: SqlClient.SqlClient, runner: string, pools: ReadonlyArray<string>) =>
+  Effect.map(
+    sql<{ pool: string; resource: string; runner: string; demand: number }>`SELECT pool, resource, runner, demand
+      FROM assay_pool_demand WHERE pool = ANY(${pools}::text[]) AND runner <> ${runner} AND expires_at > now()`,
+    (rows): ReadonlyArray<Demand & { readonly runner: string }> =>
+      rows.map((r) => ({ pool: r.pool, resource: r.resource, runner: r.runner, demand: Number(r.demand) }))
+  )
 
 /** Forgets a runner's demands (a runner stopping): its share goes to the others at their next renewal. */
 export const forgetDemand = (sql: SqlClient.SqlClient, runner: string) =>

@@ -1,5 +1,5 @@
 /**
- * Issue 17, step 1 of docs/scale-out.md "Next: windows claimed whole": with window claims on,
+ * Issue 17, step 1 of docs/scale-out.md "Design: windows claimed whole": with window claims on,
  * a window of pipelines is claimed whole (one row, a token, a TTL on the database's clock),
  * read once, and its tasks run without a task claim, a fence statement or an input read; a
  * local deadline on the process's clock, checked in memory before each call, fences a runner

@@ -1,5 +1,5 @@
 /**
- * Block leases (issue 17, step 2 of docs/scale-out.md "Next: windows claimed whole"): a runner
+ * Block leases (issue 17, step 2 of docs/scale-out.md "Design: windows claimed whole"): a runner
  * holds a block of `⌊capacity ÷ runners⌋` slot rows of each resource, renews it with its
  * window claims in one statement, and hands its leases out in memory.
  *

@@ -1,6 +1,6 @@
 /**
  * A window of pipelines run under one window claim (window claims on; issue 17, step 1 of
- * docs/scale-out.md "Next: windows claimed whole"): what a window workflow's activity executes
+ * docs/scale-out.md "Design: windows claimed whole"): what a window workflow's activity executes
  * in place of a task claim, a fence and an input read per task.
  *
  * 1. The window is claimed whole (`windowClaims.ts`: one row, a token, a TTL on the database's

@@ -1,5 +1,5 @@
 /**
- * Window claims of the cluster engine (issue 17, step 1 of docs/scale-out.md "Next: windows
+ * Window claims of the cluster engine (issue 17, step 1 of docs/scale-out.md "Design: windows
  * claimed whole"): a window of pipelines is run by one execution at a time across every runner
  * process, fenced by **local deadlines** instead of a claim, a fence and an input read per task.
  *

@@ -29,10 +29,9 @@ import * as WindowClaims from "../../src/services/internal/cluster/windowClaims.
 import { windowKey } from "../../src/services/internal/cluster/workflow.js"
 import * as Rows from "../../src/services/internal/runner/rows.js"
 import * as Pool from "../../src/services/Pool.js"
-import type { PoolsService } from "../../src/services/Pools.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
-import { type AnySpec, createClusterDatabase, pgServicesOn, singleRunner, submitSpecs, turn } from "../support/clusterRunner.js"
+import { type AnySpec, createClusterDatabase, markingAtLease, pgServicesOn, singleRunner, submitSpecs, turn } from "../support/clusterRunner.js"
 import { usePostgres } from "../support/postgres.js"
 
 // a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
@@ -101,11 +100,7 @@ describe("cluster: a cancelled run's tasks on a runner (issue 17 §3, in memory)
       yield* admitAll(store, [spec], runId)
       // the run's mark read while the attempt waited for its lease (here: as it is granted)
       let env: TaskEnv | undefined
-      const marking: PoolsService = {
-        ...pools,
-        acquire: <Client,>(o?: Parameters<PoolsService["acquire"]>[0], h?: Parameters<PoolsService["acquire"]>[1]) =>
-          Effect.tap(pools.acquire<Client>(o, h), () => Effect.sync(() => env!.cancelled.set(runId, "study_stop:manual")))
-      }
+      const marking = markingAtLease(pools, () => env!.cancelled.set(runId, "study_stop:manual"))
       env = yield* makeTaskEnv({ store, pools: marking, bus: yield* makeBus, concurrency: 2 })
       assert.strictEqual(yield* runTask(env, spec, 0), "interrupted")
       assert.deepStrictEqual(calls, [], "nothing was called under the lease")

@@ -25,12 +25,11 @@ import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Rows from "../../src/services/internal/runner/rows.js"
 import * as Pool from "../../src/services/Pool.js"
-import type { PoolsService } from "../../src/services/Pools.js"
 import * as Resource from "../../src/domain/Resource.js"
 import * as Runner from "../../src/services/Runner.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
 import { makeCallLog, picture, spender, strayer, travelling } from "../support/controlPicture.js"
-import type { AnySpec } from "../support/clusterRunner.js"
+import { type AnySpec, markingAtLease, racingStore } from "../support/clusterRunner.js"
 
 /** A runner host in this process over a memory store, for `specs`. */
 const hostOf = (specs: ReadonlyArray<AnySpec>) => {
@@ -295,11 +294,7 @@ describe("ClusterEngine: a controlled pipeline cancelled at a lease, and a zombi
       yield* admitControlled(store, spec, runId, 2)
       // the run's mark read while `ask` waited for its lease (here: as it is granted)
       let env: TaskEnv | undefined
-      const marking: PoolsService = {
-        ...pools,
-        acquire: <Client,>(o?: Parameters<PoolsService["acquire"]>[0], h?: Parameters<PoolsService["acquire"]>[1]) =>
-          Effect.tap(pools.acquire<Client>(o, h), () => Effect.sync(() => env!.cancelled.set(runId, "study_stop:manual")))
-      }
+      const marking = markingAtLease(pools, () => env!.cancelled.set(runId, "study_stop:manual"))
       env = yield* makeTaskEnv({ store, pools: marking, bus: yield* makeBus, concurrency: 2 })
       assert.strictEqual(yield* runControlled(env, spec, { live: () => true }), "interrupted")
       // nothing was called under the lease (it called once more before: then it succeeded)
@@ -337,33 +332,18 @@ describe("ClusterEngine: a controlled pipeline cancelled at a lease, and a zombi
       const pools = yield* Pool.Pools
       yield* admitControlled(store, spec, runId, 2)
       let env: TaskEnv | undefined
-      const marking: PoolsService = {
-        ...pools,
-        acquire: <Client,>(o?: Parameters<PoolsService["acquire"]>[0], h?: Parameters<PoolsService["acquire"]>[1]) =>
-          Effect.tap(pools.acquire<Client>(o, h), () => Effect.sync(() => env!.cancelled.set(runId, "study_stop:manual")))
-      }
+      const marking = markingAtLease(pools, () => env!.cancelled.set(runId, "study_stop:manual"))
       let live = true
-      let newOwner: number | undefined
-      const racing: StoreService = {
-        ...store,
-        checkpoint: (unit) =>
-          Effect.gen(function*() {
-            if (unit.pipeline?.state === "interrupted" && newOwner === undefined) {
-              const vs = Option.getOrThrow(yield* store.traversal!.visitState(id))
-              newOwner = vs.version + 1
-              yield* store.checkpoint({ pipelineId: id, traversal: { expectedVersion: vs.version, state: { ...vs, version: newOwner } } })
-              live = false
-            }
-            return yield* store.checkpoint(unit)
-          })
-      }
+      const { newOwner, store: racing } = racingStore(store, id, () => {
+        live = false
+      })
       env = yield* makeTaskEnv({ store: racing, pools: marking, bus: yield* makeBus, concurrency: 2 })
       assert.strictEqual(yield* runControlled(env, spec, { live: () => live }), "lost")
       yield* store.flush
       assert.deepStrictEqual(calls, ["first"])
-      assert.isDefined(newOwner)
+      assert.isDefined(newOwner())
       assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(id)).state, "running")
-      assert.strictEqual(Option.getOrThrow(yield* store.traversal!.visitState(id)).version, newOwner)
+      assert.strictEqual(Option.getOrThrow(yield* store.traversal!.visitState(id)).version, newOwner())
     }).pipe(
       Effect.scoped,
       Effect.provide(Layer.mergeAll(MemoryStore.layer(), Pool.layer([Pool.make("llm", [Resource.make("api", { id: "k", capacity: 1 })])])))
@@ -386,30 +366,19 @@ describe("ClusterEngine: a controlled pipeline cancelled at a lease, and a zombi
       // the execution owns the pipeline when it checks; a new owner commits a step before its
       // interrupted row commits (its ownership is gone from then on)
       let live = true
-      let newOwner: number | undefined
-      const racing: StoreService = {
-        ...store,
-        checkpoint: (unit) =>
-          Effect.gen(function*() {
-            if (unit.pipeline?.state === "interrupted" && newOwner === undefined) {
-              const vs = Option.getOrThrow(yield* store.traversal!.visitState(id))
-              newOwner = vs.version + 1
-              yield* store.checkpoint({ pipelineId: id, traversal: { expectedVersion: vs.version, state: { ...vs, version: newOwner } } })
-              live = false
-            }
-            return yield* store.checkpoint(unit)
-          })
-      }
+      const { newOwner, store: racing } = racingStore(store, id, () => {
+        live = false
+      })
       env = yield* makeTaskEnv({ store: racing, pools: yield* Pool.Pools, bus: yield* makeBus, concurrency: 2 })
       const verdict = yield* runControlled(env, spec, { live: () => live })
       yield* store.flush
       assert.deepStrictEqual(calls, ["a"])
-      assert.isDefined(newOwner, "the cancel was seen at b's entry")
+      assert.isDefined(newOwner(), "the cancel was seen at b's entry")
       // the zombie's write was refused: the row is the new owner's (running, its version), not interrupted
       assert.strictEqual(verdict, "lost")
       const row = Option.getOrThrow(yield* store.getPipeline(id))
       assert.strictEqual(row.state, "running")
-      assert.strictEqual(Option.getOrThrow(yield* store.traversal!.visitState(id)).version, newOwner)
+      assert.strictEqual(Option.getOrThrow(yield* store.traversal!.visitState(id)).version, newOwner())
       assert.deepStrictEqual(yield* store.events({ pipelineId: id, kind: "pipeline.interrupted" }), [])
     }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(MemoryStore.layer(), Pool.layer([])))))
 })

@@ -13,7 +13,7 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert } from "@effect/vitest"
 import { Clock, type Duration, Effect, Fiber, Layer, Logger, LogLevel, Option, Redacted, Stream, TestClock } from "effect"
-import type { RunId } from "../../src/domain/Ids.js"
+import type { PipelineId, RunId } from "../../src/domain/Ids.js"
 import type * as Pipeline from "../../src/domain/Pipeline.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
@@ -21,6 +21,7 @@ import * as InFlight from "../../src/services/internal/cluster/inflight.js"
 import * as WindowClaims from "../../src/services/internal/cluster/windowClaims.js"
 import * as Rows from "../../src/services/internal/runner/rows.js"
 import * as Pool from "../../src/services/Pool.js"
+import type { PoolsService } from "../../src/services/Pools.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
 import type { PgServer } from "./pgServer.js"
 
@@ -138,3 +139,38 @@ export const drive = <A, E>(fiber: Fiber.Fiber<A, E>, step: Duration.DurationInp
     ),
     Fiber.join(fiber)
   )
+
+/**
+ * The pools `pools`, calling `onGranted` each time a lease is granted (before the caller gets
+ * it): the cancel tests mark their run there, as a runner's mark read landing while an attempt
+ * waited for its lease.
+ */
+export const markingAtLease = (pools: PoolsService, onGranted: () => void): PoolsService => ({
+  ...pools,
+  acquire: <Client,>(o?: Parameters<PoolsService["acquire"]>[0], h?: Parameters<PoolsService["acquire"]>[1]) =>
+    Effect.tap(pools.acquire<Client>(o, h), () => Effect.sync(onGranted))
+})
+
+/**
+ * The store `store`, where a new owner commits a step of pipeline `id` (its traversal's version
+ * + 1) just before the first `interrupted` row of it is written, then `onRaced` runs (the
+ * execution's ownership is gone from then on): a zombie's interrupted write racing a takeover.
+ * `newOwner()` is the version the new owner wrote (`undefined`: no race happened).
+ */
+export const racingStore = (store: StoreService, id: PipelineId, onRaced: () => void) => {
+  let newOwner: number | undefined
+  const racing: StoreService = {
+    ...store,
+    checkpoint: (unit) =>
+      Effect.gen(function*() {
+        if (unit.pipeline?.state === "interrupted" && newOwner === undefined) {
+          const vs = Option.getOrThrow(yield* store.traversal!.visitState(id))
+          newOwner = vs.version + 1
+          yield* store.checkpoint({ pipelineId: id, traversal: { expectedVersion: vs.version, state: { ...vs, version: newOwner } } })
+          onRaced()
+        }
+        return yield* store.checkpoint(unit)
+      })
+  }
+  return { store: racing, newOwner: () => newOwner }
+}

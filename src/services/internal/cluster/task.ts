@@ -61,7 +61,7 @@ import { judgeFailure, type PipelineEnv, runAttempt } from "../runner/pipeline.j
 import * as Rows from "../runner/rows.js"
 import { reportMetric } from "../runner/run.js"
 import * as SlotGate from "../runner/slotGate.js"
-import { emptyHold } from "../runner/slotGate.js"
+import { emptyHold, type SlotHold } from "../runner/slotGate.js"
 import * as State from "../runner/state.js"
 import { memberSharedOf } from "./member.js"
 
@@ -982,12 +982,17 @@ const taskTry = (
 ): Effect.Effect<TaskVerdict | "lost", StoreUnavailable> => {
   /** The run this try counts in `env.inFlight`, once known (its marks are read while it runs). */
   let counted: RunId | undefined
+  // the try's worker slot: taken before each attempt and given back after it; an attempt
+  // (or a slot wait) cut short gives it back here, in the try's one region (ops17al: no
+  // region of its own per attempt; `release` is idempotent per holder)
+  const holder = emptyHold()
   return Effect.ensuring(
-    taskTryBody(env, spec, seq, claim, windowed, scope, (runId) => {
+    taskTryBody(env, spec, seq, claim, windowed, scope, holder, (runId) => {
       counted = runId
       enterRun(env, runId)
     }),
     Effect.sync(() => {
+      env.slots.release(holder)
       if (counted !== undefined) leaveRun(env, counted)
     })
   )
@@ -1021,6 +1026,8 @@ const taskTryBody = (
   claim: ClaimState,
   windowed: WindowedTask | undefined,
   scope: Scope.Scope | undefined,
+  /** The try's worker slot (given back by the caller whatever the try's exit). */
+  holder: SlotHold,
   /** Told once the try knows its run (before its first attempt). */
   enter: (runId: RunId) => void
 ): Effect.Effect<TaskVerdict | "lost", StoreUnavailable> =>
@@ -1222,7 +1229,6 @@ const taskTryBody = (
       guardBody
     }
     const leaseIds: Array<string> = []
-    const holder = emptyHold()
     let attempt = 0
     while (true) {
       attempt++
@@ -1239,10 +1245,10 @@ const taskTryBody = (
       if (!claim.fence.lost) {
         // a free slot taken without an Effect (as the embedded engine's pipelines do)
         if (!slots.tryTake(holder)) yield* slots.take(holder)
-        const result = yield* Effect.ensuring(
-          runAttempt(penv, spec, task, seq, attempt, input, holder, attempt === 1 ? undefined : taskStarted),
-          Effect.sync(() => slots.release(holder))
-        )
+        // (an attempt never fails: its exit is in the result; cut short, the try's `ensuring`
+        // gives the slot back)
+        const result = yield* runAttempt(penv, spec, task, seq, attempt, input, holder, attempt === 1 ? undefined : taskStarted)
+        slots.release(holder)
         // a lease granted after the run was cancelled: the attempt stopped before its call
         if (cutByCancel) return yield* settleCancelled(cancelReason(env, runId, pipelineId) ?? "cancelled")
         // L4: another executor committed this task while the attempt waited for its lease

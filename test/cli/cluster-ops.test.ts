@@ -91,7 +91,7 @@ describe("cluster operations on the command line", () => {
       yield* Effect.promise(() => pg.createDatabase("e2e"))
       const url = pg.url("e2e")
       assert.strictEqual((yield* assay(["migrate", "--database", url])).code, 0)
-      const port = 39000 + Math.floor(Math.random() * 500)
+      const port = yield* Effect.promise(freePort)
       const runner = start(["runner", "-c", file, "--database", url, "--listen", `127.0.0.1:${port}`])
       yield* Effect.addFinalizer(() => Effect.sync(() => runner.child.kill("SIGKILL")))
       const sub = yield* assay(["run", "-c", file, "--engine", "cluster", "--database", url])

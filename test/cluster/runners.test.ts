@@ -19,7 +19,7 @@ import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Effect, Fiber, FiberRef, Layer, Logger, LogLevel, Option, Redacted, Schedule, Stream } from "effect"
+import { Cause, Effect, Fiber, FiberRef, Layer, Logger, LogLevel, Option, Redacted, Schedule, Stream } from "effect"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
@@ -27,7 +27,7 @@ import * as InFlight from "../../src/services/internal/cluster/inflight.js"
 import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as Pool from "../../src/services/Pool.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
-import { usePostgres } from "../support/postgres.js"
+import { freePort, usePostgres } from "../support/postgres.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 
@@ -101,8 +101,6 @@ const assertAllDone = (store: StoreService, specs: ReadonlyArray<AnySpec>) =>
       assert.deepStrictEqual(artifacts.map((a) => a.seq), [-1, 0, 1, 2])
     }), { discard: true })
 
-const basePort = 36000 + Math.floor(Math.random() * 2000) * 3
-
 
 /** A fresh database `db` with the engine's in-flight markers (what `assay migrate` creates beside the cluster's tables). */
 const createDatabase = (db: string) =>
@@ -112,19 +110,32 @@ const createDatabase = (db: string) =>
   )
 
 /**
- * Waits until `n` runners are registered and healthy in `db`'s runner storage: a runner that
+ * Waits until the `runners` are registered and healthy in `db`'s runner storage: a runner that
  * registers late (a loaded machine) finds every window of a short run already started on the
- * runners that were there.
+ * runners that were there. Fails at once, with its cause, when a runner's layer ended (e.g.
+ * its port was taken: a wait for it would only meet the test's time-out), and after 60 s
+ * with the count it saw.
  */
-const registered = (db: string, n: number) =>
+const registered = (db: string, runners: ReadonlyArray<Fiber.RuntimeFiber<never, unknown>>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    yield* Effect.repeat(
-      Effect.map(
-        Effect.catchAll(sql<{ n: number }>`SELECT count(*)::int AS n FROM cluster_runners WHERE healthy`, () => Effect.succeed([{ n: 0 }])),
-        (rows) => rows[0]?.n ?? 0
-      ),
-      { until: (up) => up >= n, schedule: Schedule.spaced("100 millis") }
+    const check = Effect.gen(function*() {
+      for (const [i, runner] of runners.entries()) {
+        const exit = yield* Fiber.poll(runner)
+        if (Option.isSome(exit)) {
+          return yield* Effect.die(new Error(`runner ${i} stopped before registering: ${exit.value._tag === "Failure" ? Cause.pretty(exit.value.cause) : "its layer ended"}`))
+        }
+      }
+      const rows = yield* Effect.catchAll(sql<{ n: number }>`SELECT count(*)::int AS n FROM cluster_runners WHERE healthy`, () => Effect.succeed([{ n: 0 }]))
+      return rows[0]?.n ?? 0
+    })
+    let seen = 0
+    yield* Effect.repeat(Effect.tap(check, (n) => Effect.sync(() => void (seen = n))), {
+      until: (up) => up >= runners.length,
+      schedule: Schedule.spaced("100 millis")
+    }).pipe(
+      Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => new Error(`${seen} of ${runners.length} runners registered after 60 s`) }),
+      Effect.orDie
     )
   }).pipe(Effect.scoped, Effect.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })))
 
@@ -139,12 +150,12 @@ describe("ClusterEngine: three runners on PostgreSQL (in one process)", () => {
       // the first runner creates the cluster's tables before the others start (L6)
       const runners: Array<Fiber.RuntimeFiber<never, unknown>> = []
       for (let i = 0; i < 3; i++) {
-        runners.push(yield* Effect.fork(Layer.launch(runnerOf("c1", basePort + i, store, specs)).pipe(
+        runners.push(yield* Effect.fork(Layer.launch(runnerOf("c1", yield* Effect.promise(freePort), store, specs)).pipe(
           Effect.locally(whoRef, i)
         )))
         yield* Effect.sleep(i === 0 ? "1500 millis" : "300 millis")
       }
-      yield* registered("c1", 3)
+      yield* registered("c1", runners)
       // windows of 3 (a quarter of --max-admitted): four at once, over the runners' shards
       const report = yield* ClusterEngine.submit(Stream.fromIterable(specs), { maxAdmitted: 12, pollInterval: "100 millis" }).pipe(
         Effect.provide(clientOf("c1"))
@@ -170,12 +181,12 @@ describe("ClusterEngine: three runners on PostgreSQL (in one process)", () => {
       const store = yield* Store
       const runners: Array<Fiber.RuntimeFiber<never, unknown>> = []
       for (let i = 0; i < 3; i++) {
-        runners.push(yield* Effect.fork(Layer.launch(runnerOf("c2", basePort + 3 + i, store, specs)).pipe(
+        runners.push(yield* Effect.fork(Layer.launch(runnerOf("c2", yield* Effect.promise(freePort), store, specs)).pipe(
           Effect.locally(whoRef, i)
         )))
         yield* Effect.sleep(i === 0 ? "1500 millis" : "300 millis")
       }
-      yield* registered("c2", 3)
+      yield* registered("c2", runners)
       const submitter = yield* Effect.fork(
         ClusterEngine.submit(Stream.fromIterable(specs), { maxAdmitted: 12, pollInterval: "100 millis" }).pipe(
           Effect.provide(clientOf("c2"))

@@ -68,7 +68,8 @@
  * clock's start to the first of each step, read from the rows the run left (the run's row, the
  * first pipeline admitted, the first window's start message and its activity (snowflake ids of
  * `cluster_messages`), the first attempt started and ended, the first pipeline succeeded, the
- * 1,000th), and the submitter's whole CPU (BENCHMARKS.md start17am).
+ * 1,000th), the tasks ended in each of the first 15 seconds, and the submitter's whole CPU
+ * (BENCHMARKS.md start17am).
  */
 import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -443,6 +444,16 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
         bench: "cluster.start",
         pipelines: N,
         ms_from_spawn: Object.fromEntries(steps.map((k, i) => [k, at[i] === undefined || at[i] === "" ? null : Number(at[i]) - t0Epoch])),
+        // tasks (attempts) ended in each second of the first 15 after the spawn: how fast the
+        // 64 slots fill (the pool's FIFO serves every admitted pipeline's first task before any
+        // second one, so the first successes lag the slots' use)
+        tasks_ended_by_second: (() => {
+          const counts = new Map(sql(
+            `SELECT floor((ended_at - ${t0Epoch}) / 1000.0)::int AS s, count(*) FROM assay_attempts
+             WHERE ended_at IS NOT NULL AND ended_at < ${t0Epoch} + 15000 GROUP BY 1`
+          ).split("\n").filter((l) => l !== "").map((l) => l.split("|").map(Number) as [number, number]))
+          return Array.from({ length: 15 }, (_, i) => counts.get(i) ?? 0)
+        })(),
         submitter_ms: Math.round(sub.ms),
         submitter_cpu_s: +sub.cpu.toFixed(2),
         load_before: load

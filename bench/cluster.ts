@@ -58,7 +58,18 @@
  * submitter's default, 1,024 since pg17ad, 256 before),
  * `BENCH_CLUSTER_LATENCY=1` (a `cluster.latency` line: where a pipeline's time in flight goes,
  * from the rows the run left (see {@link LATENCY_SQL}), and the pipelines in flight on average;
- * BENCHMARKS.md pg17ad).
+ * BENCHMARKS.md pg17ad), `BENCH_CLUSTER_BIN` (the `bin/assay` the bench runs, default this tree's: another
+ * worktree's build, for base/branch pairs run by the same bench).
+ *
+ * The clock of a cluster round starts as the submitter is spawned (its process's own start,
+ * runtime choice, config, connection and checks are in the wall time). A `cluster.timeline` line
+ * every second for the first 15 s, then every 5 s (pipelines running and succeeded, the runners'
+ * and Postgres's CPU since the clock started); after the run, a `cluster.start` line: ms from the
+ * clock's start to the first of each step, read from the rows the run left (the run's row, the
+ * first pipeline admitted, the first window's start message and its activity (snowflake ids of
+ * `cluster_messages`), the first attempt started and ended, the first pipeline succeeded, the
+ * 1,000th), the tasks ended in each of the first 15 seconds, and the submitter's whole CPU
+ * (BENCHMARKS.md start17am).
  */
 import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -98,7 +109,7 @@ const TASK_MS = 50
 const TASKS = 3
 const BOUND = CAPACITY / (TASK_MS / 1000)
 const root = path.resolve(import.meta.dirname, "..")
-const bin = path.join(root, "bin/assay")
+const bin = process.env.BENCH_CLUSTER_BIN ?? path.join(root, "bin/assay")
 const TICK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
 
 /**
@@ -386,10 +397,15 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
     const pgCpu0 = pgCpu(postmaster)
     const runnerCpu0 = runners.map((r) => cpuOf(r.pid!))
     const load = uptime()
-    // every 5 s: pipelines running and succeeded, runners' and Postgres's CPU since the start
-    // (does the cost per pipeline grow with the backlog admitted?)
+    // every second for the first 15 s (the start), then every 5 s: pipelines running and
+    // succeeded, runners' and Postgres's CPU since the start (does the cost per pipeline grow
+    // with the backlog admitted?)
     const t0 = performance.now()
+    const t0Epoch = Date.now()
+    let tick = 0
     const timeline = setInterval(() => {
+      tick++
+      if (tick > 15 && tick % 5 !== 0) return
       try {
         const [running, succeeded] = sql(
           "SELECT count(*) FILTER (WHERE state = 'running'), count(*) FILTER (WHERE state = 'succeeded') FROM assay_pipelines"
@@ -405,7 +421,7 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
       } catch {
         // the table is not there yet
       }
-    }, 5_000)
+    }, 1_000)
     const sub = await timed(
       ["run", "-c", file, "--engine", "cluster", "--database", url, ...(MAX_ADMITTED === undefined ? [] : ["--max-admitted", String(MAX_ADMITTED)]), "--quiet"],
       env,
@@ -413,6 +429,36 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
       "submitter"
     )
     clearInterval(timeline)
+    {
+      // the start: ms from the clock's start (the submitter's spawn) to the first of each step
+      const steps = ["run_registered", "first_admitted", "first_start_sent", "first_activity", "first_attempt_started", "first_attempt_ended", "first_succeeded", "succeeded_1000"]
+      const at = sql(
+        `SELECT (SELECT min(started_at) FROM assay_runs), (SELECT min(created_at) FROM assay_pipelines),
+           (SELECT min((id >> 22) + 1735689600000) FROM cluster_messages WHERE tag = 'run'),
+           (SELECT min((id >> 22) + 1735689600000) FROM cluster_messages WHERE tag = 'activity'),
+           (SELECT min(started_at) FROM assay_attempts), (SELECT min(ended_at) FROM assay_attempts),
+           (SELECT min(ended_at) FROM assay_pipelines WHERE state = 'succeeded'),
+           (SELECT ended_at FROM assay_pipelines WHERE state = 'succeeded' ORDER BY ended_at OFFSET 999 LIMIT 1)`
+      ).split("|")
+      emit({
+        bench: "cluster.start",
+        pipelines: N,
+        ms_from_spawn: Object.fromEntries(steps.map((k, i) => [k, at[i] === undefined || at[i] === "" ? null : Number(at[i]) - t0Epoch])),
+        // tasks (attempts) ended in each second of the first 15 after the spawn: how fast the
+        // 64 slots fill (the pool's FIFO serves every admitted pipeline's first task before any
+        // second one, so the first successes lag the slots' use)
+        tasks_ended_by_second: (() => {
+          const counts = new Map(sql(
+            `SELECT floor((ended_at - ${t0Epoch}) / 1000.0)::int AS s, count(*) FROM assay_attempts
+             WHERE ended_at IS NOT NULL AND ended_at < ${t0Epoch} + 15000 GROUP BY 1`
+          ).split("\n").filter((l) => l !== "").map((l) => l.split("|").map(Number) as [number, number]))
+          return Array.from({ length: 15 }, (_, i) => counts.get(i) ?? 0)
+        })(),
+        submitter_ms: Math.round(sub.ms),
+        submitter_cpu_s: +sub.cpu.toFixed(2),
+        load_before: load
+      })
+    }
     const ops1 = OPS ? await opsOf(runnerPids) : []
     const runnerCpu = runners.map((r, i) => cpuOf(r.pid!) - runnerCpu0[i]!)
     const pgCpuS = pgCpu(postmaster) - pgCpu0

@@ -10,7 +10,8 @@
  *   warm-up, and again by a run whose cache V8 rejected, e.g. under another Node version;
  *   `ASSAY_CODE_CACHE=write` forces the write, `=off` disables the cache). A command that meets
  *   user code all the same (a config file's `plugins:`) goes on on the unbundled runtime; one
- *   whose config files name a module file ({@link configsNameUserCode}) starts there at once.
+ *   whose config files name a module file ({@link configsNameUserCode}) starts there at once,
+ *   and so does a cluster command ({@link runsCluster}: its module is not in the bundle).
  *
  * The bundle's file name carries a digest of its content: V8 checks a cache only against the
  * source's length, so a cache is never read for another bundle.
@@ -97,6 +98,37 @@ export const configsNameUserCode = (argv: ReadonlyArray<string>, cwd: string = p
   })
 }
 
+/**
+ * Whether `argv` (as `process.argv`) is a cluster command: `runner`, `migrate`, or a command
+ * given `--engine cluster` (`run`, `resume`, `study run`). Each loads `cli/ClusterRun.js` (or
+ * `ClusterStudy.js`), which the fast-start bundle leaves out (it would make every other
+ * command parse @effect/cluster, -workflow and -sql-pg) and refuses, so on the bundle the
+ * command would start, stop and run again on the unbundled runtime: ~0.3–0.5 s of CPU more for
+ * every runner and submitter (`BENCHMARKS.md`, start17am). Not with `--help`/`-h` (help never
+ * loads the cluster's module).
+ *
+ * @since 0.17.0
+ * @category running
+ */
+export const runsCluster = (argv: ReadonlyArray<string>): boolean => {
+  const words = argv.slice(2)
+  if (words.some((w) => w === "--help" || w === "-h")) return false
+  return words[0] === "runner" || words[0] === "migrate" ||
+    words.some((w, i) => w === "--engine=cluster" || (w === "--engine" && words[i + 1] === "cluster"))
+}
+
+/**
+ * Whether the launcher starts `argv` (as `process.argv`) on the unbundled runtime at once
+ * rather than on the fast-start bundle: it names user code ({@link namesUserCode}), is a
+ * cluster command ({@link runsCluster}), or names a config file that names user code
+ * ({@link configsNameUserCode}, files relative to `cwd`).
+ *
+ * @since 0.17.0
+ * @category running
+ */
+export const startsUnbundled = (argv: ReadonlyArray<string>, cwd: string = process.cwd()): boolean =>
+  namesUserCode(argv) || runsCluster(argv) || configsNameUserCode(argv, cwd)
+
 const here = path.dirname(fileURLToPath(import.meta.url))
 
 /** Runs `argv` on the unbundled runtime. */
@@ -170,7 +202,7 @@ const loadBundle = (file: string): { readonly start: (argv: ReadonlyArray<string
  * @category running
  */
 export const launch = (argv: ReadonlyArray<string>): void => {
-  const bundle = namesUserCode(argv) || configsNameUserCode(argv) ? undefined : bundlePath()
+  const bundle = startsUnbundled(argv) ? undefined : bundlePath()
   if (bundle === undefined) return full(argv)
   loadBundle(bundle).start(argv, () => full(argv))
 }

@@ -101,38 +101,50 @@ const isTypeScript = (url: string): boolean => /\.[mc]?ts$/.test(url.split(/[?#]
  * `index.js`, so user code and the CLI share one instance), and bare specifiers a user's file
  * cannot resolve are resolved from assay's installation); before the first TypeScript module,
  * registers tsx's ESM and CommonJS loaders (`import "tsx"`, as `node --import tsx` does). Both stay
- * registered for the process's life (Node offers no unregister).
+ * registered for the process's life (Node offers no unregister). A module of the CLI's own
+ * installation (a URL under the directory of `index`, e.g. `cli/ClusterRun.js`, which the CLI
+ * loads through its loader only to keep it out of the fast-start bundle) is imported at once,
+ * with no hooks registered: it is not user code, and its module graph would otherwise go
+ * through the hooks.
  *
  * - `hooks`: the URL of the hooks module;
- * - `index`: the URL `import "assay"` resolves to.
+ * - `index`: the URL `import "assay"` resolves to (its directory: the CLI's own modules).
  *
  * @since 0.1.0
  * @category constructors
  */
-export const registering = (options: { readonly hooks: string; readonly index: string }): ModuleLoaderService => ({
-  load: (url) =>
-    Effect.tryPromise({
-      try: async () => {
-        if (!registered.hooks) {
-          // a first user module that imports `assay`: the CLI's whole module graph (its `index`
-          // and, through it, effect and @effect/*) first, while no hook is registered: once
-          // hooks are registered every module the process loads goes through them (a round trip
-          // to Node's hooks thread, and tsx's resolution), which doubled the CPU time of loading
-          // the modules `import "assay"` brings (BENCHMARKS.md, ci20). A module that does not
-          // name `assay` may need much less of it: nothing is loaded ahead then.
-          if (namesAssay(url)) await import(options.index)
-          const { register } = await import("node:module")
-          register(options.hooks, { data: { index: options.index } })
-          registered.hooks = true
-        }
-        if (!registered.typescript && isTypeScript(url)) {
-          // what `node --import tsx` does: tsx's ESM and CommonJS loaders, working together (a
-          // `.ts` file with no `"type": "module"` above it loads as CommonJS)
-          await import(tsxLoader)
-          registered.typescript = true
-        }
-        return await (import(url) as Promise<Record<string, unknown>>)
-      },
-      catch: (e) => e
-    })
-})
+export const registering = (options: { readonly hooks: string; readonly index: string }): ModuleLoaderService => {
+  const own = new URL(".", options.index).href
+  return {
+    load: (url) =>
+      Effect.tryPromise({
+        try: async () => {
+          // one of the CLI's own modules (`cli/ClusterRun.js`, kept out of the fast-start
+          // bundle and loaded through this loader for that): not user code, its imports resolve
+          // from assay's installation; through the hooks its graph (@effect/cluster, -workflow,
+          // -sql-pg) cost ~0.5 s more CPU per start (BENCHMARKS.md, start17am)
+          if (url.startsWith(own)) return await (import(url) as Promise<Record<string, unknown>>)
+          if (!registered.hooks) {
+            // a first user module that imports `assay`: the CLI's whole module graph (its `index`
+            // and, through it, effect and @effect/*) first, while no hook is registered: once
+            // hooks are registered every module the process loads goes through them (a round trip
+            // to Node's hooks thread, and tsx's resolution), which doubled the CPU time of loading
+            // the modules `import "assay"` brings (BENCHMARKS.md, ci20). A module that does not
+            // name `assay` may need much less of it: nothing is loaded ahead then.
+            if (namesAssay(url)) await import(options.index)
+            const { register } = await import("node:module")
+            register(options.hooks, { data: { index: options.index } })
+            registered.hooks = true
+          }
+          if (!registered.typescript && isTypeScript(url)) {
+            // what `node --import tsx` does: tsx's ESM and CommonJS loaders, working together (a
+            // `.ts` file with no `"type": "module"` above it loads as CommonJS)
+            await import(tsxLoader)
+            registered.typescript = true
+          }
+          return await (import(url) as Promise<Record<string, unknown>>)
+        },
+        catch: (e) => e
+      })
+  }
+}

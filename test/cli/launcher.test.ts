@@ -3,12 +3,14 @@
  * (`configsNameUserCode`): a config that names a module file, directly or through the config
  * files it names (a study's experiment), starts on the unbundled runtime at once; a config
  * without one (or naming only a JSON Schema that mentions `.ts` files) stays on the bundle.
+ * Cluster commands (`runner`, `migrate`, `--engine cluster`), whose module the bundle refuses,
+ * start on the unbundled runtime at once too (`startsUnbundled`).
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { configsNameUserCode, namesUserCode } from "../../src/cli/launcher.js"
+import { configsNameUserCode, namesUserCode, startsUnbundled } from "../../src/cli/launcher.js"
 
 const dir = (files: Record<string, string>): string => {
   const d = fs.mkdtempSync(path.join(os.tmpdir(), "assay-launcher-"))
@@ -51,5 +53,21 @@ describe("launcher: configs that name user code", () => {
   it("config files naming each other in a loop end the look", () => {
     const d = dir({ "a.json": "{\"next\": \"b.json\"}", "b.json": "{\"next\": \"a.json\"}" })
     assert.isFalse(configsNameUserCode(argv("validate", "-c", "a.json"), d))
+  })
+})
+
+describe("launcher: cluster commands", () => {
+  it("runner, migrate and --engine cluster start on the unbundled runtime; their help and the embedded engine stay on the bundle", () => {
+    const d = dir({ "exp.json": JSON.stringify({ pipeline: { tasks: [{ use: "simulateLlm" }] } }) })
+    const url = "postgres://u@127.0.0.1:5432/db"
+    assert.isTrue(startsUnbundled(argv("runner", "-c", "exp.json", "--database", url), d))
+    assert.isTrue(startsUnbundled(argv("migrate", "--database", url), d))
+    assert.isTrue(startsUnbundled(argv("run", "-c", "exp.json", "--engine", "cluster", "--database", url, "--quiet"), d))
+    assert.isTrue(startsUnbundled(argv("run", "-c", "exp.json", "--resume", "--engine=cluster", "--database", url), d))
+    assert.isTrue(startsUnbundled(argv("study", "run", "study.json", "--engine", "cluster"), d))
+    assert.isFalse(startsUnbundled(argv("run", "-c", "exp.json", "--store", "s.db"), d))
+    assert.isFalse(startsUnbundled(argv("run", "-c", "exp.json", "--engine", "local"), d))
+    assert.isFalse(startsUnbundled(argv("runner", "--help"), d))
+    assert.isFalse(startsUnbundled(argv("run", "--engine", "cluster", "-h"), d))
   })
 })

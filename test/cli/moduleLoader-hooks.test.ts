@@ -6,7 +6,8 @@
  * a plain `node` process (no test runner's loader in between) with stand-ins: an `index` that
  * imports a second module, hooks that log each module they load and resolve `assay` to the
  * index, a user module importing `assay`. A user module that does not name `assay` has
- * nothing loaded ahead of it.
+ * nothing loaded ahead of it. A module under the index's directory (the CLI's own, as
+ * `cli/ClusterRun.js` next to `dist/index.js`) is imported with no hooks registered at all.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -20,8 +21,9 @@ describe("ModuleLoader.registering", () => {
     Effect.gen(function*() {
       const dir = yield* tempDir("loader-hooks")
       const log = path.join(dir, "loaded.log")
-      write(dir, "dep.mjs", "export const dep = 1\n")
-      write(dir, "index.mjs", "export { dep } from './dep.mjs'\nexport const marker = 'index'\nglobalThis.indexLoaded = true\n")
+      // the index and its graph in a directory of their own (as `dist/`), the user's modules beside it
+      write(dir, "dist/dep.mjs", "export const dep = 1\n")
+      write(dir, "dist/index.mjs", "export { dep } from './dep.mjs'\nexport const marker = 'index'\nglobalThis.indexLoaded = true\n")
       write(dir, "user.mjs", "import { marker, dep } from 'assay'\nexport const seen = marker + dep\n")
       write(dir, "other.mjs", "export const seen = globalThis.indexLoaded === true ? 'index loaded' : 'no index'\n")
       write(dir, "hooks.mjs", [
@@ -40,7 +42,7 @@ describe("ModuleLoader.registering", () => {
       const main = (user: string) => write(dir, "main.mjs", [
         `import { Effect } from ${JSON.stringify(pathToFileURL(path.join(root, "node_modules/effect/dist/esm/index.js")).href)}`,
         `import { registering } from ${JSON.stringify(pathToFileURL(path.join(root, "dist/layers/ModuleLoader.js")).href)}`,
-        `const loader = registering({ hooks: ${JSON.stringify(url("hooks.mjs"))}, index: ${JSON.stringify(url("index.mjs"))} })`,
+        `const loader = registering({ hooks: ${JSON.stringify(url("hooks.mjs"))}, index: ${JSON.stringify(url("dist/index.mjs"))} })`,
         `const m = await Effect.runPromise(loader.load(${JSON.stringify(url(user))}))`,
         `console.log(m.seen)`
       ].join("\n"))
@@ -49,13 +51,43 @@ describe("ModuleLoader.registering", () => {
       assert.strictEqual(r.stdout.trim(), "index1")
       const loaded = fs.readFileSync(log, "utf8").trim().split("\n")
       assert.include(loaded, url("user.mjs"))
-      assert.notInclude(loaded, url("index.mjs"))
-      assert.notInclude(loaded, url("dep.mjs"))
+      assert.notInclude(loaded, url("dist/index.mjs"))
+      assert.notInclude(loaded, url("dist/dep.mjs"))
 
       fs.rmSync(log)
       const other = yield* exec(process.execPath, [main("other.mjs")], { cwd: dir })
       assert.strictEqual(other.code, 0, other.stderr)
       assert.strictEqual(other.stdout.trim(), "no index")
       assert.deepStrictEqual(fs.readFileSync(log, "utf8").trim().split("\n"), [url("other.mjs")])
+    }))
+
+  it.scopedLive("imports a module of the CLI's own (under the index's directory) without registering the hooks", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("loader-own")
+      const log = path.join(dir, "hooks.log")
+      write(dir, "dist/index.mjs", "export const marker = 'index'\n")
+      write(dir, "dist/dep.mjs", "export const dep = 1\n")
+      write(dir, "dist/cli/own.mjs", "import { dep } from '../dep.mjs'\nexport const seen = 'own' + dep\n")
+      // the hooks say when they are registered (initialize) and what they load
+      write(dir, "hooks.mjs", [
+        `import * as fs from "node:fs"`,
+        `export async function initialize() { fs.appendFileSync(${JSON.stringify(log)}, "registered\\n") }`,
+        `export async function load(url, context, next) {`,
+        `  fs.appendFileSync(${JSON.stringify(log)}, url + "\\n")`,
+        `  return next(url, context)`,
+        `}`
+      ].join("\n"))
+      const url = (name: string) => pathToFileURL(path.join(dir, name)).href
+      write(dir, "main.mjs", [
+        `import { Effect } from ${JSON.stringify(pathToFileURL(path.join(root, "node_modules/effect/dist/esm/index.js")).href)}`,
+        `import { registering } from ${JSON.stringify(pathToFileURL(path.join(root, "dist/layers/ModuleLoader.js")).href)}`,
+        `const loader = registering({ hooks: ${JSON.stringify(url("hooks.mjs"))}, index: ${JSON.stringify(url("dist/index.mjs"))} })`,
+        `const m = await Effect.runPromise(loader.load(${JSON.stringify(url("dist/cli/own.mjs"))}))`,
+        `console.log(m.seen)`
+      ].join("\n"))
+      const r = yield* exec(process.execPath, [path.join(dir, "main.mjs")], { cwd: dir })
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(r.stdout.trim(), "own1")
+      assert.isFalse(fs.existsSync(log), fs.existsSync(log) ? fs.readFileSync(log, "utf8") : "")
     }))
 })

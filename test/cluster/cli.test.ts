@@ -67,7 +67,7 @@ describe("cluster engine flags", () => {
       assert.notStrictEqual(accepted.code, 0, accepted.stderr)
       assert.notInclude(accepted.stderr, "not supported")
       assert.include(accepted.stderr, "127.0.0.1:1")
-    }))
+    }), 180_000)
 
   it.scopedLive("the call cache flags are refused with --engine cluster: exit 2 naming the flag and run.cache", () =>
     Effect.gen(function*() {
@@ -173,7 +173,9 @@ describe("cluster engine flags", () => {
         assert.include(r.stderr, says)
         assert.notInclude(r.stderr + r.stdout, "s3cret")
       }
-    }))
+      // six runner processes one after the other, each on the unbundled runtime (start17am: a
+      // cluster command starts there at once, ~2.2 s of CPU): room for a loaded machine
+    }), 180_000)
 })
 
 describe("leaseTiming", () => {

@@ -29,27 +29,9 @@ import { Context, Duration, Effect, Layer, Redacted, type Scope } from "effect"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { createHash } from "node:crypto"
 import * as Pg from "pg"
+import { PREPARED } from "../../../services/internal/preparedMark.js"
 
-/**
- * The mark that makes a statement a named prepared one (an SQL comment: the text runs the same
- * on any client).
- *
- * @since 0.19.0
- * @category constants
- */
-export const PREPARED = "/*assay:prepared*/ "
-
-/**
- * `text` marked as a prepared statement (see the module docs). Mark only texts drawn from a
- * small fixed set (whose values all go in parameters).
- *
- * @param text - the statement.
- * @returns the statement with {@link PREPARED} in front.
- *
- * @since 0.19.0
- * @category constructors
- */
-export const prepared = (text: string): string => PREPARED + text
+export { PREPARED, prepared } from "../../../services/internal/preparedMark.js"
 
 /**
  * How many distinct marked texts one process names (further ones are sent unnamed).

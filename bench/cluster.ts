@@ -564,14 +564,14 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
     if (STATEMENTS) {
       const rows = (order: string) =>
         sql(
-          `SELECT calls, round(total_exec_time::numeric, 1), round(total_plan_time::numeric, 1), regexp_replace(left(query, 160), '\\s+', ' ', 'g') FROM pg_stat_statements
+          `SELECT calls, round(total_exec_time::numeric, 1), round(total_plan_time::numeric, 1), plans, regexp_replace(left(query, 160), '\\s+', ' ', 'g') FROM pg_stat_statements
            WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY ${order} DESC LIMIT 25`
         ).split("\n").filter((l) => l !== "").map((l) => {
-          const [calls, ms, planMs, ...q] = l.split("|")
-          return { per_pipeline: +(Number(calls) / N).toFixed(2), exec_ms: Number(ms), plan_ms: Number(planMs), query: q.join("|") }
+          const [calls, ms, planMs, plans, ...q] = l.split("|")
+          return { per_pipeline: +(Number(calls) / N).toFixed(2), exec_ms: Number(ms), plan_ms: Number(planMs), plans_per_call: +(Number(plans) / Math.max(1, Number(calls))).toFixed(2), query: q.join("|") }
         })
-      const [calls, ms, planMs] = sql("SELECT sum(calls), round(sum(total_exec_time)::numeric, 1), round(sum(total_plan_time)::numeric, 1) FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'").split("|").map(Number)
-      emit({ bench: "cluster.statements", pipelines: N, per_pipeline: +(calls! / N).toFixed(1), exec_ms_per_pipeline: +(ms! / N).toFixed(2), plan_ms_per_pipeline: +(planMs! / N).toFixed(2), by_calls: rows("calls"), by_time: rows("total_exec_time") })
+      const [calls, ms, planMs, plans] = sql("SELECT sum(calls), round(sum(total_exec_time)::numeric, 1), round(sum(total_plan_time)::numeric, 1), sum(plans) FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'").split("|").map(Number)
+      emit({ bench: "cluster.statements", pipelines: N, per_pipeline: +(calls! / N).toFixed(1), plans_per_pipeline: +(plans! / N).toFixed(2), exec_ms_per_pipeline: +(ms! / N).toFixed(2), plan_ms_per_pipeline: +(planMs! / N).toFixed(2), by_calls: rows("calls"), by_time: rows("total_exec_time") })
     }
     if (LATENCY) {
       const steps = sql(LATENCY_SQL).split("\n").filter((l) => l !== "").map((l) => {

@@ -23,6 +23,7 @@ import type * as Pipeline from "../domain/Pipeline.js"
 import { memberDigest, memberDigestOf, memberPath, tagSpec } from "../domain/Suite.js"
 import * as Words from "../domain/internal/words.js"
 import * as PgSuites from "../layers/internal/pg/suites.js"
+import * as Prepared from "../layers/internal/pg/prepared.js"
 import { shellQuote } from "../services/internal/processRunner.js"
 import { connectionMessage, isConnectionProblem, isLoginRefused } from "../layers/internal/pg/connect.js"
 import { hasPassword, PASSWORD_HINT, redactUrlsIn, scrub, withoutPassword } from "../layers/internal/pg/url.js"
@@ -153,11 +154,12 @@ const runnerCache = (experiment: Hosted, target: StoreResolver.StoreTarget) =>
   })
 
 /**
- * A `SqlClient` on the database URL.
+ * A `SqlClient` on the database URL whose connections send the marked hot statements (the
+ * pools', the window claims') as named prepared statements (`internal/pg/prepared.ts`).
  *
  * @internal
  */
-export const pgLayer = (database: string) => PgClient.layer({ url: Redacted.make(database) })
+export const pgLayer = (database: string) => Prepared.layer(database)
 
 /** The cluster's own tables (`@effect/cluster`'s SQL message and runner storage). */
 const LIBRARY_TABLES = ["cluster_messages", "cluster_replies", "cluster_runners", "cluster_locks"] as const

@@ -49,7 +49,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import type * as Migrator from "@effect/sql/Migrator"
-import { Config, Deferred, Duration, Effect, Layer, Random, Redacted } from "effect"
+import { Config, Deferred, Duration, Effect, Layer, Random } from "effect"
 import type { Scope } from "effect"
 import type { ConfigError } from "../domain/Errors.js"
 import type { Lease } from "../domain/Lease.js"
@@ -205,9 +205,9 @@ export const layerUrl = (
   options: PgPoolsOptions & { readonly url: string; readonly migrate?: boolean | undefined }
 ): Layer.Layer<Pools, ConfigError | SqlError | Migrator.MigrationError> =>
   Layer.unwrapEffect(Effect.map(
-    Effect.promise(() => import("@effect/sql-pg/PgClient")),
-    (PgClient) => {
-      const client = PgClient.layer({ url: Redacted.make(options.url) })
+    Effect.promise(() => import("./internal/pg/prepared.js")),
+    (Prepared) => {
+      const client = Prepared.layer(options.url)
       const pools$ = options.migrate === true
         ? Layer.scoped(Pools, Effect.zipRight(migrate, make(pools, options)))
         : layer(pools, options)

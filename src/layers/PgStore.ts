@@ -29,7 +29,7 @@
 import * as Reactivity from "@effect/experimental/Reactivity"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Config, Duration, Effect, Layer, Option, Redacted, type Scope } from "effect"
+import { Config, Duration, Effect, Layer, Option, type Scope } from "effect"
 import { ConfigError, StoreUnavailable } from "../domain/Errors.js"
 import * as Traversal from "../domain/Traversal.js"
 import { ArtifactBackend } from "../services/ArtifactBackend.js"
@@ -42,6 +42,7 @@ import { makeWith as makeCallCache } from "./internal/pg/callCache.js"
 import { makeDriver as makePgDriver, type MemberScope, unavailableOf } from "./internal/pg/driver.js"
 import { idKey, memberDigest } from "../domain/Suite.js"
 import * as Migrations from "./internal/pg/migrations.js"
+import * as Prepared from "./internal/pg/prepared.js"
 import { isPostgresUrl, redactUrl } from "./internal/pg/url.js"
 
 /**
@@ -105,8 +106,7 @@ export const makeClient = (
   url: string,
   options: { readonly maxConnections?: number | undefined } = {}
 ): Effect.Effect<PgClient.PgClient, StoreUnavailable, Scope.Scope> =>
-  PgClient.make({
-    url: Redacted.make(url),
+  Prepared.makeClient(url, {
     maxConnections: options.maxConnections ?? 4,
     connectTimeout: "10 seconds",
     applicationName: "assay"

@@ -96,6 +96,7 @@ import {
   toTask
 } from "../sqlite/rows.js"
 import * as TraversalText from "../sqlite/traversalText.js"
+import { prepared } from "./prepared.js"
 import { redactUrl, scrub } from "./url.js"
 import { connectionMessage, isConnectionProblem, isLoginRefused } from "./connect.js"
 
@@ -467,6 +468,14 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
     Effect.mapError(retrying(e), fail("read"))
   const rows = (text: string, params: ReadonlyArray<unknown> = []): Effect.Effect<ReadonlyArray<Row>, SqlError> =>
     sql.unsafe<Row>(text, params as Array<unknown>)
+  /**
+   * {@link rows} as a named prepared statement (`prepared.ts`): only for the hot statements
+   * of a fixed set of texts that return no row or only columns of their own parameters (a
+   * `SELECT *` would fail once a migration adds a column: "cached plan must not change result
+   * type").
+   */
+  const hot = (text: string, params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<Row>, SqlError> =>
+    rows(prepared(text), params)
   const scoped = env.member === undefined ? undefined : memberScopeSql(env.member)
   const q = (text: string, params: ReadonlyArray<unknown> = []) =>
     read(rows(scoped === undefined ? text : scoped(text), params))
@@ -631,7 +640,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
             String(a[0]) < String(b[0]) ? -1 : String(a[0]) > String(b[0]) ? 1 : 0
           )
         )
-        yield* rows(
+        yield* hot(
           `WITH up AS (INSERT INTO assay_pipelines (${ADMIT_COLUMNS.join(",")}) SELECT ${
             ADMIT_COLUMNS.join(",")
           } FROM ${u.from} ORDER BY ord ${ADMIT_SUFFIX} RETURNING pipeline_id, n_tasks_done)
@@ -754,7 +763,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
             } FROM ${u.from} ORDER BY x.ord)`
           )
         }
-        for (const r of yield* rows(`WITH ${ctes.join(",\n")} SELECT k FROM wk`, params)) won.add(Number(r.k))
+        for (const r of yield* hot(`WITH ${ctes.join(",\n")} SELECT k FROM wk`, params)) won.add(Number(r.k))
       }
       // 3. the pipeline patches of the units kept, folded per pipeline in batch order
       const patches = new Map<string, PipelinePatch>()
@@ -787,7 +796,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
         const u = unnestOf(PATCH_TYPES, list.map(([id, p]) => patchRow(id, p)))
         const sets = PATCH_FIELDS.map(([column], k) => `${column} = CASE WHEN v.h & ${1 << k} <> 0 THEN v.${column} ELSE p.${column} END`)
         // the rows are locked in id order first (the one-time filter runs before the join)
-        yield* rows(
+        yield* hot(
           `WITH l AS MATERIALIZED (SELECT pipeline_id FROM assay_pipelines WHERE pipeline_id IN (SELECT id FROM ${u.from}) ORDER BY pipeline_id FOR UPDATE)
            UPDATE assay_pipelines p SET ${sets.join(", ")}, attempts_total = p.attempts_total + v.attempts_delta, updated_at = v.updated_at
            FROM ${u.from.replace(/ AS x\(/, " AS v(")} WHERE (SELECT count(*) FROM l) >= 0 AND p.pipeline_id = v.id`,

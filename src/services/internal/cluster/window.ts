@@ -32,6 +32,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Deferred, Effect, Exit, FiberId, Option } from "effect"
 import { StoreUnavailable } from "../../../domain/Errors.js"
+import { PREPARED } from "../preparedMark.js"
 import type { RunId } from "../../../domain/Ids.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import type * as Task from "../../../domain/Task.js"
@@ -85,7 +86,7 @@ const readRows = (sql: SqlClient.SqlClient, ids: ReadonlyArray<string>): Effect.
     codec: string | null
     payload: Uint8Array | null
   }>(
-    `SELECT p.pipeline_id, p.run_id, p.state, p.n_tasks_done, a.type_name, a.codec, a.payload
+    PREPARED + `SELECT p.pipeline_id, p.run_id, p.state, p.n_tasks_done, a.type_name, a.codec, a.payload
      FROM assay_pipelines p
      LEFT JOIN LATERAL (
        SELECT type_name, codec, payload FROM assay_artifacts a

@@ -31,6 +31,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { type Clock, Duration, Effect, Option } from "effect"
 import { StoreUnavailable } from "../../../domain/Errors.js"
+import { PREPARED } from "../preparedMark.js"
 
 /** The window claim table (one row per window). */
 export const TABLE = "assay_cluster_window_claims"
@@ -172,7 +173,7 @@ export const make = (sql: SqlClient.SqlClient, options: WindowClaimOptions): Win
     Effect.suspend(() => {
       const sent = clock.unsafeCurrentTimeMillis()
       return sql.unsafe<Record<string, unknown>>(
-        `WITH window_renew AS (
+        PREPARED + `WITH window_renew AS (
           UPDATE ${TABLE} SET expires_at = now() + $1::int * interval '1 millisecond' WHERE token = ANY($2::text[]) RETURNING token
         ), ${rider.ctes.join(", ")}
         SELECT (SELECT COALESCE(json_agg(token), '[]'::json) FROM window_renew) AS window_renewed, ${rider.cols.join(", ")}`,
@@ -197,7 +198,7 @@ export const make = (sql: SqlClient.SqlClient, options: WindowClaimOptions): Win
           const sent = clock.unsafeCurrentTimeMillis()
           // `prev` is read (and its row locked) before the upsert writes it: the token it held
           return Effect.map(
-            sql<{ won: boolean; prev: string | null }>`WITH prev AS (
+            sql<{ won: boolean; prev: string | null }>`${sql.literal(PREPARED)}WITH prev AS (
                 SELECT token FROM ${sql(TABLE)} WHERE window_key = ${key} FOR UPDATE
               ), up AS (
                 INSERT INTO ${sql(TABLE)} AS t (window_key, token, expires_at)
@@ -222,7 +223,7 @@ export const make = (sql: SqlClient.SqlClient, options: WindowClaimOptions): Win
         if (tokens.length === 0) return Effect.void
         const sent = clock.unsafeCurrentTimeMillis()
         return sql.unsafe<{ token: string }>(
-          `UPDATE ${TABLE} SET expires_at = now() + $1::int * interval '1 millisecond' WHERE token = ANY($2::text[]) RETURNING token`,
+          PREPARED + `UPDATE ${TABLE} SET expires_at = now() + $1::int * interval '1 millisecond' WHERE token = ANY($2::text[]) RETURNING token`,
           [ttlMs, tokens]
         ).pipe(
           Effect.map((rows) => {
@@ -246,7 +247,7 @@ export const make = (sql: SqlClient.SqlClient, options: WindowClaimOptions): Win
         Effect.suspend(() => {
           deadlines.delete(token)
           return Effect.asVoid(
-            sql`UPDATE ${sql(TABLE)} SET token = NULL, expires_at = NULL WHERE window_key = ${key} AND token = ${token}`
+            sql`${sql.literal(PREPARED)}UPDATE ${sql(TABLE)} SET token = NULL, expires_at = NULL WHERE window_key = ${key} AND token = ${token}`
           ).pipe(Effect.mapError(unavailable("release")))
         }),
       forget: (token) => {

@@ -25,6 +25,7 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
+import { PREPARED } from "../../preparedMark.js"
 
 /** The migrations bookkeeping table of the pool schema (separate from the store's). */
 export const migrationsTable = "assay_pool_migrations"
@@ -457,7 +458,7 @@ export const claimBlock = (
 ) =>
   Effect.map(
     sql.unsafe<{ capacity: number | null; size: number | null; live_others: number | null; claimed: ReadonlyArray<{ slot: number; lease_id: string }> | string | null }>(
-      `WITH r AS (
+      PREPARED + `WITH r AS (
         SELECT capacity FROM assay_pool_resource WHERE pool = $1 AND resource = $2 AND state <> 'dead'
       ), live AS (
         SELECT count(*)::int AS n FROM assay_pool_demand d

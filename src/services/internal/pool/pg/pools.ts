@@ -49,7 +49,7 @@ import type { PoolConfig } from "../../../Pool.js"
 import type { Holder, LeakedLease, PoolHandle, PoolsOptions, PoolsService } from "../../../Pools.js"
 import { anonymous } from "../state.js"
 import { makePools as makeLocal } from "../../../Pools.js"
-import { demandOf, type LocalView, localViewOf, publish, setCeiling } from "../core.js"
+import { demandOf, type LocalLeases, localLeasesOf, type LocalView, localViewOf, publish, setCeiling } from "../core.js"
 import { LeaseLost } from "./errors.js"
 import * as Q from "./sql.js"
 
@@ -471,12 +471,16 @@ export class Gate {
     readonly clock: Clock.Clock
   ) {
     const view = localViewOf(local)
-    if (view === undefined) throw new Error("global pools: the local pools service is not the local core's")
+    const leases = localLeasesOf(local)
+    if (view === undefined || leases === undefined) throw new Error("global pools: the local pools service is not the local core's")
     this.view = view
+    this.localLeases = leases
   }
 
   /** The local core's pool names and resources, read synchronously (ops17ak: per acquire). */
   readonly view: LocalView
+  /** The local core's leases without a Scope, for the acquires that are not raw (ops17am). */
+  readonly localLeases: LocalLeases
 
   /** A local pool's resources not revoked, synchronously (none for an unknown pool). */
   resourcesNow(pool: string): ReadonlyArray<ResourceInfo> {
@@ -817,14 +821,16 @@ export class Gate {
         }
         const got = yield* Effect.uninterruptibleMask((restore) =>
           Effect.gen(function*() {
-            const scope = raw ? undefined : yield* Scope.make()
-            const leased = yield* Effect.either(restore(
-              scope === undefined
-                ? gate.local.acquireRaw(local, holder)
-                : Scope.extend(gate.local.acquire(local, holder), scope)
-            ))
-            const releaseLocal = (lease: Lease<any> | undefined) =>
-              scope === undefined ? (lease === undefined ? Effect.void : lease.releaseNow) : Scope.close(scope, Exit.void)
+            // a lease that is not raw is the local core's own (`LocalLeases`): a free slot at once
+            // with no Effect, else a wait made interruptible inside the core (whatever this
+            // region), whose lease comes back with no interruption check after its grant; given
+            // back by `releaseLocal` on every path below, or by its owner's reclaim. No Scope of
+            // its own (a `Scope.make`/`extend`/`close` per lease before: ops17am)
+            const now = raw ? undefined : gate.localLeases.now(local, holder)
+            const leased = now !== undefined
+              ? Either.right(now)
+              : yield* Effect.either(raw ? restore(gate.local.acquireRaw(local, holder)) : gate.localLeases.wait(local, holder))
+            const releaseLocal = (lease: Lease<any> | undefined) => lease === undefined ? Effect.void : lease.releaseNow
             if (Either.isLeft(leased)) {
               yield* releaseLocal(undefined)
               const e = leased.left

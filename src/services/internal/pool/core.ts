@@ -1625,7 +1625,9 @@ export const make = (
     })
     leases.set(service, {
       now: (o, holder) => core.ownedNow(o, holder),
-      wait: (o, holder) => core.ownedWait(o, holder)
+      wait: (o, holder) => core.ownedWait(o, holder),
+      owns: (lease) => lease instanceof LeaseImpl && lease.core === core,
+      release: (lease) => core.releaseNow(lease as LeaseImpl)
     })
     demands.set(service, (pool, id) => {
       const p = core.pools.get(pool)
@@ -1692,6 +1694,13 @@ export interface LocalLeases {
    * `ResourceUnavailable`, ...).
    */
   readonly wait: (options: AcquireOptions | string | undefined, holder: Holder) => Effect.Effect<Lease<any>, AcquireError>
+  /** Whether `lease` was granted by this core (any acquire of it, raw or not): {@link release} applies. */
+  readonly owns: (lease: Lease<any>) => boolean
+  /**
+   * Gives `lease` back now, synchronously (idempotent; what its `releaseNow` Effect does), and
+   * serves the waiters its slot can. Only for a lease {@link owns} says this core granted.
+   */
+  readonly release: (lease: Lease<any>) => void
 }
 
 const leases = new WeakMap<PoolsService, LocalLeases>()

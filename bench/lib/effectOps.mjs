@@ -130,7 +130,11 @@ if (dir !== undefined) {
     const ops = [...counts.values()].reduce((a, b) => a + b, 0)
     const sampled = [...sites].sort((a, b) => b[1] - a[1]).slice(0, top).map(([site, c]) => [c * 97, site])
     const stacked = [...stacks].sort((a, b) => b[1] - a[1]).slice(0, 200).map(([key, c]) => [c * stackEvery, key])
-    fs.writeFileSync(path.join(dir, `${process.pid}.json`), JSON.stringify({ pid: process.pid, ops, byOp: Object.fromEntries(counts), top: sampled, stacks: stacked }))
+    // written whole, then renamed: the bench reads the file as soon as it exists (a large one,
+    // with stacks, was read half-written: ops17am)
+    const file = path.join(dir, `${process.pid}.json`)
+    fs.writeFileSync(`${file}.tmp`, JSON.stringify({ pid: process.pid, ops, byOp: Object.fromEntries(counts), top: sampled, stacks: stacked }))
+    fs.renameSync(`${file}.tmp`, file)
   }
   process.on("SIGUSR2", write)
   process.on("exit", write)

@@ -61,16 +61,25 @@ export const makeLossGuard = (): LossGuard => {
           attempt.fiber = fiber
           // told before the fork (between the lease's watch and the body's start): interrupted at once
           if (attempt.lost !== undefined) fiber.unsafeInterruptAsFork(FiberId.none)
-          else {
-            fiber.addObserver(() => {
+          // the body's exit, awaited interruptibly by one `Async` with no canceler: the caller
+          // interrupted (before or during the wait) is handled below, in this region. What
+          // `Effect.onInterrupt(restore(Fiber.join(fiber)), …)` did, without its two `onExit`
+          // regions (the join's own await has a canceler: ops17am)
+          const ended = Effect.async<Exit.Exit<A, E>>((resume) => {
+            fiber.addObserver((exit) => {
               if (attempt.lost === undefined) attempt.ended = true
+              resume(Effect.succeed(exit as Exit.Exit<A, E>))
             })
-          }
-          return Effect.flatMap(
-            Effect.exit(Effect.onInterrupt(restore(Fiber.join(fiber)), () => Fiber.interrupt(fiber))),
-            (exit): Effect.Effect<A, E | LeaseLost> =>
-              attempt.lost !== undefined ? Exit.fail(attempt.lost) : exit as Exit.Exit<A, E>
-          )
+          })
+          return Effect.flatMap(Effect.exit(restore(ended)), (waited): Effect.Effect<A, E | LeaseLost> => {
+            // the caller interrupted (the wait's only failure): the body is interrupted and
+            // awaited before the caller's own finalizers run
+            if (Exit.isFailure(waited)) return Effect.zipRight(Fiber.interrupt(fiber), Effect.failCause(waited.cause))
+            if (attempt.lost !== undefined) return Exit.fail(attempt.lost)
+            const exit = waited.value
+            // as `Fiber.join`: a body that succeeded hands its FiberRefs back to the caller
+            return Exit.isSuccess(exit) ? Effect.as(fiber.inheritAll, exit.value) : exit
+          })
         })
       })
     )

@@ -1493,6 +1493,29 @@ export class Core implements Client.ClientEnv {
     ) as Effect.Effect<Lease<Client>, AcquireError, Scope.Scope>
   }
 
+  /**
+   * {@link LocalLeases.now}: a free slot leased synchronously (not raw, registered on no
+   * Scope), `undefined` when the acquire has to go through {@link ownedWait} (it waits, or the
+   * holder's hooks refuse it, or it names an unknown pool or algorithm).
+   */
+  ownedNow(options: AcquireOptions | string | undefined, holder: Holder): LeaseImpl | undefined {
+    const hooks = hooksOf(holder)
+    if (hooks !== undefined && hooks.refused()) return undefined
+    return this.leaseNow(options, holder, false)
+  }
+
+  /**
+   * {@link LocalLeases.wait}: {@link acquireCore} for a lease that is not raw (a reclaim does
+   * not count it as leaked) and registered on no Scope, its wait parked by the holder's hooks
+   * (refused: interrupted). The wait is interruptible inside `acquireCore` whatever the
+   * caller's region; the lease comes back with no interruption check after its grant.
+   */
+  ownedWait(options: AcquireOptions | string | undefined, holder: Holder): Effect.Effect<LeaseImpl, AcquireError> {
+    const hooks = hooksOf(holder)
+    if (hooks === undefined) return this.acquireCore(options, holder, false)
+    return Effect.suspend(() => hooks.refused() ? Effect.interrupt : hooks.park(this.acquireCore(options, holder, false)))
+  }
+
   reclaimOwner(owner: string, countLeaks: boolean): Effect.Effect<ReadonlyArray<LeakedLease>> {
     return Effect.suspend(() => {
       const held = this.owners.list(owner)
@@ -1600,6 +1623,12 @@ export const make = (
       names: () => [...core.pools.keys()],
       resources: (pool) => core.pools.get(pool)?.list.filter((r) => r.health.state !== "revoked").map((r) => r.info)
     })
+    leases.set(service, {
+      now: (o, holder) => core.ownedNow(o, holder),
+      wait: (o, holder) => core.ownedWait(o, holder),
+      owns: (lease) => lease instanceof LeaseImpl && lease.core === core,
+      release: (lease) => core.releaseNow(lease as LeaseImpl)
+    })
     demands.set(service, (pool, id) => {
       const p = core.pools.get(pool)
       const res = p?.list.find((r) => r.info.id === id)
@@ -1637,6 +1666,51 @@ const views = new WeakMap<PoolsService, LocalView>()
  * @internal
  */
 export const localViewOf = (pools: PoolsService): LocalView | undefined => views.get(pools)
+
+/**
+ * What {@link localLeasesOf} gives: leases of the local core for a caller that gives each back
+ * itself (`lease.releaseNow`, or its owner's reclaim), registered on no Scope and not raw (a
+ * reclaim of their owner releases them without counting them as leaked, as a scoped lease). The
+ * global pools' block-mode acquire takes its local lease this way (`pool/pg/pools.ts`): a
+ * scoped acquire through a Scope of its own cost a `Scope.make`, `Scope.extend`, `Scope.close`
+ * and the scoped acquire's regions per lease (ops17am).
+ *
+ * A holder's `AcquireHooks` (`acquireHooks.ts`) are applied as far as they concern the
+ * acquire: refused, the acquire is interrupted; a wait is parked. `granted` is not applied: the
+ * lease is the pool's own, whose release the caller owns.
+ *
+ * @internal
+ */
+export interface LocalLeases {
+  /**
+   * A free slot leased now, synchronously (no Effect), or `undefined`: then {@link wait}.
+   * @param options the acquire's options (its `timeout` does not apply: nothing waits)
+   * @param holder who acquires (owner, defaults, hooks)
+   */
+  readonly now: (options: AcquireOptions | string | undefined, holder: Holder) => Lease<any> | undefined
+  /**
+   * The acquire through the pool's algorithm, waiting for a slot (interruptible) up to the
+   * options' `timeout` (then `AcquireTimeout`); fails with the acquire's errors (unknown pool,
+   * `ResourceUnavailable`, ...).
+   */
+  readonly wait: (options: AcquireOptions | string | undefined, holder: Holder) => Effect.Effect<Lease<any>, AcquireError>
+  /** Whether `lease` was granted by this core (any acquire of it, raw or not): {@link release} applies. */
+  readonly owns: (lease: Lease<any>) => boolean
+  /**
+   * Gives `lease` back now, synchronously (idempotent; what its `releaseNow` Effect does), and
+   * serves the waiters its slot can. Only for a lease {@link owns} says this core granted.
+   */
+  readonly release: (lease: Lease<any>) => void
+}
+
+const leases = new WeakMap<PoolsService, LocalLeases>()
+
+/**
+ * The {@link LocalLeases} of `pools`' local core, `undefined` for a service this module did not build.
+ *
+ * @internal
+ */
+export const localLeasesOf = (pools: PoolsService): LocalLeases | undefined => leases.get(pools)
 
 /**
  * A resource's local demand in `pools`' local core now: `active`, its leases held, and

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Duration, Effect, Exit, Fiber, Random, Schedule, Scope, TestClock } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, FiberRef, Random, Schedule, Scope, TestClock } from "effect"
 import * as Option from "effect/Option"
 import { LeaseLost } from "../../../../src/services/internal/pool/pg/errors.js"
 import { makeLossGuard } from "../../../../src/services/internal/cluster/lossGuard.js"
@@ -71,6 +71,19 @@ describe("loss guard (one forked fiber per attempt)", () => {
       const scope = yield* Scope.make()
       const seen = yield* Scope.extend(guard.guard(Effect.map(Effect.serviceOption(Scope.Scope), (s) => Option.isSome(s) && s.value === scope)), scope)
       assert.isTrue(seen)
+    }))
+
+  // ops17am: the guard awaits its body by one `Async` instead of `Fiber.join` inside an
+  // `onInterrupt`; what the join gave is kept: the FiberRefs of a body that succeeded, not of
+  // one that failed
+  it.effect("a FiberRef set by the body comes back to the caller on success only", () =>
+    Effect.gen(function*() {
+      const guard = makeLossGuard()
+      const ref = FiberRef.unsafeMake(0)
+      yield* guard.guard(FiberRef.set(ref, 1))
+      assert.strictEqual(yield* FiberRef.get(ref), 1)
+      yield* Effect.exit(guard.guard(Effect.zipRight(FiberRef.set(ref, 2), Effect.fail("boom" as const))))
+      assert.strictEqual(yield* FiberRef.get(ref), 1)
     }))
 
   // pg17ac: the attempt fast path (`attemptExit`) takes a guarded body; the guard's fiber runs

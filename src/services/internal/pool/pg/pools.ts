@@ -49,7 +49,7 @@ import type { PoolConfig } from "../../../Pool.js"
 import type { Holder, LeakedLease, PoolHandle, PoolsOptions, PoolsService } from "../../../Pools.js"
 import { anonymous } from "../state.js"
 import { makePools as makeLocal } from "../../../Pools.js"
-import { demandOf, type LocalView, localViewOf, publish, setCeiling } from "../core.js"
+import { demandOf, type LocalLeases, localLeasesOf, type LocalView, localViewOf, publish, setCeiling } from "../core.js"
 import { LeaseLost } from "./errors.js"
 import * as Q from "./sql.js"
 
@@ -471,12 +471,16 @@ export class Gate {
     readonly clock: Clock.Clock
   ) {
     const view = localViewOf(local)
-    if (view === undefined) throw new Error("global pools: the local pools service is not the local core's")
+    const leases = localLeasesOf(local)
+    if (view === undefined || leases === undefined) throw new Error("global pools: the local pools service is not the local core's")
     this.view = view
+    this.localLeases = leases
   }
 
   /** The local core's pool names and resources, read synchronously (ops17ak: per acquire). */
   readonly view: LocalView
+  /** The local core's leases without a Scope, for the acquires that are not raw (ops17am). */
+  readonly localLeases: LocalLeases
 
   /** A local pool's resources not revoked, synchronously (none for an unknown pool). */
   resourcesNow(pool: string): ReadonlyArray<ResourceInfo> {
@@ -817,14 +821,16 @@ export class Gate {
         }
         const got = yield* Effect.uninterruptibleMask((restore) =>
           Effect.gen(function*() {
-            const scope = raw ? undefined : yield* Scope.make()
-            const leased = yield* Effect.either(restore(
-              scope === undefined
-                ? gate.local.acquireRaw(local, holder)
-                : Scope.extend(gate.local.acquire(local, holder), scope)
-            ))
-            const releaseLocal = (lease: Lease<any> | undefined) =>
-              scope === undefined ? (lease === undefined ? Effect.void : lease.releaseNow) : Scope.close(scope, Exit.void)
+            // a lease that is not raw is the local core's own (`LocalLeases`): a free slot at once
+            // with no Effect, else a wait made interruptible inside the core (whatever this
+            // region), whose lease comes back with no interruption check after its grant; given
+            // back by `releaseLocal` on every path below, or by its owner's reclaim. No Scope of
+            // its own (a `Scope.make`/`extend`/`close` per lease before: ops17am)
+            const now = raw ? undefined : gate.localLeases.now(local, holder)
+            const leased = now !== undefined
+              ? Either.right(now)
+              : yield* Effect.either(raw ? restore(gate.local.acquireRaw(local, holder)) : gate.localLeases.wait(local, holder))
+            const releaseLocal = (lease: Lease<any> | undefined) => lease === undefined ? Effect.void : lease.releaseNow
             if (Either.isLeft(leased)) {
               yield* releaseLocal(undefined)
               const e = leased.left
@@ -1085,6 +1091,13 @@ export class Gate {
         if (s?.size === 0) this.leases.delete(lease.owner)
       }
       const stop = lease.renewal === undefined ? Effect.void : Fiber.interrupt(lease.renewal)
+      if (lease.block !== undefined && this.settings.trace !== true && this.now() < lease.deadline && this.localLeases.owns(lease.inner) && this.blockReturnNow(lease, completed)) {
+        // the common end of a block lease, synchronously (no Effect, no region; ops17am): not
+        // lapsed, its slot back to its block (or nothing to give back), then the local lease,
+        // in the order of the path below
+        this.localLeases.release(lease.inner)
+        return Effect.void
+      }
       const lapsed = Effect.suspend(() => this.now() >= lease.deadline ? this.markLost(lease, "deadline", false) : Effect.void)
       if (lease.block !== undefined) {
         // the slot goes back to its block before the local lease to the local core (whose
@@ -1452,6 +1465,29 @@ export class Gate {
    * a call still running at the provider is never doubled); a lost lease's slot was dropped
    * already.
    */
+  /**
+   * {@link blockReturn} done synchronously when it needs no statement: `true` when done (the
+   * slot back to the block's free list, or dropped after a call not completed or a lease lost,
+   * or nothing to give back), `false` when the slot has to go back to the database (a dead
+   * resource, a slot above the capacity, a block above its share): then nothing was done and
+   * {@link blockReturn} does it. Not with `Settings.trace` (its counters read the clock).
+   */
+  blockReturnNow(lease: PgLease, completed: boolean): boolean {
+    const block = lease.block!
+    if (block.used.get(lease.claimed.slot) !== lease) return true
+    const back = completed && lease.lostAs === undefined
+    if (back) {
+      const mode = this.blockMode
+      const dead = mode?.health.get(`${block.pool}\u0000${block.resource}`)?.dead === true
+      const above = block.capacity !== undefined && lease.claimed.slot > block.capacity
+      if (dead || above || block.held + 1 > block.target || mode === undefined) return false
+    }
+    block.used.delete(lease.claimed.slot)
+    if (back) block.free.push(lease.claimed)
+    this.ceiling(block)
+    return true
+  }
+
   blockReturn(lease: PgLease, completed: boolean): Effect.Effect<void> {
     const block = lease.block!
     return Effect.suspend(() => {

@@ -59,7 +59,13 @@
  * `BENCH_CLUSTER_LATENCY=1` (a `cluster.latency` line: where a pipeline's time in flight goes,
  * from the rows the run left (see {@link LATENCY_SQL}), and the pipelines in flight on average;
  * BENCHMARKS.md pg17ad), `BENCH_CLUSTER_BIN` (the `bin/assay` the bench runs, default this tree's: another
- * worktree's build, for base/branch pairs run by the same bench).
+ * worktree's build, for base/branch pairs run by the same bench),
+ * `BENCH_CLUSTER_RUNNER_NODE_ARGS="--trace-gc …"` (the runners run as `node ARGS bin/assay runner …`,
+ * Node options NODE_OPTIONS refuses; with `BENCH_CLUSTER_RUNNER_LOGS` their standard output goes to
+ * the logs too; they are stopped with SIGTERM so that what they write at exit is written;
+ * `--import bench/lib/heapSampler.mjs` samples their allocations: BENCHMARKS.md gen17am).
+ * The `cluster.cluster` line gives each runner's resident set at the end of the submission and its
+ * peak (`runners_rss_mb`, `runners_peak_rss_mb`, from /proc).
  *
  * The clock of a cluster round starts as the submitter is spawned (its process's own start,
  * runtime choice, config, connection and checks are in the wall time). A `cluster.timeline` line
@@ -96,6 +102,7 @@ const OPS = process.env.BENCH_CLUSTER_OPS === "1"
 const MAX_ADMITTED = process.env.BENCH_CLUSTER_MAX_ADMITTED === undefined ? undefined : Number(process.env.BENCH_CLUSTER_MAX_ADMITTED)
 const OPS_TOP = Number(process.env.BENCH_CLUSTER_OPS_TOP ?? 0)
 const LATENCY = process.env.BENCH_CLUSTER_LATENCY === "1"
+const RUNNER_NODE_ARGS = (process.env.BENCH_CLUSTER_RUNNER_NODE_ARGS ?? "").split(" ").filter((a) => a !== "")
 if (RUNNER_LOGS !== undefined) fs.mkdirSync(RUNNER_LOGS, { recursive: true })
 /** How to start `bin/assay` (under `node --cpu-prof` when profiling: Node 20 refuses it in NODE_OPTIONS). */
 const assayCommand = (name: string, args: ReadonlyArray<string>): [string, Array<string>] =>
@@ -104,6 +111,22 @@ const assayCommand = (name: string, args: ReadonlyArray<string>): [string, Array
     // one folder per process, Node's own file names: the ESM loader's worker thread writes a
     // profile of its own, which a fixed --cpu-prof-name would overwrite the main thread's with
     : [process.execPath, ["--cpu-prof", `--cpu-prof-dir=${path.join(PROFILE, name)}`, bin, ...args]]
+/** How to start a runner: as {@link assayCommand}, under `node RUNNER_NODE_ARGS` when given. */
+const runnerCommand = (name: string, args: ReadonlyArray<string>): [string, Array<string>] => {
+  const [command, argv] = assayCommand(name, args)
+  if (RUNNER_NODE_ARGS.length === 0) return [command, argv]
+  return command === bin ? [process.execPath, [...RUNNER_NODE_ARGS, bin, ...argv]] : [command, [...RUNNER_NODE_ARGS, ...argv]]
+}
+/** The resident set (`VmRSS`) and its peak (`VmHWM`) of `pid`, in MiB; 0 when gone. */
+const rssOf = (pid: number): { readonly rss: number; readonly peak: number } => {
+  try {
+    const status = fs.readFileSync(`/proc/${pid}/status`, "utf8")
+    const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+)`, "m").exec(status)?.[1] ?? 0)
+    return { rss: Math.round(kb("VmRSS") / 1024), peak: Math.round(kb("VmHWM") / 1024) }
+  } catch {
+    return { rss: 0, peak: 0 }
+  }
+}
 const CAPACITY = 64
 const TASK_MS = 50
 const TASKS = 3
@@ -297,7 +320,7 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
           s.close(() => resolve(p))
         })
       })
-      const [command, argv] = assayCommand(`runner${runners.length}`, [
+      const [command, argv] = runnerCommand(`runner${runners.length}`, [
         "runner",
         "-c",
         file,
@@ -314,10 +337,11 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
       const child = spawn(command, argv, {
         cwd: dir,
         env: { ...process.env, ...env },
-        stdio: ["ignore", "ignore", "pipe"]
+        stdio: ["ignore", RUNNER_LOGS !== undefined && RUNNER_NODE_ARGS.length > 0 ? "pipe" : "ignore", "pipe"]
       })
       let err = ""
       const log = RUNNER_LOGS === undefined ? undefined : fs.createWriteStream(path.join(RUNNER_LOGS, `runner${runners.length}.log`))
+      child.stdout?.on("data", (d: Buffer) => log?.write(d))
       child.stderr!.on("data", (d: Buffer) => {
         log?.write(d)
         err = (err + d.toString()).slice(-4000)
@@ -461,6 +485,7 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
     }
     const ops1 = OPS ? await opsOf(runnerPids) : []
     const runnerCpu = runners.map((r, i) => cpuOf(r.pid!) - runnerCpu0[i]!)
+    const runnerRss = runners.map((r) => rssOf(r.pid!))
     const pgCpuS = pgCpu(postmaster) - pgCpu0
     if (sub.code !== 0) throw new Error(`cluster run failed (${sub.code}): ${sub.stderr}`)
     await sleep(1_500) // statistics are flushed by the backends within a second
@@ -503,6 +528,8 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
         postgres: +(pgCpuS * 1000 / N).toFixed(1),
         total: +((runnerCpu.reduce((a, b) => a + b, 0) + sub.cpu + pgCpuS) * 1000 / N).toFixed(1)
       },
+      runners_rss_mb: runnerRss.map((r) => r.rss),
+      runners_peak_rss_mb: runnerRss.map((r) => r.peak),
       engine_messages: messages,
       engine_replies: replies,
       engine_rows_per_s: Math.round((messages + replies) / s),
@@ -586,7 +613,7 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
     }
     // SIGTERM: a profiled runner writes its profile as it exits
     const exited = runners.map((r) => new Promise<void>((resolve) => r.exitCode !== null ? resolve() : r.once("exit", () => resolve())))
-    for (const r of runners) r.kill(PROFILE === undefined ? "SIGKILL" : "SIGTERM")
+    for (const r of runners) r.kill(PROFILE === undefined && RUNNER_NODE_ARGS.length === 0 ? "SIGKILL" : "SIGTERM")
     await Promise.race([Promise.all(exited), sleep(60_000)])
     for (const r of runners) if (r.exitCode === null && r.signalCode === null) r.kill("SIGKILL")
   } finally {

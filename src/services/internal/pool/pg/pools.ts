@@ -1926,10 +1926,17 @@ export const make = (
     }))
     for (const p of configs) gate.algorithms.set(p.name, p.options.algorithm)
     for (const name of yield* local.names) yield* gate.declarePool(name)
+    // `Effect.acquireRelease`'s shape (an uninterruptible acquire, then a finalizer on the
+    // scope) with the finalizer registered by `Scope.addFinalizerExit` directly, as the local
+    // core's `scopedWait`: `gate.finish` reads no FiberRefs (its clock is the gate's, its work
+    // uninterruptible), so the FiberRefs diff and patch that `acquireRelease` runs around every
+    // release (two copies of the fiber's whole service Context, once per task) are pure cost
+    // (BENCHMARKS.md gen17am)
     const scoped = <C,>(o: AcquireOptions | string | undefined, h: Holder | undefined) =>
-      Effect.acquireRelease(
-        gate.acquireCore(o, h ?? anonymous, false),
-        (lease, exit) => gate.finish(lease, completedExit(lease, exit))
+      Effect.uninterruptible(
+        Effect.flatMap(gate.acquireCore(o, h ?? anonymous, false), (lease) =>
+          Effect.flatMap(Effect.scope, (scope) =>
+            Effect.as(Scope.addFinalizerExit(scope, (exit) => gate.finish(lease, completedExit(lease, exit))), lease)))
       ) as unknown as Effect.Effect<Lease<C>, AcquireError, Scope.Scope>
     const raw = <C,>(o: AcquireOptions | string | undefined, h: Holder | undefined) =>
       gate.acquireCore(o, h ?? anonymous, true) as unknown as Effect.Effect<Lease<C>, AcquireError>

@@ -16,6 +16,27 @@ import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import { exec, root, tempDir, write } from "../support/cli.js"
 
+/** A `main.mjs` text that loads `module` through `registering` with `hooks` and `index` (file URLs) and prints its `seen`. */
+const mainOf = (hooks: string, index: string, module: string) =>
+  [
+    `import { Effect } from ${JSON.stringify(pathToFileURL(path.join(root, "node_modules/effect/dist/esm/index.js")).href)}`,
+    `import { registering } from ${JSON.stringify(pathToFileURL(path.join(root, "dist/layers/ModuleLoader.js")).href)}`,
+    `const loader = registering({ hooks: ${JSON.stringify(hooks)}, index: ${JSON.stringify(index)} })`,
+    `const m = await Effect.runPromise(loader.load(${JSON.stringify(module)}))`,
+    `console.log(m.seen)`
+  ].join("\n")
+
+/** A hooks module that appends each URL it loads to `log`, with `more` lines (its other hooks) before the `load` hook. */
+const hooksOf = (log: string, more: ReadonlyArray<string>) =>
+  [
+    `import * as fs from "node:fs"`,
+    ...more,
+    `export async function load(url, context, next) {`,
+    `  fs.appendFileSync(${JSON.stringify(log)}, url + "\\n")`,
+    `  return next(url, context)`,
+    `}`
+  ].join("\n")
+
 describe("ModuleLoader.registering", () => {
   it.scopedLive("loads the index's module graph before registering the hooks; the user's module goes through them", () =>
     Effect.gen(function*() {
@@ -26,26 +47,15 @@ describe("ModuleLoader.registering", () => {
       write(dir, "dist/index.mjs", "export { dep } from './dep.mjs'\nexport const marker = 'index'\nglobalThis.indexLoaded = true\n")
       write(dir, "user.mjs", "import { marker, dep } from 'assay'\nexport const seen = marker + dep\n")
       write(dir, "other.mjs", "export const seen = globalThis.indexLoaded === true ? 'index loaded' : 'no index'\n")
-      write(dir, "hooks.mjs", [
-        `import * as fs from "node:fs"`,
+      write(dir, "hooks.mjs", hooksOf(log, [
         `let index = ""`,
         `export async function initialize(data) { index = data.index }`,
         `export async function resolve(specifier, context, next) {`,
         `  return next(specifier === "assay" ? index : specifier, context)`,
-        `}`,
-        `export async function load(url, context, next) {`,
-        `  fs.appendFileSync(${JSON.stringify(log)}, url + "\\n")`,
-        `  return next(url, context)`,
         `}`
-      ].join("\n"))
+      ]))
       const url = (name: string) => pathToFileURL(path.join(dir, name)).href
-      const main = (user: string) => write(dir, "main.mjs", [
-        `import { Effect } from ${JSON.stringify(pathToFileURL(path.join(root, "node_modules/effect/dist/esm/index.js")).href)}`,
-        `import { registering } from ${JSON.stringify(pathToFileURL(path.join(root, "dist/layers/ModuleLoader.js")).href)}`,
-        `const loader = registering({ hooks: ${JSON.stringify(url("hooks.mjs"))}, index: ${JSON.stringify(url("dist/index.mjs"))} })`,
-        `const m = await Effect.runPromise(loader.load(${JSON.stringify(url(user))}))`,
-        `console.log(m.seen)`
-      ].join("\n"))
+      const main = (user: string) => write(dir, "main.mjs", mainOf(url("hooks.mjs"), url("dist/index.mjs"), url(user)))
       const r = yield* exec(process.execPath, [main("user.mjs")], { cwd: dir })
       assert.strictEqual(r.code, 0, r.stderr)
       assert.strictEqual(r.stdout.trim(), "index1")
@@ -69,22 +79,9 @@ describe("ModuleLoader.registering", () => {
       write(dir, "dist/dep.mjs", "export const dep = 1\n")
       write(dir, "dist/cli/own.mjs", "import { dep } from '../dep.mjs'\nexport const seen = 'own' + dep\n")
       // the hooks say when they are registered (initialize) and what they load
-      write(dir, "hooks.mjs", [
-        `import * as fs from "node:fs"`,
-        `export async function initialize() { fs.appendFileSync(${JSON.stringify(log)}, "registered\\n") }`,
-        `export async function load(url, context, next) {`,
-        `  fs.appendFileSync(${JSON.stringify(log)}, url + "\\n")`,
-        `  return next(url, context)`,
-        `}`
-      ].join("\n"))
+      write(dir, "hooks.mjs", hooksOf(log, [`export async function initialize() { fs.appendFileSync(${JSON.stringify(log)}, "registered\\n") }`]))
       const url = (name: string) => pathToFileURL(path.join(dir, name)).href
-      write(dir, "main.mjs", [
-        `import { Effect } from ${JSON.stringify(pathToFileURL(path.join(root, "node_modules/effect/dist/esm/index.js")).href)}`,
-        `import { registering } from ${JSON.stringify(pathToFileURL(path.join(root, "dist/layers/ModuleLoader.js")).href)}`,
-        `const loader = registering({ hooks: ${JSON.stringify(url("hooks.mjs"))}, index: ${JSON.stringify(url("dist/index.mjs"))} })`,
-        `const m = await Effect.runPromise(loader.load(${JSON.stringify(url("dist/cli/own.mjs"))}))`,
-        `console.log(m.seen)`
-      ].join("\n"))
+      write(dir, "main.mjs", mainOf(url("hooks.mjs"), url("dist/index.mjs"), url("dist/cli/own.mjs")))
       const r = yield* exec(process.execPath, [path.join(dir, "main.mjs")], { cwd: dir })
       assert.strictEqual(r.code, 0, r.stderr)
       assert.strictEqual(r.stdout.trim(), "own1")

@@ -1,3 +1,4 @@
+/// <reference path="./pgModule.d.ts" />
 /**
  * Named prepared statements for assay's fixed-shape hot statements (the store's batched
  * checkpoint statements, the pools' and claims' per-lease ones).

@@ -23,7 +23,6 @@ import type * as Pipeline from "../domain/Pipeline.js"
 import { memberDigest, memberDigestOf, memberPath, tagSpec } from "../domain/Suite.js"
 import * as Words from "../domain/internal/words.js"
 import * as PgSuites from "../layers/internal/pg/suites.js"
-import * as Prepared from "../layers/internal/pg/prepared.js"
 import { shellQuote } from "../services/internal/processRunner.js"
 import { connectionMessage, isConnectionProblem, isLoginRefused } from "../layers/internal/pg/connect.js"
 import { hasPassword, PASSWORD_HINT, redactUrlsIn, scrub, withoutPassword } from "../layers/internal/pg/url.js"
@@ -154,12 +153,14 @@ const runnerCache = (experiment: Hosted, target: StoreResolver.StoreTarget) =>
   })
 
 /**
- * A `SqlClient` on the database URL whose connections send the marked hot statements (the
- * pools', the window claims') as named prepared statements (`internal/pg/prepared.ts`).
+ * A `SqlClient` on the database URL (the runners' and the submitter's: the cluster's tables,
+ * the pools', the window claims'). Not the preparing client of `internal/pg/prepared.ts`: on a
+ * runner its statements ran too few times per connection to reach a cached plan (pgc17am), and
+ * a chaos rehearsal with it saw a shard takeover late (C5, session 34): kept out until measured.
  *
  * @internal
  */
-export const pgLayer = (database: string) => Prepared.layer(database)
+export const pgLayer = (database: string) => PgClient.layer({ url: Redacted.make(database) })
 
 /** The cluster's own tables (`@effect/cluster`'s SQL message and runner storage). */
 const LIBRARY_TABLES = ["cluster_messages", "cluster_replies", "cluster_runners", "cluster_locks"] as const

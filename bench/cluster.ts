@@ -56,6 +56,9 @@
  * `BENCH_OPS_STACKS_EVERY` (default 31); see the header of `bench/lib/effectOps.mjs`, BENCHMARKS.md ops17ak),
  * `BENCH_CLUSTER_MAX_ADMITTED` (the submitter's `--max-admitted`; unset: not given, the
  * submitter's default, 1,024 since pg17ad, 256 before),
+ * `BENCH_CLUSTER_EVENT_LOOP=1` (each runner preloads bench/lib/eventLoop.cjs; a `cluster.event_loop`
+ * line: per runner, the mean over the seconds it worked of its event-loop delay (mean, p90, p99:
+ * how late a 10 ms timer ran) and utilization; BENCHMARKS.md lead35),
  * `BENCH_CLUSTER_LATENCY=1` (a `cluster.latency` line: where a pipeline's time in flight goes,
  * from the rows the run left (see {@link LATENCY_SQL}), and the pipelines in flight on average;
  * BENCHMARKS.md pg17ad), `BENCH_CLUSTER_BIN` (the `bin/assay` the bench runs, default this tree's: another
@@ -102,6 +105,8 @@ const OPS = process.env.BENCH_CLUSTER_OPS === "1"
 const MAX_ADMITTED = process.env.BENCH_CLUSTER_MAX_ADMITTED === undefined ? undefined : Number(process.env.BENCH_CLUSTER_MAX_ADMITTED)
 const OPS_TOP = Number(process.env.BENCH_CLUSTER_OPS_TOP ?? 0)
 const LATENCY = process.env.BENCH_CLUSTER_LATENCY === "1"
+/** Each runner preloads bench/lib/eventLoop.cjs; a `cluster.event_loop` line at the end. */
+const EVENT_LOOP = process.env.BENCH_CLUSTER_EVENT_LOOP === "1"
 const RUNNER_NODE_ARGS = (process.env.BENCH_CLUSTER_RUNNER_NODE_ARGS ?? "").split(" ").filter((a) => a !== "")
 if (RUNNER_LOGS !== undefined) fs.mkdirSync(RUNNER_LOGS, { recursive: true })
 /** How to start `bin/assay` (under `node --cpu-prof` when profiling: Node 20 refuses it in NODE_OPTIONS). */
@@ -334,9 +339,19 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
         ...(BLOCK_LEASES ? ["--block-leases", "--expected-runners", "3"] : []),
         ...(CLAIMS === "per-task" ? ["--no-window-claims"] : CLAIMS === "window" ? ["--no-block-leases"] : [])
       ])
+      const loopFile = path.join(dir, `eventloop-${runners.length}.jsonl`)
       const child = spawn(command, argv, {
         cwd: dir,
-        env: { ...process.env, ...env },
+        env: {
+          ...process.env,
+          ...env,
+          ...(EVENT_LOOP
+            ? {
+              NODE_OPTIONS: `${env.NODE_OPTIONS ?? process.env.NODE_OPTIONS ?? ""} --require=${path.join(root, "bench/lib/eventLoop.cjs")}`.trim(),
+              ASSAY_BENCH_EVENT_LOOP: loopFile
+            }
+            : {})
+        },
         stdio: ["ignore", RUNNER_LOGS !== undefined && RUNNER_NODE_ARGS.length > 0 ? "pipe" : "ignore", "pipe"]
       })
       let err = ""
@@ -610,6 +625,19 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
         "SELECT sum(ended_at - created_at)::float / nullif(max(ended_at) - min(created_at), 0), (max(ended_at) - min(created_at)) / 1000.0 FROM assay_pipelines"
       ).split("|").map(Number)
       emit({ bench: "cluster.latency", pipelines: N, max_admitted: MAX_ADMITTED ?? "default", in_flight_avg: Math.round(inFlight!), span_s: spanS, steps })
+    }
+    if (EVENT_LOOP) {
+      // per runner, over the seconds it recorded while pipelines ran (elu above 0.05)
+      const perRunner = runners.map((_, i) => {
+        const file = path.join(dir, `eventloop-${i}.jsonl`)
+        const lines = fs.existsSync(file)
+          ? fs.readFileSync(file, "utf8").split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as Record<string, number>)
+          : []
+        const busy = lines.filter((l) => l.elu! > 0.05)
+        const avg = (k: string) => busy.length === 0 ? null : +(busy.reduce((a, l) => a + l[k]!, 0) / busy.length).toFixed(2)
+        return { seconds: busy.length, delay_mean_ms: avg("mean"), delay_p90_ms: avg("p90"), delay_p99_ms: avg("p99"), elu: avg("elu") }
+      })
+      emit({ bench: "cluster.event_loop", pipelines: N, runners: perRunner })
     }
     // SIGTERM: a profiled runner writes its profile as it exits
     const exited = runners.map((r) => new Promise<void>((resolve) => r.exitCode !== null ? resolve() : r.once("exit", () => resolve())))

@@ -56,6 +56,11 @@
  * `BENCH_OPS_STACKS_EVERY` (default 31); see the header of `bench/lib/effectOps.mjs`, BENCHMARKS.md ops17ak),
  * `BENCH_CLUSTER_MAX_ADMITTED` (the submitter's `--max-admitted`; unset: not given, the
  * submitter's default, 1,024 since pg17ad, 256 before),
+ * `BENCH_CLUSTER_SLOTS=1` (the runners trace their blocks, `ASSAY_BLOCK_TRACE=1`; a `cluster.slots`
+ * line: per runner, over its renewal intervals after the first, the rows its block held, the share
+ * of that row time a lease held them (`utilization`: the rest the slot sat free in the block), the
+ * mean time a lease held its slot for its 50 ms call, and the share of grants that waited;
+ * BENCHMARKS.md lead35),
  * `BENCH_CLUSTER_EVENT_LOOP=1` (each runner preloads bench/lib/eventLoop.cjs; a `cluster.event_loop`
  * line: per runner, the mean over the seconds it worked of its event-loop delay (mean, p90, p99:
  * how late a 10 ms timer ran) and utilization; BENCHMARKS.md lead35),
@@ -105,6 +110,8 @@ const OPS = process.env.BENCH_CLUSTER_OPS === "1"
 const MAX_ADMITTED = process.env.BENCH_CLUSTER_MAX_ADMITTED === undefined ? undefined : Number(process.env.BENCH_CLUSTER_MAX_ADMITTED)
 const OPS_TOP = Number(process.env.BENCH_CLUSTER_OPS_TOP ?? 0)
 const LATENCY = process.env.BENCH_CLUSTER_LATENCY === "1"
+/** Runners with `ASSAY_BLOCK_TRACE=1`; a `cluster.slots` line from their block traces. */
+const SLOTS = process.env.BENCH_CLUSTER_SLOTS === "1"
 /** Each runner preloads bench/lib/eventLoop.cjs; a `cluster.event_loop` line at the end. */
 const EVENT_LOOP = process.env.BENCH_CLUSTER_EVENT_LOOP === "1"
 const RUNNER_NODE_ARGS = (process.env.BENCH_CLUSTER_RUNNER_NODE_ARGS ?? "").split(" ").filter((a) => a !== "")
@@ -316,6 +323,8 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
       : clusterEnv
     if (STATEMENTS) sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     const runners: Array<ReturnType<typeof spawn>> = []
+    /** Per runner, its `block trace` lines (`BENCH_CLUSTER_SLOTS`). */
+    const blockTraces: Array<Array<Record<string, number>>> = []
     const startRunner = async () => {
       const port = await new Promise<number>((resolve) => {
         const s = net.createServer()
@@ -345,6 +354,7 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
         env: {
           ...process.env,
           ...env,
+          ...(SLOTS ? { ASSAY_BLOCK_TRACE: "1" } : {}),
           ...(EVENT_LOOP
             ? {
               NODE_OPTIONS: `${env.NODE_OPTIONS ?? process.env.NODE_OPTIONS ?? ""} --require=${path.join(root, "bench/lib/eventLoop.cjs")}`.trim(),
@@ -355,11 +365,21 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
         stdio: ["ignore", RUNNER_LOGS !== undefined && RUNNER_NODE_ARGS.length > 0 ? "pipe" : "ignore", "pipe"]
       })
       let err = ""
+      let partial = ""
+      const traced: Array<Record<string, number>> = []
+      blockTraces.push(traced)
       const log = RUNNER_LOGS === undefined ? undefined : fs.createWriteStream(path.join(RUNNER_LOGS, `runner${runners.length}.log`))
       child.stdout?.on("data", (d: Buffer) => log?.write(d))
       child.stderr!.on("data", (d: Buffer) => {
         log?.write(d)
         err = (err + d.toString()).slice(-4000)
+        if (!SLOTS) return
+        const lines = (partial + d.toString()).split("\n")
+        partial = lines.pop()!
+        for (const line of lines) {
+          const m = line.match(/block trace (\{.*\})"?\s*$/)
+          if (m !== null) traced.push(JSON.parse(m[1]!.replace(/\\"/g, "\"")) as Record<string, number>)
+        }
       })
       child.on("exit", (code, signal) => {
         if (signal !== "SIGKILL" && signal !== "SIGTERM") console.error(`runner exited ${code ?? signal}: ${err}`)
@@ -625,6 +645,35 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
         "SELECT sum(ended_at - created_at)::float / nullif(max(ended_at) - min(created_at), 0), (max(ended_at) - min(created_at)) / 1000.0 FROM assay_pipelines"
       ).split("|").map(Number)
       emit({ bench: "cluster.latency", pipelines: N, max_admitted: MAX_ADMITTED ?? "default", in_flight_avg: Math.round(inFlight!), span_s: spanS, steps })
+    }
+    if (SLOTS) {
+      // per runner, the intervals between two of its traces (the first has no start)
+      const perRunner = blockTraces.map((lines) => {
+        let rowMs = 0
+        let heldMs = 0
+        let held = 0
+        let returned = 0
+        let granted = 0
+        let waited = 0
+        for (let i = 1; i < lines.length; i++) {
+          const dt = lines[i]!.t! - lines[i - 1]!.t!
+          rowMs += lines[i]!.held! * dt
+          held += lines[i]!.held!
+          heldMs += lines[i]!.holdMs!
+          returned += lines[i]!.returned!
+          granted += lines[i]!.granted!
+          waited += lines[i]!.waited!
+        }
+        const n = Math.max(0, lines.length - 1)
+        return {
+          intervals: n,
+          held_mean: n === 0 ? null : +(held / n).toFixed(1),
+          utilization: rowMs === 0 ? null : +(heldMs / rowMs).toFixed(3),
+          hold_ms_per_lease: returned === 0 ? null : +(heldMs / returned).toFixed(1),
+          waited_share: granted === 0 ? null : +(waited / granted).toFixed(3)
+        }
+      })
+      emit({ bench: "cluster.slots", pipelines: N, runners: perRunner })
     }
     if (EVENT_LOOP) {
       // per runner, over the seconds it recorded while pipelines ran (elu above 0.05)

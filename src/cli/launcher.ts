@@ -127,7 +127,20 @@ export const runsCluster = (argv: ReadonlyArray<string>): boolean => {
  * @category running
  */
 export const startsUnbundled = (argv: ReadonlyArray<string>, cwd: string = process.cwd()): boolean =>
-  namesUserCode(argv) || runsCluster(argv) || configsNameUserCode(argv, cwd)
+  namesUserCode(argv) || configsNameUserCode(argv, cwd)
+
+/**
+ * The bundle a command line that does not start unbundled ({@link startsUnbundled}) starts
+ * from: `cluster` (`dist/bundle/cluster-<hash>.cjs`, `clusterStart.ts`: the fast start with the
+ * cluster's modules) for a cluster command ({@link runsCluster}), else `assay`
+ * (`dist/bundle/assay-<hash>.cjs`, `fastStart.ts`, which leaves the cluster's modules out).
+ *
+ * @param argv the command line, as `process.argv`
+ * @returns the bundle's kind (the prefix of its file name)
+ * @since 0.17.0
+ * @category running
+ */
+export const bundleOf = (argv: ReadonlyArray<string>): "assay" | "cluster" => runsCluster(argv) ? "cluster" : "assay"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 
@@ -142,11 +155,15 @@ const full = (argv: ReadonlyArray<string>): void => {
   )
 }
 
-/** The bundle's path, or `undefined` when none was built (then the unbundled runtime runs). */
-const bundlePath = (): string | undefined => {
+/**
+ * The path of the bundle `kind` (`assay`: the fast start; `cluster`: the cluster commands'),
+ * or `undefined` when none was built (then the unbundled runtime runs).
+ */
+const bundlePath = (kind: "assay" | "cluster"): string | undefined => {
   const dir = path.join(here, "../bundle")
+  const pattern = new RegExp(`^${kind}-[0-9a-f]+\\.cjs$`)
   try {
-    const name = fs.readdirSync(dir).find((f) => /^assay-[0-9a-f]+\.cjs$/.test(f))
+    const name = fs.readdirSync(dir).find((f) => pattern.test(f))
     return name === undefined ? undefined : path.join(dir, name)
   } catch {
     return undefined
@@ -202,7 +219,7 @@ const loadBundle = (file: string): { readonly start: (argv: ReadonlyArray<string
  * @category running
  */
 export const launch = (argv: ReadonlyArray<string>): void => {
-  const bundle = startsUnbundled(argv) ? undefined : bundlePath()
+  const bundle = startsUnbundled(argv) ? undefined : bundlePath(bundleOf(argv))
   if (bundle === undefined) return full(argv)
   loadBundle(bundle).start(argv, () => full(argv))
 }

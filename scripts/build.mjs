@@ -42,30 +42,30 @@ if (!args.has("--no-bundle")) {
    * `require` at run time (besides the native addon and tsx).
    */
   const bundle = async (kind, entry, external) => {
-  const built = await esbuild.build({
-    absWorkingDir: root,
-    entryPoints: [entry],
-    bundle: true,
-    write: false,
-    // one CommonJS file: V8 caches the compiled code of a script (vm.Script), not of an ES module
-    format: "cjs",
-    platform: "node",
-    target: "node20",
-    // ES module builds first: a UMD "main" with dynamic requires (jsonc-parser's) cannot be bundled
-    mainFields: ["module", "main"],
-    // the native addon, and the TypeScript loader (the bundle loads no user code)
-    external: ["better-sqlite3", "tsx", "tsx/*", ...external],
-    define: { "import.meta.url": "__assayImportMetaUrl" },
-    banner: { js: "var __assayImportMetaUrl = require(\"node:url\").pathToFileURL(__filename).href;" },
-    minifySyntax: true,
-    minifyWhitespace: true,
-    legalComments: "none",
-    logLevel: "warning"
-  })
-  const code = built.outputFiles[0].contents
-  const hash = createHash("sha256").update(code).digest("hex").slice(0, 16)
-  fs.mkdirSync(outdir, { recursive: true })
-  fs.writeFileSync(path.join(outdir, `${kind}-${hash}.cjs`), code)
+    const built = await esbuild.build({
+      absWorkingDir: root,
+      entryPoints: [entry],
+      bundle: true,
+      write: false,
+      // one CommonJS file: V8 caches the compiled code of a script (vm.Script), not of an ES module
+      format: "cjs",
+      platform: "node",
+      target: "node20",
+      // ES module builds first: a UMD "main" with dynamic requires (jsonc-parser's) cannot be bundled
+      mainFields: ["module", "main"],
+      // the native addon, and the TypeScript loader (the bundle loads no user code)
+      external: ["better-sqlite3", "tsx", "tsx/*", ...external],
+      define: { "import.meta.url": "__assayImportMetaUrl" },
+      banner: { js: "var __assayImportMetaUrl = require(\"node:url\").pathToFileURL(__filename).href;" },
+      minifySyntax: true,
+      minifyWhitespace: true,
+      legalComments: "none",
+      logLevel: "warning"
+    })
+    const code = built.outputFiles[0].contents
+    const hash = createHash("sha256").update(code).digest("hex").slice(0, 16)
+    fs.mkdirSync(outdir, { recursive: true })
+    fs.writeFileSync(path.join(outdir, `${kind}-${hash}.cjs`), code)
   }
   await bundle("assay", "src/cli/fastStart.ts", [])
   // the cluster commands' start (`src/cli/clusterStart.ts`): the fast start plus the cluster's
@@ -76,9 +76,9 @@ if (!args.has("--no-bundle")) {
 }
 
 /**
- * Writes the bundle's V8 code cache by running commands on it (each run adds the functions it
- * compiled): the help of every command, and, in a checkout, a validate, a run and a report of
- * the example experiment. Commands that fail here only leave a smaller cache.
+ * Writes the bundles' V8 code caches by running commands on them (each run adds the functions it
+ * compiled): the help of every command, a `migrate` that finds no server (the cluster bundle),
+ * and, in a checkout, a validate, a run and a report of the example experiment. Commands that fail here only leave a smaller cache.
  */
 function warm() {
   const bin = path.join(root, "bin/assay")

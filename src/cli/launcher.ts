@@ -10,8 +10,10 @@
  *   warm-up, and again by a run whose cache V8 rejected, e.g. under another Node version;
  *   `ASSAY_CODE_CACHE=write` forces the write, `=off` disables the cache). A command that meets
  *   user code all the same (a config file's `plugins:`) goes on on the unbundled runtime; one
- *   whose config files name a module file ({@link configsNameUserCode}) starts there at once,
- *   and so does a cluster command ({@link runsCluster}: its module is not in the bundle).
+ *   whose config files name a module file ({@link configsNameUserCode}) starts there at once.
+ * - A cluster command ({@link runsCluster}) that names no user code starts from the cluster
+ *   bundle `dist/bundle/cluster-<hash>.cjs` (`clusterStart.ts`: the fast start plus the
+ *   cluster's modules, which the other bundle leaves out), the same way ({@link bundleOf}).
  *
  * The bundle's file name carries a digest of its content: V8 checks a cache only against the
  * source's length, so a cache is never read for another bundle.
@@ -102,10 +104,11 @@ export const configsNameUserCode = (argv: ReadonlyArray<string>, cwd: string = p
  * Whether `argv` (as `process.argv`) is a cluster command: `runner`, `migrate`, or a command
  * given `--engine cluster` (`run`, `resume`, `study run`). Each loads `cli/ClusterRun.js` (or
  * `ClusterStudy.js`), which the fast-start bundle leaves out (it would make every other
- * command parse @effect/cluster, -workflow and -sql-pg) and refuses, so on the bundle the
- * command would start, stop and run again on the unbundled runtime: ~0.3–0.5 s of CPU more for
- * every runner and submitter (`BENCHMARKS.md`, start17am). Not with `--help`/`-h` (help never
- * loads the cluster's module).
+ * command parse @effect/cluster, -workflow and -sql-pg) and refuses; such a command starts from
+ * the cluster bundle instead ({@link bundleOf}; `BENCHMARKS.md`, bnd17an). Not with
+ * `--help`/`-h` (help never loads the cluster's module).
+ *
+ * @param argv the command line, as `process.argv`
  *
  * @since 0.17.0
  * @category running
@@ -119,9 +122,9 @@ export const runsCluster = (argv: ReadonlyArray<string>): boolean => {
 
 /**
  * Whether the launcher starts `argv` (as `process.argv`) on the unbundled runtime at once
- * rather than on the fast-start bundle: it names user code ({@link namesUserCode}), is a
- * cluster command ({@link runsCluster}), or names a config file that names user code
- * ({@link configsNameUserCode}, files relative to `cwd`).
+ * rather than from a bundle ({@link bundleOf}): it names user code ({@link namesUserCode}) or
+ * names a config file that names user code ({@link configsNameUserCode}, files relative to
+ * `cwd`). A cluster command that names no user code starts from the cluster bundle.
  *
  * @since 0.17.0
  * @category running

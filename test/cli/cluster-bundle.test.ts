@@ -6,7 +6,8 @@
  * cluster command whose config names user code still starts on the unbundled runtime. Which
  * module files a process loads is seen through Node's module hooks, registered by a
  * `--import` preload that logs every URL it loads (the bundle itself is a script, never
- * imported). The bundle's loader gives the cluster's modules and refuses anything else.
+ * imported). A bundle whose `require("pg")` fails goes on on the unbundled runtime. The
+ * bundle's loader gives the cluster's modules and refuses anything else.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Option } from "effect"
@@ -51,6 +52,28 @@ describe("cluster commands: the cluster bundle", () => {
       assert.notInclude(loaded, dist("cli/ClusterRun.js"))
       assert.notInclude(loaded, dist("cli/main.js"))
       assert.isFalse(loaded.some((u) => u.includes("/node_modules/@effect/cluster/")), "no @effect/cluster module file loaded")
+    }))
+
+  it.scopedLive("when the bundle cannot require pg, migrate goes on on the unbundled runtime and fails on the connection as before", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("cluster-bundle-nopg")
+      const log = path.join(dir, "loaded.log")
+      // `require("pg")` fails (the bundle's); the unbundled runtime imports it as an ES module
+      const nopg = write(dir, "nopg.cjs", [
+        `const Module = require("node:module")`,
+        `const resolve = Module._resolveFilename`,
+        `Module._resolveFilename = function (request, ...rest) {`,
+        `  if (request === "pg") throw Object.assign(new Error("Cannot find module 'pg'"), { code: "MODULE_NOT_FOUND" })`,
+        `  return resolve.call(this, request, ...rest)`,
+        `}`
+      ].join("\n"))
+      const r = yield* assay(["migrate", "--database", nowhere], {
+        cwd: dir,
+        env: { NODE_OPTIONS: `--require=${nopg} ${logLoads(dir, log)}` }
+      })
+      assert.strictEqual(r.code, 1, r.stderr)
+      assert.include(r.stderr, "cannot connect to postgres://assay@127.0.0.1:1/nowhere")
+      assert.include(fs.readFileSync(log, "utf8").trim().split("\n"), dist("cli/ClusterRun.js"))
     }))
 
   it.scopedLive("a runner whose config names ./tasks.ts starts on the unbundled runtime and loads the task module", () =>

@@ -1,8 +1,9 @@
 /**
  * `npm run build`: compiles `src/` to `dist/` (ES modules, `.d.ts`, source maps) with tsc
  * (`tsconfig.build.json`), copies the CLI's resolution hooks (`src/cli/resolveHooks.mjs`), then
- * bundles the CLI's fast start (`src/cli/fastStart.ts` → `dist/bundle/assay-<hash>.cjs`) with
- * esbuild and warms its V8 code cache (see `src/cli/launcher.ts`). `dist/` is what the package
+ * bundles the CLI's fast start (`src/cli/fastStart.ts` → `dist/bundle/assay-<hash>.cjs`) and the
+ * cluster commands' (`src/cli/clusterStart.ts` → `dist/bundle/cluster-<hash>.cjs`) with esbuild
+ * and warms their V8 code caches (see `src/cli/launcher.ts`). `dist/` is what the package
  * exports and what `bin/assay` runs.
  *
  * `--no-tsc` skips the compile; `--no-bundle` skips the bundle; `--no-warm` the code cache. A
@@ -36,43 +37,56 @@ if (!args.has("--no-bundle")) {
   const esbuild = await import("esbuild")
   const outdir = path.join(root, "dist/bundle")
   fs.rmSync(outdir, { recursive: true, force: true })
-  const built = await esbuild.build({
-    absWorkingDir: root,
-    entryPoints: ["src/cli/fastStart.ts"],
-    bundle: true,
-    write: false,
-    // one CommonJS file: V8 caches the compiled code of a script (vm.Script), not of an ES module
-    format: "cjs",
-    platform: "node",
-    target: "node20",
-    // ES module builds first: a UMD "main" with dynamic requires (jsonc-parser's) cannot be bundled
-    mainFields: ["module", "main"],
-    // the native addon, and the TypeScript loader (the bundle loads no user code)
-    external: ["better-sqlite3", "tsx", "tsx/*"],
-    define: { "import.meta.url": "__assayImportMetaUrl" },
-    banner: { js: "var __assayImportMetaUrl = require(\"node:url\").pathToFileURL(__filename).href;" },
-    minifySyntax: true,
-    minifyWhitespace: true,
-    legalComments: "none",
-    logLevel: "warning"
-  })
-  const code = built.outputFiles[0].contents
-  const hash = createHash("sha256").update(code).digest("hex").slice(0, 16)
-  fs.mkdirSync(outdir, { recursive: true })
-  fs.writeFileSync(path.join(outdir, `assay-${hash}.cjs`), code)
+  /**
+   * Bundles `entry` into `dist/bundle/<kind>-<hash>.cjs`; `external`: packages left to
+   * `require` at run time (besides the native addon and tsx).
+   */
+  const bundle = async (kind, entry, external) => {
+    const built = await esbuild.build({
+      absWorkingDir: root,
+      entryPoints: [entry],
+      bundle: true,
+      write: false,
+      // one CommonJS file: V8 caches the compiled code of a script (vm.Script), not of an ES module
+      format: "cjs",
+      platform: "node",
+      target: "node20",
+      // ES module builds first: a UMD "main" with dynamic requires (jsonc-parser's) cannot be bundled
+      mainFields: ["module", "main"],
+      // the native addon, and the TypeScript loader (the bundle loads no user code)
+      external: ["better-sqlite3", "tsx", "tsx/*", ...external],
+      define: { "import.meta.url": "__assayImportMetaUrl" },
+      banner: { js: "var __assayImportMetaUrl = require(\"node:url\").pathToFileURL(__filename).href;" },
+      minifySyntax: true,
+      minifyWhitespace: true,
+      legalComments: "none",
+      logLevel: "warning"
+    })
+    const code = built.outputFiles[0].contents
+    const hash = createHash("sha256").update(code).digest("hex").slice(0, 16)
+    fs.mkdirSync(outdir, { recursive: true })
+    fs.writeFileSync(path.join(outdir, `${kind}-${hash}.cjs`), code)
+  }
+  await bundle("assay", "src/cli/fastStart.ts", [])
+  // the cluster commands' start (`src/cli/clusterStart.ts`): the fast start plus the cluster's
+  // modules; `pg` (an optional peer, plain CommonJS that shares nothing with effect) stays a
+  // `require` of assay's installation, so a missing `pg` fails as it does unbundled
+  await bundle("cluster", "src/cli/clusterStart.ts", ["pg", "pg-native"])
   if (!args.has("--no-warm")) warm()
 }
 
 /**
- * Writes the bundle's V8 code cache by running commands on it (each run adds the functions it
- * compiled): the help of every command, and, in a checkout, a validate, a run and a report of
- * the example experiment. Commands that fail here only leave a smaller cache.
+ * Writes the bundles' V8 code caches by running commands on them (each run adds the functions it
+ * compiled): the help of every command, a `migrate` that finds no server (the cluster bundle),
+ * and, in a checkout, a validate, a run and a report of the example experiment. Commands that fail here only leave a smaller cache.
  */
 function warm() {
   const bin = path.join(root, "bin/assay")
   const env = { ...process.env, ASSAY_CODE_CACHE: "write", NO_COLOR: "1" }
   const run = (...argv) => spawnSync(process.execPath, [bin, ...argv], { env, stdio: "ignore", cwd: root })
   run("--help")
+  // the cluster bundle: a migrate that loads the cluster's module and finds no server
+  run("migrate", "--database", "postgres://assay@127.0.0.1:1/warm")
   const example = path.join(root, "examples/experiments/delay.yaml")
   if (!fs.existsSync(example)) return
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "assay-build-"))

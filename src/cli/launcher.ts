@@ -10,8 +10,10 @@
  *   warm-up, and again by a run whose cache V8 rejected, e.g. under another Node version;
  *   `ASSAY_CODE_CACHE=write` forces the write, `=off` disables the cache). A command that meets
  *   user code all the same (a config file's `plugins:`) goes on on the unbundled runtime; one
- *   whose config files name a module file ({@link configsNameUserCode}) starts there at once,
- *   and so does a cluster command ({@link runsCluster}: its module is not in the bundle).
+ *   whose config files name a module file ({@link configsNameUserCode}) starts there at once.
+ * - A cluster command ({@link runsCluster}) that names no user code starts from the cluster
+ *   bundle `dist/bundle/cluster-<hash>.cjs` (`clusterStart.ts`: the fast start plus the
+ *   cluster's modules, which the other bundle leaves out), the same way ({@link bundleOf}).
  *
  * The bundle's file name carries a digest of its content: V8 checks a cache only against the
  * source's length, so a cache is never read for another bundle.
@@ -102,10 +104,11 @@ export const configsNameUserCode = (argv: ReadonlyArray<string>, cwd: string = p
  * Whether `argv` (as `process.argv`) is a cluster command: `runner`, `migrate`, or a command
  * given `--engine cluster` (`run`, `resume`, `study run`). Each loads `cli/ClusterRun.js` (or
  * `ClusterStudy.js`), which the fast-start bundle leaves out (it would make every other
- * command parse @effect/cluster, -workflow and -sql-pg) and refuses, so on the bundle the
- * command would start, stop and run again on the unbundled runtime: ~0.3–0.5 s of CPU more for
- * every runner and submitter (`BENCHMARKS.md`, start17am). Not with `--help`/`-h` (help never
- * loads the cluster's module).
+ * command parse @effect/cluster, -workflow and -sql-pg) and refuses; such a command starts from
+ * the cluster bundle instead ({@link bundleOf}; `BENCHMARKS.md`, bnd17an). Not with
+ * `--help`/`-h` (help never loads the cluster's module).
+ *
+ * @param argv the command line, as `process.argv`
  *
  * @since 0.17.0
  * @category running
@@ -119,15 +122,28 @@ export const runsCluster = (argv: ReadonlyArray<string>): boolean => {
 
 /**
  * Whether the launcher starts `argv` (as `process.argv`) on the unbundled runtime at once
- * rather than on the fast-start bundle: it names user code ({@link namesUserCode}), is a
- * cluster command ({@link runsCluster}), or names a config file that names user code
- * ({@link configsNameUserCode}, files relative to `cwd`).
+ * rather than from a bundle ({@link bundleOf}): it names user code ({@link namesUserCode}) or
+ * names a config file that names user code ({@link configsNameUserCode}, files relative to
+ * `cwd`). A cluster command that names no user code starts from the cluster bundle.
  *
  * @since 0.17.0
  * @category running
  */
 export const startsUnbundled = (argv: ReadonlyArray<string>, cwd: string = process.cwd()): boolean =>
-  namesUserCode(argv) || runsCluster(argv) || configsNameUserCode(argv, cwd)
+  namesUserCode(argv) || configsNameUserCode(argv, cwd)
+
+/**
+ * The bundle a command line that does not start unbundled ({@link startsUnbundled}) starts
+ * from: `cluster` (`dist/bundle/cluster-<hash>.cjs`, `clusterStart.ts`: the fast start with the
+ * cluster's modules) for a cluster command ({@link runsCluster}), else `assay`
+ * (`dist/bundle/assay-<hash>.cjs`, `fastStart.ts`, which leaves the cluster's modules out).
+ *
+ * @param argv the command line, as `process.argv`
+ * @returns the bundle's kind (the prefix of its file name)
+ * @since 0.17.0
+ * @category running
+ */
+export const bundleOf = (argv: ReadonlyArray<string>): "assay" | "cluster" => runsCluster(argv) ? "cluster" : "assay"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 
@@ -142,11 +158,15 @@ const full = (argv: ReadonlyArray<string>): void => {
   )
 }
 
-/** The bundle's path, or `undefined` when none was built (then the unbundled runtime runs). */
-const bundlePath = (): string | undefined => {
+/**
+ * The path of the bundle `kind` (`assay`: the fast start; `cluster`: the cluster commands'),
+ * or `undefined` when none was built (then the unbundled runtime runs).
+ */
+const bundlePath = (kind: "assay" | "cluster"): string | undefined => {
   const dir = path.join(here, "../bundle")
+  const pattern = new RegExp(`^${kind}-[0-9a-f]+\\.cjs$`)
   try {
-    const name = fs.readdirSync(dir).find((f) => /^assay-[0-9a-f]+\.cjs$/.test(f))
+    const name = fs.readdirSync(dir).find((f) => pattern.test(f))
     return name === undefined ? undefined : path.join(dir, name)
   } catch {
     return undefined
@@ -202,7 +222,7 @@ const loadBundle = (file: string): { readonly start: (argv: ReadonlyArray<string
  * @category running
  */
 export const launch = (argv: ReadonlyArray<string>): void => {
-  const bundle = startsUnbundled(argv) ? undefined : bundlePath()
+  const bundle = startsUnbundled(argv) ? undefined : bundlePath(bundleOf(argv))
   if (bundle === undefined) return full(argv)
   loadBundle(bundle).start(argv, () => full(argv))
 }

@@ -3,14 +3,14 @@
  * (`configsNameUserCode`): a config that names a module file, directly or through the config
  * files it names (a study's experiment), starts on the unbundled runtime at once; a config
  * without one (or naming only a JSON Schema that mentions `.ts` files) stays on the bundle.
- * Cluster commands (`runner`, `migrate`, `--engine cluster`), whose module the bundle refuses,
- * start on the unbundled runtime at once too (`startsUnbundled`).
+ * Cluster commands (`runner`, `migrate`, `--engine cluster`) start from the cluster bundle
+ * (`bundleOf`), unless they name user code.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { configsNameUserCode, namesUserCode, startsUnbundled } from "../../src/cli/launcher.js"
+import { bundleOf, configsNameUserCode, namesUserCode, startsUnbundled } from "../../src/cli/launcher.js"
 
 const dir = (files: Record<string, string>): string => {
   const d = fs.mkdtempSync(path.join(os.tmpdir(), "assay-launcher-"))
@@ -57,17 +57,28 @@ describe("launcher: configs that name user code", () => {
 })
 
 describe("launcher: cluster commands", () => {
-  it("runner, migrate and --engine cluster start on the unbundled runtime; their help and the embedded engine stay on the bundle", () => {
-    const d = dir({ "exp.json": JSON.stringify({ pipeline: { tasks: [{ use: "simulateLlm" }] } }) })
+  it("runner, migrate and --engine cluster start from the cluster bundle; their help and the embedded engine from the fast start; user code unbundled", () => {
+    const d = dir({
+      "exp.json": JSON.stringify({ pipeline: { tasks: [{ use: "simulateLlm" }] } }),
+      "user.json": JSON.stringify({ pipeline: { tasks: [{ use: "./tasks.ts#first" }] } })
+    })
     const url = "postgres://u@127.0.0.1:5432/db"
-    assert.isTrue(startsUnbundled(argv("runner", "-c", "exp.json", "--database", url), d))
-    assert.isTrue(startsUnbundled(argv("migrate", "--database", url), d))
-    assert.isTrue(startsUnbundled(argv("run", "-c", "exp.json", "--engine", "cluster", "--database", url, "--quiet"), d))
-    assert.isTrue(startsUnbundled(argv("run", "-c", "exp.json", "--resume", "--engine=cluster", "--database", url), d))
-    assert.isTrue(startsUnbundled(argv("study", "run", "study.json", "--engine", "cluster"), d))
-    assert.isFalse(startsUnbundled(argv("run", "-c", "exp.json", "--store", "s.db"), d))
-    assert.isFalse(startsUnbundled(argv("run", "-c", "exp.json", "--engine", "local"), d))
-    assert.isFalse(startsUnbundled(argv("runner", "--help"), d))
-    assert.isFalse(startsUnbundled(argv("run", "--engine", "cluster", "-h"), d))
+    const cluster = [
+      argv("runner", "-c", "exp.json", "--database", url),
+      argv("migrate", "--database", url),
+      argv("run", "-c", "exp.json", "--engine", "cluster", "--database", url, "--quiet"),
+      argv("run", "-c", "exp.json", "--resume", "--engine=cluster", "--database", url),
+      argv("study", "run", "study.json", "--engine", "cluster")
+    ]
+    for (const a of cluster) {
+      assert.isFalse(startsUnbundled(a, d), a.join(" "))
+      assert.strictEqual(bundleOf(a), "cluster", a.join(" "))
+    }
+    for (const a of [argv("run", "-c", "exp.json", "--store", "s.db"), argv("run", "-c", "exp.json", "--engine", "local"), argv("runner", "--help"), argv("run", "--engine", "cluster", "-h")]) {
+      assert.isFalse(startsUnbundled(a, d), a.join(" "))
+      assert.strictEqual(bundleOf(a), "assay", a.join(" "))
+    }
+    assert.isTrue(startsUnbundled(argv("runner", "-c", "user.json", "--database", url), d))
+    assert.isTrue(startsUnbundled(argv("run", "-c", "tasks.ts", "--engine", "cluster", "--database", url), d))
   })
 })

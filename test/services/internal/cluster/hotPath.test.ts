@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Duration, Effect, Exit, Fiber, FiberRef, Random, Schedule, Scope, TestClock } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, Fiber, FiberRef, Random, Schedule, Scope, TestClock } from "effect"
 import * as Option from "effect/Option"
 import { LeaseLost } from "../../../../src/services/internal/pool/pg/errors.js"
 import { makeLossGuard } from "../../../../src/services/internal/cluster/lossGuard.js"
@@ -84,6 +84,25 @@ describe("loss guard (one forked fiber per attempt)", () => {
       assert.strictEqual(yield* FiberRef.get(ref), 1)
       yield* Effect.exit(guard.guard(Effect.zipRight(FiberRef.set(ref, 2), Effect.fail("boom" as const))))
       assert.strictEqual(yield* FiberRef.get(ref), 1)
+    }))
+
+  // fib17an: the guard's join merges the body's FiberRefs but its service Context, whose merge
+  // diffed the runner's whole Context once per attempt (`contextPatch.diff`): a service the body
+  // installs for the rest of its fiber (not around an effect, as `Effect.provide*` do) stays in
+  // the body's fiber; its other FiberRefs still come back
+  it.effect("a service Context the body leaves installed does not come back to the caller (its other FiberRefs do)", () =>
+    Effect.gen(function*() {
+      const guard = makeLossGuard()
+      const ref = FiberRef.unsafeMake(0)
+      const Left = Context.GenericTag<"Left", string>("fib17an/Left")
+      const seen = yield* guard.guard(Effect.gen(function*() {
+        yield* FiberRef.set(ref, 1)
+        yield* FiberRef.update(FiberRef.currentContext, Context.add(Left, "left"))
+        return yield* Effect.serviceOption(Left)
+      }))
+      assert.strictEqual(Option.getOrUndefined(seen), "left")
+      assert.strictEqual(yield* FiberRef.get(ref), 1)
+      assert.isTrue(Option.isNone(yield* Effect.serviceOption(Left)))
     }))
 
   // pg17ac: the attempt fast path (`attemptExit`) takes a guarded body; the guard's fiber runs

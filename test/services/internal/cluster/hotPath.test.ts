@@ -3,6 +3,7 @@ import { Context, Deferred, Duration, Effect, Exit, Fiber, FiberRef, Random, Sch
 import * as Option from "effect/Option"
 import { LeaseLost } from "../../../../src/services/internal/pool/pg/errors.js"
 import { makeLossGuard } from "../../../../src/services/internal/cluster/lossGuard.js"
+import { allExits } from "../../../../src/services/internal/cluster/window.js"
 import { retryOnFailure } from "../../../../src/services/internal/cluster/task.js"
 import {
   AttemptGenerator,
@@ -131,6 +132,34 @@ describe("loss guard (one forked fiber per attempt)", () => {
       const { exit } = yield* Fiber.join(attempt)
       assert.deepStrictEqual(exit, Exit.fail(lost))
       assert.deepStrictEqual(log, ["body interrupted", "finalizer Failure", "end Failure"])
+    }))
+})
+
+// fib17an: a window's pipeline fibers, forked and awaited (not joined: no FiberRefs merged back
+// into the window's fiber), as the concurrent `forEach` of `Effect.exit`s they replace
+describe("allExits (a window's pipeline fibers)", () => {
+  it.effect("every effect's exit, a failure interrupting none of the others", () =>
+    Effect.gen(function*() {
+      const gate = yield* Deferred.make<void>()
+      const exits = yield* allExits<number, string>([
+        Effect.fail("boom"),
+        Effect.as(Deferred.await(gate), 2),
+        Effect.zipRight(Deferred.succeed(gate, undefined), Effect.succeed(3))
+      ])
+      assert.deepStrictEqual(exits.map((e) => Exit.isSuccess(e) ? e.value : "failed"), ["failed", 2, 3])
+    }))
+
+  it.effect("the caller interrupted: every fiber is interrupted and its finalizers ran before the caller's", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      const started = yield* Deferred.make<void>()
+      const body = (name: string) =>
+        Effect.ensuring(Effect.zipRight(Deferred.succeed(started, undefined), Effect.never), Effect.sync(() => log.push(name)))
+      const fiber = yield* Effect.fork(Effect.ensuring(allExits([body("a"), body("b")]), Effect.sync(() => log.push("caller"))))
+      yield* Deferred.await(started)
+      yield* Fiber.interrupt(fiber)
+      assert.deepStrictEqual(log.slice().sort(), ["a", "b", "caller"])
+      assert.strictEqual(log[2], "caller")
     }))
 })
 

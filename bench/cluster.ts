@@ -71,7 +71,9 @@
  * `BENCH_CLUSTER_RUNNER_NODE_ARGS="--trace-gc …"` (the runners run as `node ARGS bin/assay runner …`,
  * Node options NODE_OPTIONS refuses; with `BENCH_CLUSTER_RUNNER_LOGS` their standard output goes to
  * the logs too; they are stopped with SIGTERM so that what they write at exit is written;
- * `--import bench/lib/heapSampler.mjs` samples their allocations: BENCHMARKS.md gen17am).
+ * `--import bench/lib/heapSampler.mjs` samples their allocations: BENCHMARKS.md gen17am;
+ * `--import bench/lib/fiberForks.mjs` with `BENCH_FIBERS_DIR` counts the fibers they fork and join
+ * and their Context diffs, with the sites: BENCHMARKS.md fib17an).
  * The `cluster.cluster` line gives each runner's resident set at the end of the submission and its
  * peak (`runners_rss_mb`, `runners_peak_rss_mb`, from /proc).
  *

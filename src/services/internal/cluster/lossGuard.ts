@@ -18,7 +18,7 @@
  *
  * @internal
  */
-import { Effect, Exit, Fiber, FiberId } from "effect"
+import { Effect, Exit, Fiber, FiberId, FiberRef, FiberRefs } from "effect"
 import type { LeaseLost } from "../pool/pg/errors.js"
 
 /**
@@ -40,6 +40,21 @@ interface Attempt {
   ended: boolean
   lost: LeaseLost | undefined
 }
+
+/**
+ * What `fiber.inheritAll` does at a join (the child's FiberRefs merged into the caller's), less
+ * the service Context. Merging `FiberRef.currentContext` diffs the child's Context against the
+ * caller's (Effect's `contextPatch.diff`: a `Map` of every service, and a runner's Context holds
+ * the whole cluster's: ~27 KB allocated per task, BENCHMARKS.md gen17am, fib17an), once per
+ * attempt, whenever the body provided anything (every attempt does), though the value it hands
+ * back is the caller's own: `Effect.provide*`, `Effect.locally` & co. restore the Context when
+ * their effect ends, and no body leaves a service behind for its caller. The other FiberRefs
+ * (annotations, a `FiberRef.set` by the body) come back as with a join; the runtime flags'
+ * patch is not applied (a body does not change the caller's flags: a join excludes
+ * interruption and wind-down, and nothing on the task path changes the others).
+ */
+const inheritAllButContext = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Effect.Effect<void> =>
+  Effect.inheritFiberRefs(FiberRefs.delete(fiber.getFiberRefs(), FiberRef.currentContext))
 
 /**
  * A new {@link LossGuard} (one per task execution: its attempts run one after another).
@@ -77,8 +92,9 @@ export const makeLossGuard = (): LossGuard => {
             if (Exit.isFailure(waited)) return Effect.zipRight(Fiber.interrupt(fiber), Effect.failCause(waited.cause))
             if (attempt.lost !== undefined) return Exit.fail(attempt.lost)
             const exit = waited.value
-            // as `Fiber.join`: a body that succeeded hands its FiberRefs back to the caller
-            return Exit.isSuccess(exit) ? Effect.as(fiber.inheritAll, exit.value) : exit
+            // as `Fiber.join`: a body that succeeded hands its FiberRefs back to the caller,
+            // all but its service Context (see `inheritAllButContext`)
+            return Exit.isSuccess(exit) ? Effect.as(inheritAllButContext(fiber), exit.value) : exit
           })
         })
       })

@@ -30,7 +30,7 @@
  * @internal
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Deferred, Effect, Exit, FiberId, Option } from "effect"
+import { Deferred, Effect, Exit, Fiber, FiberId, Option } from "effect"
 import { StoreUnavailable } from "../../../domain/Errors.js"
 import { PREPARED } from "../preparedMark.js"
 import type { RunId } from "../../../domain/Ids.js"
@@ -251,6 +251,25 @@ const drained = (env: TaskEnv, key: string, run: WindowRun): boolean => {
   return true
 }
 
+/**
+ * The exits of `effects`, each run on a fiber of its own, all at once: what
+ * `Effect.forEach(effects, Effect.exit, { concurrency: "unbounded" })` gives, without merging
+ * each fiber's FiberRefs back into the caller's (its join diffed the runner's whole service
+ * Context per pipeline fiber, whose Context `installAttemptServices` changed: fib17an) and
+ * without the concurrent `forEach`'s own bookkeeping. The caller interrupted: every fiber is
+ * interrupted and awaited before the caller goes on (its finalizers: the window claim's
+ * release), as the `forEach` did.
+ *
+ * @internal
+ */
+export const allExits = <A, E>(effects: ReadonlyArray<Effect.Effect<A, E>>): Effect.Effect<Array<Exit.Exit<A, E>>> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(Effect.forEach(effects, (effect) => Effect.fork(restore(effect))), (fibers) =>
+      restore(Effect.forEach(fibers, Fiber.await)).pipe(
+        Effect.onInterrupt(() => Fiber.interruptAll(fibers))
+      ))
+  )
+
 const windowExecution = (
   env: TaskEnv,
   claims: WindowClaims,
@@ -297,20 +316,19 @@ const windowExecution = (
       }
       // 2. one read of the window's rows and their last checkpoints; 3. the pipelines
       const rows = yield* read(pending)
-      const exits = yield* Effect.forEach(
-        pending,
-        // one fiber per pipeline, the attempt services installed in it once (as the embedded
-        // engine's pipeline fibers): its tasks run in it one after another (`runWindowedTask`).
-        // A pipeline's failure (its store unreachable past L5, a defect) does not interrupt the
-        // others: each ends on its own (a call under way commits), then the window fails
-        // with the first failure (pg17v: a task's call in its pipeline's fiber must not be cut
-        // by a sibling's failure; before pg17ac each task ran in a fiber of its own for it)
-        (i) =>
-          Effect.exit(Effect.zipRight(
+      const exits = yield* allExits(
+        pending.map((i) =>
+          // one fiber per pipeline, the attempt services installed in it once (as the embedded
+          // engine's pipeline fibers): its tasks run in it one after another (`runWindowedTask`).
+          // A pipeline's failure (its store unreachable past L5, a defect) does not interrupt the
+          // others: each ends on its own (a call under way commits), then the window fails
+          // with the first failure (pg17v: a task's call in its pipeline's fiber must not be cut
+          // by a sibling's failure; before pg17ac each task ran in a fiber of its own for it)
+          Effect.zipRight(
             installAttemptServices,
             retryOnFailure(runPipeline(env, specs[i]!, rows.get(specs[i]!.pipelineId), live, tookOver), env.infraRetry)
-          )),
-        { concurrency: "unbounded" }
+          )
+        )
       )
       const failed = exits.find(Exit.isFailure)
       if (failed !== undefined) return yield* Effect.failCause((failed as Exit.Failure<unknown, StoreUnavailable>).cause)

@@ -1,8 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Duration, Effect, Exit, Fiber, FiberRef, Random, Schedule, Scope, TestClock } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, Fiber, FiberRef, Random, Schedule, Scope, TestClock } from "effect"
 import * as Option from "effect/Option"
 import { LeaseLost } from "../../../../src/services/internal/pool/pg/errors.js"
 import { makeLossGuard } from "../../../../src/services/internal/cluster/lossGuard.js"
+import { allExits } from "../../../../src/services/internal/cluster/window.js"
 import { retryOnFailure } from "../../../../src/services/internal/cluster/task.js"
 import {
   AttemptGenerator,
@@ -86,6 +87,25 @@ describe("loss guard (one forked fiber per attempt)", () => {
       assert.strictEqual(yield* FiberRef.get(ref), 1)
     }))
 
+  // fib17an: the guard's join merges the body's FiberRefs but its service Context, whose merge
+  // diffed the runner's whole Context once per attempt (`contextPatch.diff`): a service the body
+  // installs for the rest of its fiber (not around an effect, as `Effect.provide*` do) stays in
+  // the body's fiber; its other FiberRefs still come back
+  it.effect("a service Context the body leaves installed does not come back to the caller (its other FiberRefs do)", () =>
+    Effect.gen(function*() {
+      const guard = makeLossGuard()
+      const ref = FiberRef.unsafeMake(0)
+      const Left = Context.GenericTag<"Left", string>("fib17an/Left")
+      const seen = yield* guard.guard(Effect.gen(function*() {
+        yield* FiberRef.set(ref, 1)
+        yield* FiberRef.update(FiberRef.currentContext, Context.add(Left, "left"))
+        return yield* Effect.serviceOption(Left)
+      }))
+      assert.strictEqual(Option.getOrUndefined(seen), "left")
+      assert.strictEqual(yield* FiberRef.get(ref), 1)
+      assert.isTrue(Option.isNone(yield* Effect.serviceOption(Left)))
+    }))
+
   // pg17ac: the attempt fast path (`attemptExit`) takes a guarded body; the guard's fiber runs
   // inside the attempt, and the attempt's scope closes after it, with the guard's exit
   it.effect("inside attemptExit (the fast path): a loss interrupts the body, then the attempt's finalizers run with the LeaseLost, then its end", () =>
@@ -112,6 +132,34 @@ describe("loss guard (one forked fiber per attempt)", () => {
       const { exit } = yield* Fiber.join(attempt)
       assert.deepStrictEqual(exit, Exit.fail(lost))
       assert.deepStrictEqual(log, ["body interrupted", "finalizer Failure", "end Failure"])
+    }))
+})
+
+// fib17an: a window's pipeline fibers, forked and awaited (not joined: no FiberRefs merged back
+// into the window's fiber), as the concurrent `forEach` of `Effect.exit`s they replace
+describe("allExits (a window's pipeline fibers)", () => {
+  it.effect("every effect's exit, a failure interrupting none of the others", () =>
+    Effect.gen(function*() {
+      const gate = yield* Deferred.make<void>()
+      const exits = yield* allExits<number, string>([
+        Effect.fail("boom"),
+        Effect.as(Deferred.await(gate), 2),
+        Effect.zipRight(Deferred.succeed(gate, undefined), Effect.succeed(3))
+      ])
+      assert.deepStrictEqual(exits.map((e) => Exit.isSuccess(e) ? e.value : "failed"), ["failed", 2, 3])
+    }))
+
+  it.effect("the caller interrupted: every fiber is interrupted and its finalizers ran before the caller's", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      const started = yield* Deferred.make<void>()
+      const body = (name: string) =>
+        Effect.ensuring(Effect.zipRight(Deferred.succeed(started, undefined), Effect.never), Effect.sync(() => log.push(name)))
+      const fiber = yield* Effect.fork(Effect.ensuring(allExits([body("a"), body("b")]), Effect.sync(() => log.push("caller"))))
+      yield* Deferred.await(started)
+      yield* Fiber.interrupt(fiber)
+      assert.deepStrictEqual(log.slice().sort(), ["a", "b", "caller"])
+      assert.strictEqual(log[2], "caller")
     }))
 })
 

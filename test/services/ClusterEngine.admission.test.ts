@@ -115,7 +115,11 @@ describe("ClusterEngine: admission pace (in process, TestClock)", () => {
       const report = yield* Fiber.join(submission)
       assert.strictEqual(report.succeeded, 12)
       void store
-    }).pipe(Effect.provide(hostOf(specs, wrap)))
+    }).pipe(
+      // a failed assertion lets the held tasks end, so the host's scope closes (no hang)
+      Effect.onExit(() => Deferred.succeed(open, undefined)),
+      Effect.provide(hostOf(specs, wrap))
+    )
   })
 
   it.scoped("by default up to 1,024 pipelines are admitted at once (DEFAULT_MAX_ADMITTED; 256 before pg17ad)", () => {

@@ -493,6 +493,15 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
           return out
         }),
       getPipeline: (id) => Effect.sync(() => Option.fromNullable(pipelines.get(id))),
+      pipelineStates: (ids, among) =>
+        Effect.sync(() => {
+          const out = new Map<PipelineId, PipelineState>()
+          for (const id of ids) {
+            const p = pipelines.get(id)
+            if (p !== undefined && (among === undefined || among.includes(p.state))) out.set(id, p.state)
+          }
+          return out
+        }),
 
       putArtifact: (a, placed) => tx(() => insertArtifact(a, placed)),
       getArtifact: (pipelineId, seq) =>

@@ -516,6 +516,24 @@ export interface StoreService extends TaskStore {
   readonly succeededPipelines?: Effect.Effect<SucceededIndex, StoreUnavailable> | undefined
 
   /**
+   * The states of the pipelines among `ids` that are stored, and, with `among`, only of those
+   * whose state is one of `among` (e.g. the terminal ones: which of these pipelines ended?):
+   * a map from id to state, with no entry for an unknown id or a state outside `among`. One
+   * read of two columns (Postgres: a named prepared statement per 5,000 ids; SQLite: one
+   * query per 500 ids), nothing else of the rows decoded: what the cluster submitter's follow
+   * asks many times a second where `getPipelines` read and decoded ~25 columns of every
+   * running row. Sees what `getPipelines` sees (no write-behind flush). Optional: a store
+   * without it (a plugin, a suite's router) leaves it `undefined`, and callers read
+   * `getPipelines` instead ({@link pipelineStatesOf}).
+   */
+  readonly pipelineStates?:
+    | ((
+      ids: ReadonlyArray<PipelineId>,
+      among?: ReadonlyArray<PipelineState> | undefined
+    ) => Effect.Effect<ReadonlyMap<PipelineId, PipelineState>, StoreUnavailable>)
+    | undefined
+
+  /**
    * Runs `reads` (several reads of this store) against one consistent view of it, so that
    * figures read one after the other agree while a writer commits meanwhile (the monitoring
    * picture: totals, counts per state and per-resource sums of one `/stats` answer). SQLite:
@@ -743,6 +761,8 @@ export interface StoreDriver extends
   readonly storeId?: StoreService["storeId"]
   /** See {@link StoreService.succeededPipelines} (optional). */
   readonly succeededPipelines?: StoreService["succeededPipelines"]
+  /** See {@link StoreService.pipelineStates} (optional). */
+  readonly pipelineStates?: StoreService["pipelineStates"]
   /** See {@link StoreService.consistentReads} (optional). */
   readonly consistentReads?: StoreService["consistentReads"]
   /**
@@ -822,3 +842,23 @@ export const makeWith: (
  * @category validation
  */
 export const checkLimit: (limit: Limit) => Effect.Effect<number | undefined, ConfigError> = shared.checkLimit
+
+/**
+ * The states of the stored pipelines among `ids` ({@link StoreService.pipelineStates}), read
+ * through `getPipelines` when the store lacks that method (its rows' states kept). What the
+ * cluster submitter's follow and admission read.
+ *
+ * @param store - the store.
+ * @returns a function of the ids and, optionally, the states wanted (`among`), to the map of
+ *   id to state (no entry for an unknown id or a state outside `among`); fails as the store's
+ *   reads do (`StoreUnavailable`).
+ *
+ * @since 0.19.0
+ * @category reads
+ */
+export const pipelineStatesOf: (
+  store: Pick<StoreService, "getPipelines" | "pipelineStates">
+) => (
+  ids: ReadonlyArray<PipelineId>,
+  among?: ReadonlyArray<PipelineState> | undefined
+) => Effect.Effect<ReadonlyMap<PipelineId, PipelineState>, StoreUnavailable> = shared.pipelineStatesOf

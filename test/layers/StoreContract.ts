@@ -18,7 +18,7 @@ import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import type { ArtifactBackend } from "../../src/services/ArtifactBackend.js"
 import * as CallCache from "../../src/services/CallCache.js"
 import type { LoadedArtifact, NewArtifact, NewAttempt, NewEvent, NewHandoff, StoreOptions } from "../../src/services/Store.js"
-import { Store } from "../../src/services/Store.js"
+import { pipelineStatesOf, Store } from "../../src/services/Store.js"
 import { checkpointNowOf } from "../../src/services/internal/store/front.js"
 import { pid, rid } from "../support/ids.js"
 
@@ -227,6 +227,11 @@ const filesUnder = (root: string): Array<string> =>
  */
 export interface ContractOptions {
   readonly pipelineId?: ((name: string) => PipelineId) | undefined
+  /**
+   * Whether the store answers `pipelineStates` itself (the built-in drivers: default `true`);
+   * `false`: the contract checks the `getPipelines` fallback of `pipelineStatesOf` instead.
+   */
+  readonly pipelineStates?: boolean | undefined
 }
 
 const base = { pipeline, artifact, task, attempt, event, controlled, ledgerRow, rewindFrom, controlledToRewind }
@@ -299,6 +304,37 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           assert.strictEqual(again.size, 1)
           assert.strictEqual(again.get(P(stored[5]!))!.state, "succeeded")
           assert.strictEqual((yield* store.getPipelines([])).size, 0)
+        })))
+
+    it.effect("pipelineStates: the states of the stored pipelines among the ids (only those in `among`), as getPipelines reads them", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          if (contractOptions.pipelineStates !== false) assert.isDefined(store.pipelineStates, "every built-in store answers pipelineStates")
+          const states = pipelineStatesOf(store)
+          // 601 ids (past a 500-id chunk), every third one stored, in every state
+          const ids = Array.from({ length: 601 }, (_, i) => `st-${i}`)
+          const kinds = ["running", "succeeded", "failed", "interrupted", "pending"] as const
+          const stored = ids.filter((_, i) => i % 3 === 0)
+          yield* store.admit(stored.map((id, k) => pipeline(id, { state: kinds[k % kinds.length]!, createdAt: 1000 + k, updatedAt: 1000 + k })))
+          const rows = yield* store.getPipelines(ids.map(P))
+          const all = yield* states(ids.map(P))
+          assert.deepStrictEqual(
+            [...all].sort(([a], [b]) => a.localeCompare(b)),
+            [...rows].map(([id, r]) => [id, r.state] as const).sort(([a], [b]) => a.localeCompare(b))
+          )
+          assert.strictEqual(all.size, stored.length)
+          // the ended ones only
+          const ended = yield* states(ids.map(P), ["succeeded", "failed", "interrupted"])
+          assert.deepStrictEqual(
+            [...ended.keys()].sort(),
+            [...rows].filter(([, r]) => r.state !== "running" && r.state !== "pending").map(([id]) => id).sort()
+          )
+          for (const [id, state] of ended) assert.strictEqual(state, rows.get(id)!.state)
+          // a later write is seen by the next read; an unknown id and an empty `among` read nothing
+          yield* store.updatePipeline(P(stored[0]!), { state: "succeeded", updatedAt: 5000 })
+          assert.deepStrictEqual([...(yield* states([P(stored[0]!), P("st-1")], ["succeeded"]))], [[P(stored[0]!), "succeeded"]])
+          assert.strictEqual((yield* states([P(stored[0]!)], [])).size, 0)
+          assert.strictEqual((yield* states([])).size, 0)
         })))
 
     it.effect("the member fields (suiteId, experimentId, localKey) are stored: read back, null by default, kept by a re-admission that lacks them", () =>

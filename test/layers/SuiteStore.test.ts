@@ -831,5 +831,6 @@ const contractPipelineId = (name: string): PipelineId => {
 storeContract(
   "SuiteStore (byExperiment)",
   suiteHarness("byExperiment", CONTRACT_MEMBERS, ["suite.db", ...CONTRACT_MEMBERS.map((m) => `experiments/${m}/state.db`)]),
-  { pipelineId: contractPipelineId }
+  // the router answers pipelineStates from getPipelines (pipelineStatesOf's fallback)
+  { pipelineId: contractPipelineId, pipelineStates: false }
 )

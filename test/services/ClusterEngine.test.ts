@@ -202,7 +202,8 @@ describe("ClusterEngine (in process)", () => {
     const counting = (s: StoreService): StoreService => ({
       ...s,
       admit: (ps, seeds, traversals) => Effect.zipRight(Effect.sync(() => seen.admits++), s.admit(ps, seeds, traversals)),
-      getPipelines: (ids) => Effect.zipRight(Effect.sync(() => seen.rowsReads++), s.getPipelines(ids))
+      getPipelines: (ids) => Effect.zipRight(Effect.sync(() => seen.rowsReads++), s.getPipelines(ids)),
+      pipelineStates: (ids, among) => Effect.zipRight(Effect.sync(() => seen.rowsReads++), s.pipelineStates!(ids, among))
     })
     return Effect.gen(function*() {
       const report = yield* ClusterEngine.submit(Stream.fromIterable(specs), { maxAdmitted: 12, pollInterval: "20 millis" })
@@ -232,7 +233,9 @@ describe("ClusterEngine (in process)", () => {
       ...s,
       getPipeline: (id) => Effect.map(s.getPipeline(id), Option.map(committed)),
       getPipelines: (ids) =>
-        Effect.map(s.getPipelines(ids), (rows) => new Map(Array.from(rows, ([id, r]) => [id, committed(r)] as const)))
+        Effect.map(s.getPipelines(ids), (rows) => new Map(Array.from(rows, ([id, r]) => [id, committed(r)] as const))),
+      // (the submitter's follow reads the states alone)
+      pipelineStates: undefined
     })
     const noting = (p: PoolsService): PoolsService => ({
       ...p,

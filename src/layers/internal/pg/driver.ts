@@ -479,6 +479,12 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
   const scoped = env.member === undefined ? undefined : memberScopeSql(env.member)
   const q = (text: string, params: ReadonlyArray<unknown> = []) =>
     read(rows(scoped === undefined ? text : scoped(text), params))
+  /**
+   * A read of fixed text through {@link hot} (a named prepared statement; scoped to the
+   * member's rows as {@link q} is): only for texts that list their columns.
+   */
+  const hotRead = (text: string, params: ReadonlyArray<unknown>) =>
+    read(hot(scoped === undefined ? text : scoped(text), params))
   /** One transaction; a read-only store refuses before touching the database. */
   const tx = <A>(what: string, body: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> =>
     env.readOnlyError !== undefined
@@ -1251,6 +1257,25 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
         (pages) => {
           const out = new Map<PipelineId, PipelineRecord>()
           for (const page of pages) for (const r of page) out.set(String(r.pipeline_id) as PipelineId, toPipeline(r))
+          return out
+        }
+      ),
+    pipelineStates: (ids, among) =>
+      Effect.map(
+        Effect.forEach(
+          Array.from({ length: Math.ceil(ids.length / 5000) }, (_, i) => ids.slice(i * 5000, (i + 1) * 5000)),
+          (chunk) =>
+            // two fixed texts, named prepared statements: two columns, never `SELECT *`
+            among === undefined
+              ? hotRead("SELECT pipeline_id, state FROM assay_pipelines WHERE pipeline_id = ANY($1)", [chunk])
+              : hotRead(
+                "SELECT pipeline_id, state FROM assay_pipelines WHERE pipeline_id = ANY($1) AND state = ANY($2)",
+                [chunk, among]
+              )
+        ),
+        (pages) => {
+          const out = new Map<PipelineId, PipelineState>()
+          for (const page of pages) for (const r of page) out.set(String(r.pipeline_id) as PipelineId, r.state as PipelineState)
           return out
         }
       ),

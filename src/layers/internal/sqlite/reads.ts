@@ -155,7 +155,7 @@ type AttemptFigures = {
 export const makeReads = (
   env: SqliteEnv,
   backend: ArtifactBackendService
-): Pick<StoreDriver, "getRun" | "latestRun" | "listRuns" | "getPipelines" | "getPipeline" | "getArtifact" | "listArtifacts" | "metrics" | "resources" | "stats" | "resourceUsage" | "pipelineAccounting" | "succeededPipelines" | "errors" | "events" | "countEvents" | "pipelinesBySpec" | "pipelinesPage" | "completions" | "loadBundles" | "streamPipelines" | "streamTasks" | "streamAttempts" | "streamEvents" | "streamArtifacts"> & { readonly traversal: NonNullable<StoreDriver["traversal"]> } => {
+): Pick<StoreDriver, "getRun" | "latestRun" | "listRuns" | "getPipelines" | "getPipeline" | "pipelineStates" | "getArtifact" | "listArtifacts" | "metrics" | "resources" | "stats" | "resourceUsage" | "pipelineAccounting" | "succeededPipelines" | "errors" | "events" | "countEvents" | "pipelinesBySpec" | "pipelinesPage" | "completions" | "loadBundles" | "streamPipelines" | "streamTasks" | "streamAttempts" | "streamEvents" | "streamArtifacts"> & { readonly traversal: NonNullable<StoreDriver["traversal"]> } => {
   const { accounting, fromSql, handoffEvents, indexed, numbered, path, sql, visits } = env
   /** Artifact columns: an older schema (read-only) has no visit columns. */
   const META = visits ? ARTIFACT_META : ARTIFACT_META_V5
@@ -709,6 +709,25 @@ export const makeReads = (
       ),
     getPipeline: (id) =>
       Effect.map(rows(sql`SELECT * FROM pipelines WHERE pipeline_id = ${id}`), (r) => Option.map(Option.fromNullable(r[0]), toPipeline)),
+    pipelineStates: (ids, among) =>
+      Effect.map(
+        Effect.forEach(
+          Array.from({ length: Math.ceil(ids.length / 500) }, (_, i) => ids.slice(i * 500, (i + 1) * 500)),
+          (chunk) =>
+            rows(
+              among === undefined
+                ? sql`SELECT pipeline_id, state FROM pipelines WHERE ${sql.in("pipeline_id", chunk)}`
+                : among.length === 0
+                ? sql`SELECT pipeline_id, state FROM pipelines WHERE 0`
+                : sql`SELECT pipeline_id, state FROM pipelines WHERE ${sql.in("pipeline_id", chunk)} AND ${sql.in("state", among)}`
+            )
+        ),
+        (pages) => {
+          const out = new Map<PipelineId, PipelineState>()
+          for (const page of pages) for (const r of page) out.set(String(r.pipeline_id) as PipelineId, r.state as PipelineState)
+          return out
+        }
+      ),
 
     getArtifact: (pipelineId, seq) =>
       Effect.flatMap(

@@ -26,10 +26,11 @@ import { Cause, Chunk, Clock, Context, Duration, Effect, Either, Exit, Fiber, Op
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { messageOf } from "../../../domain/internal/errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
+import type { PipelineState } from "../../../domain/Records.js"
 import { digest } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import * as CallCache from "../../CallCache.js"
-import { Store, type StoreService } from "../../Store.js"
+import { pipelineStatesOf, Store, type StoreService } from "../../Store.js"
 import * as Traversal from "../../../domain/Traversal.js"
 import * as Rows from "../runner/rows.js"
 import * as Infra from "./infra.js"
@@ -336,6 +337,9 @@ const endedOf = (
   return { _tag: "Broken", message: Option.isSome(failure) ? messageOf(failure.value) : Cause.pretty(exit.cause).split("\n")[0]! }
 }
 
+/** The states of an ended pipeline's row: what the follow reads (the others stay running). */
+const ENDED: ReadonlyArray<PipelineState> = ["succeeded", "failed", "interrupted"]
+
 /** The first `n` elements of `set`, in its (insertion) order. */
 const firstOf = <A>(set: ReadonlySet<A>, n: number): Array<A> => {
   const out: Array<A> = []
@@ -387,6 +391,8 @@ export const submit = <SE, SR>(
 ): Effect.Effect<SubmitReport, SE | StoreUnavailable | ConfigError, Store | WorkflowEngine | SR> =>
   Effect.gen(function*() {
     const store = yield* Store
+    /** The states of stored pipelines (`StoreService.pipelineStates`, or the rows' states). */
+    const statesOf = pipelineStatesOf(store)
     const maxAdmitted = Math.max(1, options.maxAdmitted ?? DEFAULT_MAX_ADMITTED)
     const windowSize = Math.max(1, Math.min(maxAdmitted, options.window ?? defaultWindow(maxAdmitted)))
     const poll = Duration.decode(options.pollInterval ?? Duration.millis(500))
@@ -516,11 +522,11 @@ export const submit = <SE, SR>(
         windows.delete(w)
         const live = w.ids.filter((id) => running.has(id))
         if (live.length === 0) return
-        // the rows are read again: a verdict is written to the row before the workflow ends
-        const rows = yield* store.getPipelines(live)
+        // the rows' states are read again: a verdict is written to the row before the workflow ends
+        const states = yield* statesOf(live)
         for (const id of live) {
           running.delete(id)
-          const state = rows.get(id)?.state
+          const state = states.get(id)
           if (state === "succeeded") {
             counts.succeeded++
             settled(id, "succeeded")
@@ -601,9 +607,10 @@ export const submit = <SE, SR>(
       const whole = now - followedAt >= pollMs
       // `running` iterates in insertion order: the pipelines admitted first come first
       const ids = whole ? Array.from(running) : firstOf(running, 2 * windowSize)
-      const rows = ids.length === 0 ? new Map<PipelineId, never>() : yield* store.getPipelines(ids)
+      // the ended ones among them, with their states only (two columns of the ended rows)
+      const ended = yield* statesOf(ids, ENDED)
       for (const id of ids) {
-        const state = rows.get(id)?.state
+        const state = ended.get(id)
         // an `interrupted` row: a runner settled it so on a cancel of this run (`cancelMarks.ts`)
         if (state === "succeeded" || state === "failed" || state === "interrupted") {
           running.delete(id)
@@ -704,6 +711,7 @@ export const submit = <SE, SR>(
         }
         const control = batch.findIndex((spec) => refuseControl(spec, store) !== undefined)
         const specs = control === -1 ? batch : batch.slice(0, control)
+        // their rows: a stored row is admitted again from where it is (`Rows.admissionRow`)
         const stored = specs.length === 0
           ? new Map<PipelineId, never>()
           : yield* store.getPipelines(specs.map((spec) => spec.pipelineId))

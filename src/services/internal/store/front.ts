@@ -405,6 +405,7 @@ export const makeWith = (
       storeId: driver.storeId,
       journal,
       succeededPipelines: driver.succeededPipelines,
+      pipelineStates: driver.pipelineStates,
       consistentReads: consistentReads === undefined ? undefined : (reads) =>
         Effect.zipRight(wb.flush, consistentReads(Effect.locally(reads, inView, true))),
       claimAdmission: driver.claimAdmission === undefined ? undefined : ((claim) => (write, expected) =>

@@ -6,7 +6,8 @@
  */
 import { Context, DefaultServices, Effect, Exit, Fiber, Option, type Scope, Tracer } from "effect"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
-import { ArtifactRecord, trusted } from "../../../domain/Records.js"
+import { ArtifactRecord, type PipelineState, trusted } from "../../../domain/Records.js"
+import type { PipelineId } from "../../../domain/Ids.js"
 import * as ResourceHelpers from "../../../domain/internal/resource.js"
 import type { ArtifactBackendService } from "../../ArtifactBackend.js"
 import { retryTracker } from "../../../domain/internal/retries.js"
@@ -1055,3 +1056,37 @@ export const checkOptions = (options: {
   }
   return Effect.succeed({ batchSize, flushIntervalMs })
 }
+
+/**
+ * `store.pipelineStates` when the store has it, else the same answer from `getPipelines`
+ * (whole rows read, their states kept): see `StoreService.pipelineStates`.
+ *
+ * @param store - the store (its `pipelineStates` and `getPipelines`).
+ * @returns the states of the stored pipelines among `ids` (only those in `among`, when given).
+ */
+export const pipelineStatesOf = (
+  store: {
+    readonly getPipelines: (
+      ids: ReadonlyArray<PipelineId>
+    ) => Effect.Effect<ReadonlyMap<PipelineId, { readonly state: PipelineState }>, StoreUnavailable>
+    readonly pipelineStates?:
+      | ((
+        ids: ReadonlyArray<PipelineId>,
+        among?: ReadonlyArray<PipelineState> | undefined
+      ) => Effect.Effect<ReadonlyMap<PipelineId, PipelineState>, StoreUnavailable>)
+      | undefined
+  }
+) =>
+(
+  ids: ReadonlyArray<PipelineId>,
+  among?: ReadonlyArray<PipelineState> | undefined
+): Effect.Effect<ReadonlyMap<PipelineId, PipelineState>, StoreUnavailable> =>
+  ids.length === 0
+    ? Effect.succeed(new Map())
+    : store.pipelineStates !== undefined
+    ? store.pipelineStates(ids, among)
+    : Effect.map(store.getPipelines(ids), (rows) => {
+      const out = new Map<PipelineId, PipelineState>()
+      for (const [id, r] of rows) if (among === undefined || among.includes(r.state)) out.set(id, r.state)
+      return out
+    })

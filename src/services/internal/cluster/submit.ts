@@ -430,9 +430,12 @@ export const submit = <SE, SR>(
     // the call cache's figures of the run, written with `run.finished` as the embedded engine
     // writes them (what `report` and the dashboard read): the runners know each hit, the
     // submitter knows when the run ends, so it counts them from the run's attempt rows (their
-    // outcome `cache_hit` and the cache note of their decision), once, at the end
+    // outcome `cache_hit` and the cache note of their decision), once, at the end: as the
+    // store's aggregate (`stats`, one query on Postgres), not by streaming and decoding every
+    // attempt of the run into this process (~5 % of the submitter's CPU and ~0.3 s of
+    // Postgres at 6,000 pipelines, all of it after the last task; BENCHMARKS.md sub17an)
     const cacheFigures = Effect.map(
-      Effect.orElseSucceed(CallCache.statsOf(store, runId), () => CallCache.emptyStats),
+      Effect.orElseSucceed(CallCache.statsOfScope(store, runId), () => CallCache.emptyStats),
       (c) =>
         CallCache.isActive(c)
           ? {

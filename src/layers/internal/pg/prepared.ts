@@ -77,9 +77,10 @@ class PreparingClient extends Pg.Client {
 /**
  * How long an idle connection of assay's pools stays open: one minute, not `pg`'s 10 s. A
  * connection opened again costs Postgres ~20–40 ms of CPU (a backend forked, its caches
- * filled, its prepared statements parsed again) and a runner's pools went idle and reopened
- * ~80 times in a 60 s benchmark run at 3,000 pipelines: about a third of Postgres's CPU
- * (BENCHMARKS.md pgp17an). Idle connections cost the server memory only.
+ * filled, its prepared statements parsed again). With 10 s, the three runners of a 120 s
+ * benchmark run at 3,000 pipelines opened 104–118 backends (a watchdog pinging every 10 s found
+ * its connection closed each time): about half of Postgres's CPU (BENCHMARKS.md pgp17an).
+ * Idle connections cost the server memory only.
  *
  * @since 0.19.0
  * @category constants

@@ -24,7 +24,11 @@
  * rounds alternate sqlite, cluster), `BENCH_CLUSTER_ONLY` (`sqlite`, `cluster` or `embedded-pg`),
  * `BENCH_CLUSTER_STATEMENTS=1` (Postgres with `pg_stat_statements`: the statements per
  * pipeline, in all and the top ones by calls and by execution time, with their planning time,
- * over the submitter's run),
+ * over the submitter's run; and a `cluster.postgres` line: Postgres's CPU per pipeline per
+ * process kind, client backends told apart by the process at the other end of their connection
+ * (runner, submitter, other), autovacuum workers, walwriter, checkpointer, …, sampled every
+ * quarter second from /proc (bench/lib/pgProcesses.ts), and the client backends' CPU outside what
+ * pg_stat_statements accounts to statements (the protocol), per statement: BENCHMARKS.md pgp17an),
  * `BENCH_CLUSTER_PROFILE=DIR` (the runners and the submitter run with `node --cpu-prof`, their
  * profiles written to DIR/runner0, …, DIR/submitter; the runners are stopped with SIGTERM so that theirs are written;
  * `npx tsx bench/lib/cpuprofile.ts FILE` summarizes one), `BENCH_CLUSTER_IDLE_S` (default 0:
@@ -93,6 +97,7 @@ import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { startPostgres } from "../test/support/pgServer.js"
+import { autovacuumCpu, type Owner, pgProcessSampler } from "./lib/pgProcesses.js"
 
 const N = Number(process.env.BENCH_CLUSTER_PIPELINES ?? 20_000)
 const ROUNDS = Number(process.env.BENCH_CLUSTER_ROUNDS ?? 1)
@@ -299,7 +304,9 @@ const sqliteRound = async (round: number): Promise<number> => {
 
 const clusterRound = async (round: number, sqliteTasksPerS: number | undefined): Promise<void> => {
   const pg = await startPostgres(
-    STATEMENTS ? { serverOptions: ["-c shared_preload_libraries=pg_stat_statements", "-c pg_stat_statements.track=all", "-c pg_stat_statements.track_planning=on"] } : {}
+    STATEMENTS
+      ? { serverOptions: ["-c shared_preload_libraries=pg_stat_statements", "-c pg_stat_statements.track=all", "-c pg_stat_statements.track_planning=on", "-c log_autovacuum_min_duration=0"] }
+      : {}
   )
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-cluster-"))
   try {
@@ -447,16 +454,38 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
     }
     if (STATEMENTS) sql("SELECT pg_stat_statements_reset()")
     const stats = () => {
-      const [commits, ins, upd, del] = sql(
-        "SELECT xact_commit, tup_inserted, tup_updated, tup_deleted FROM pg_stat_database WHERE datname = 'bench'"
+      const [commits, ins, upd, del, sessions] = sql(
+        "SELECT xact_commit, tup_inserted, tup_updated, tup_deleted, sessions FROM pg_stat_database WHERE datname = 'bench'"
       ).split("|").map(Number)
-      return { commits: commits!, ins: ins!, upd: upd!, del: del! }
+      return { commits: commits!, ins: ins!, upd: upd!, del: del!, sessions: sessions! }
     }
     const before = stats()
     const tables0 = tableStats(sql)
     const postmaster = pg.pid()
     const pgCpu0 = pgCpu(postmaster)
     const runnerCpu0 = runners.map((r) => cpuOf(r.pid!))
+    // with the statements: Postgres's CPU per process kind, sampled every second
+    let submitterPid: number | undefined
+    const owners = (): Array<Owner> => {
+      if (submitterPid === undefined) {
+        // the submitter: the child of the /usr/bin/time this process spawned
+        const stats = fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d)).flatMap((d) => {
+          try {
+            const stat = fs.readFileSync(`/proc/${d}/stat`, "utf8")
+            return [{ pid: Number(d), comm: stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")), ppid: Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) }]
+          } catch {
+            return []
+          }
+        })
+        const time = stats.find((p) => p.ppid === process.pid && p.comm === "time")
+        submitterPid = time === undefined ? undefined : stats.find((p) => p.ppid === time.pid)?.pid
+      }
+      return [...runners.map((r) => ({ pid: r.pid!, label: "runner" })), ...(submitterPid === undefined ? [] : [{ pid: submitterPid, label: "submitter" }])]
+    }
+    const pgProcs = STATEMENTS ? pgProcessSampler(postmaster, owners) : undefined
+    const pgLog = path.join(path.dirname(pg.dataDir), "log")
+    const pgLogStart = STATEMENTS ? fs.statSync(pgLog).size : 0
+    const pgProcsTick = pgProcs === undefined ? undefined : setInterval(() => pgProcs.sample(), 250)
     const load = uptime()
     // every second for the first 15 s (the start), then every 5 s: pipelines running and
     // succeeded, runners' and Postgres's CPU since the start (does the cost per pipeline grow
@@ -524,6 +553,9 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
     const runnerCpu = runners.map((r, i) => cpuOf(r.pid!) - runnerCpu0[i]!)
     const runnerRss = runners.map((r) => rssOf(r.pid!))
     const pgCpuS = pgCpu(postmaster) - pgCpu0
+    if (pgProcsTick !== undefined) clearInterval(pgProcsTick)
+    const pgSplit = pgProcs?.stop()
+    const autovacuum = STATEMENTS ? autovacuumCpu(fs.readFileSync(pgLog, "utf8").slice(pgLogStart)) : undefined
     if (sub.code !== 0) throw new Error(`cluster run failed (${sub.code}): ${sub.stderr}`)
     await sleep(1_500) // statistics are flushed by the backends within a second
     const after = stats()
@@ -574,8 +606,11 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
         commits: +((after.commits - before.commits) / N).toFixed(2),
         rows_inserted: +((after.ins - before.ins) / N).toFixed(2),
         rows_updated: +((after.upd - before.upd) / N).toFixed(2),
-        rows_deleted: +((after.del - before.del) / N).toFixed(2)
+        rows_deleted: +((after.del - before.del) / N).toFixed(2),
+        // connections opened (each a backend forked and initialized; the bench's psql ones included)
+        sessions: +((after.sessions - before.sessions) / N).toFixed(3)
       },
+      sessions: after.sessions - before.sessions,
       bytes_per_pipeline: { assay: Math.round(assayBytes / N), cluster: Math.round(clusterBytes / N) },
       extrapolated_1e6_gb: +(((assayBytes + clusterBytes) / N) * 1e6 / 1e9).toFixed(1),
       load_before: load,
@@ -635,6 +670,37 @@ const clusterRound = async (round: number, sqliteTasksPerS: number | undefined):
           return { per_pipeline: +(Number(calls) / N).toFixed(2), exec_ms: Number(ms), plan_ms: Number(planMs), plans_per_call: +(Number(plans) / Math.max(1, Number(calls))).toFixed(2), query: q.join("|") }
         })
       const [calls, ms, planMs, plans] = sql("SELECT sum(calls), round(sum(total_exec_time)::numeric, 1), round(sum(total_plan_time)::numeric, 1), sum(plans) FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'").split("|").map(Number)
+      if (pgSplit !== undefined) {
+        // the client backends' CPU against what pg_stat_statements accounts to statements
+        // (execution + planning): the rest is the protocol (parse, bind, describe, sync, the
+        // socket) and the transaction control statements' own share, per statement sent
+        const [txCalls, txMs] = sql(
+          "SELECT coalesce(sum(calls), 0), coalesce(round(sum(total_exec_time)::numeric, 1), 0) FROM pg_stat_statements WHERE query IN ('BEGIN', 'COMMIT', 'ROLLBACK') OR query LIKE 'SAVEPOINT%' OR query LIKE 'RELEASE%'"
+        ).split("|").map(Number)
+        const clientS = Object.entries(pgSplit.by_kind).filter(([k]) => k.startsWith("client:")).reduce((a, [, v]) => a + v, 0)
+        const perPipeline = (x: number) => +(x * 1000 / N).toFixed(3)
+        emit({
+          bench: "cluster.postgres",
+          pipelines: N,
+          cpu_s: pgSplit.total,
+          cpu_ms_per_pipeline: Object.fromEntries([
+            ...Object.entries(pgSplit.by_kind).map(([k, v]) => [k, perPipeline(v)]),
+            ["postmaster", perPipeline(pgSplit.postmaster)],
+            ["exited_unseen", perPipeline(pgSplit.exited_unseen)],
+            ["total", perPipeline(pgSplit.total)]
+          ]),
+          processes: pgSplit.processes,
+          // exact, from the server log (each automatic vacuum/analyze reports its CPU)
+          autovacuum_ms_per_pipeline: perPipeline(autovacuum!.total),
+          autovacuum_ms_per_pipeline_by_table: Object.fromEntries(Object.entries(autovacuum!.by_table).map(([k, v]) => [k, perPipeline(v)])),
+          autovacuum_runs: autovacuum!.runs,
+          client_backends_ms_per_pipeline: perPipeline(clientS),
+          statements_exec_plan_ms_per_pipeline: +((ms! + planMs!) / N).toFixed(3),
+          outside_statements_ms_per_pipeline: +((clientS * 1000 - ms! - planMs!) / N).toFixed(3),
+          outside_statements_us_per_statement: +((clientS * 1000 - ms! - planMs!) * 1000 / Math.max(1, calls!)).toFixed(1),
+          transaction_control: { per_pipeline: +(txCalls! / N).toFixed(2), exec_ms: txMs }
+        })
+      }
       emit({ bench: "cluster.statements", pipelines: N, per_pipeline: +(calls! / N).toFixed(1), plans_per_pipeline: +(plans! / N).toFixed(2), exec_ms_per_pipeline: +(ms! / N).toFixed(2), plan_ms_per_pipeline: +(planMs! / N).toFixed(2), by_calls: rows("calls"), by_time: rows("total_exec_time") })
     }
     if (LATENCY) {

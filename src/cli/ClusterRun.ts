@@ -23,6 +23,7 @@ import type * as Pipeline from "../domain/Pipeline.js"
 import { memberDigest, memberDigestOf, memberPath, tagSpec } from "../domain/Suite.js"
 import * as Words from "../domain/internal/words.js"
 import * as PgSuites from "../layers/internal/pg/suites.js"
+import * as Prepared from "../layers/internal/pg/prepared.js"
 import { shellQuote } from "../services/internal/processRunner.js"
 import { connectionMessage, isConnectionProblem, isLoginRefused } from "../layers/internal/pg/connect.js"
 import { hasPassword, PASSWORD_HINT, redactUrlsIn, scrub, withoutPassword } from "../layers/internal/pg/url.js"
@@ -160,7 +161,19 @@ const runnerCache = (experiment: Hosted, target: StoreResolver.StoreTarget) =>
  *
  * @internal
  */
-export const pgLayer = (database: string) => PgClient.layer({ url: Redacted.make(database) })
+export const pgLayer = (database: string) => PgClient.layer(pgConfig(database))
+
+/**
+ * The configuration of {@link pgLayer}: `@effect/sql-pg`'s defaults but idle connections kept
+ * for `Prepared.IDLE_TIMEOUT` (one minute), not 10 s: a connection opened again costs Postgres
+ * tens of ms of CPU (BENCHMARKS.md pgp17an).
+ *
+ * @internal
+ */
+export const pgConfig = (database: string): PgClient.PgClientConfig => ({
+  url: Redacted.make(database),
+  idleTimeout: Prepared.IDLE_TIMEOUT
+})
 
 /** The cluster's own tables (`@effect/cluster`'s SQL message and runner storage). */
 const LIBRARY_TABLES = ["cluster_messages", "cluster_replies", "cluster_runners", "cluster_locks"] as const
@@ -630,11 +643,13 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
       yield* Effect.raceFirst(
         Deferred.await(stopped),
         Effect.raceFirst(
+          // one connection each, kept between pings (every 10 s: with pg's 10 s idle timeout each
+          // ping opened a new connection, tens of ms of Postgres's CPU: BENCHMARKS.md pgp17an)
           Watchdog.databaseLost(ping, watchdogs, redactUrl(o.database)).pipe(
-            Effect.provide(PgClient.layer({ url: Redacted.make(o.database), maxConnections: 1 }))
+            Effect.provide(PgClient.layer({ ...pgConfig(o.database), maxConnections: 1 }))
           ),
           Watchdog.shardsStalled(unreadOnOwnedShards(sharding, defaultShardsPerGroup), watchdogs).pipe(
-            Effect.provide(PgClient.layer({ url: Redacted.make(o.database), maxConnections: 1 }))
+            Effect.provide(PgClient.layer({ ...pgConfig(o.database), maxConnections: 1 }))
           )
         )
       )

@@ -6,8 +6,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Reactivity from "@effect/experimental/Reactivity"
-import { Effect, Either, Exit, Layer, Option } from "effect"
-import { afterAll, beforeAll } from "vitest"
+import { Duration, Effect, Either, Exit, Layer, Option } from "effect"
+import * as Pg from "pg"
+import { afterAll, beforeAll, vi } from "vitest"
+import * as ClusterRun from "../../src/cli/ClusterRun.js"
 import * as PgStore from "../../src/layers/PgStore.js"
 import * as Prepared from "../../src/layers/internal/pg/prepared.js"
 import { Store } from "../../src/services/Store.js"
@@ -182,4 +184,41 @@ describe("Prepared.makeClient", () => {
       const [r] = yield* sql.unsafe<{ a: number }>(Prepared.prepared("SELECT a FROM t"))
       assert.strictEqual(r!.a, 1)
     })))
+})
+
+describe("idle connections (pgp17an)", () => {
+  /**
+   * Two connections opened by two queries at once, then the pool left idle for `idleMs` of
+   * faked timer time (pg-pool closes an idle connection from a `setTimeout`): the connections
+   * the pool still holds.
+   */
+  const heldAfterIdle = async (config: Record<string, unknown>, idleMs: number) => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] })
+    const pool = new Pg.Pool(config)
+    try {
+      await Promise.all([pool.query("SELECT pg_sleep(0.05)"), pool.query("SELECT pg_sleep(0.05)")])
+      assert.strictEqual(pool.totalCount, 2)
+      vi.advanceTimersByTime(idleMs)
+      return pool.totalCount
+    } finally {
+      vi.useRealTimers()
+      await pool.end()
+    }
+  }
+
+  it("the store's pools keep an idle connection for a minute, not pg's 10 s: a connection opened again costs Postgres tens of ms of CPU", async () => {
+    const db = "idle_1"
+    await pg.createDatabase(db)
+    assert.strictEqual(Duration.toMillis(Prepared.IDLE_TIMEOUT), 60_000)
+    // pg's default (what main's pools had): closed after 10 s idle
+    assert.strictEqual(await heldAfterIdle({ connectionString: pg.url(db), max: 4 }, 30_000), 0)
+    assert.strictEqual(await heldAfterIdle(Prepared.poolConfig(pg.url(db), { maxConnections: 4 }), 30_000), 2)
+    assert.strictEqual(await heldAfterIdle(Prepared.poolConfig(pg.url(db), { maxConnections: 4 }), 61_000), 0)
+  }, 60_000)
+
+  it("the runners' and the submitter's cluster client keeps idle connections as long", () => {
+    const config = ClusterRun.pgConfig("postgres://u@127.0.0.1:1/db")
+    assert.isDefined(config.idleTimeout)
+    assert.strictEqual(Duration.toMillis(Duration.decode(config.idleTimeout!)), Duration.toMillis(Prepared.IDLE_TIMEOUT))
+  })
 })

@@ -14,11 +14,15 @@ declare module "pg" {
     constructor(config?: {
       readonly connectionString?: string | undefined
       readonly connectionTimeoutMillis?: number | undefined
+      /** How long an idle connection stays open, ms (pg's default 10,000; 0: never closed). */
+      readonly idleTimeoutMillis?: number | undefined
       readonly max?: number | undefined
       readonly application_name?: string | undefined
       readonly Client?: typeof Client | undefined
     })
     readonly options: Record<string, any>
+    /** The connections the pool holds, idle or in use. */
+    readonly totalCount: number
     on(event: "error", listener: (error: Error) => void): this
     query(text: string): Promise<unknown>
     end(): Promise<void>

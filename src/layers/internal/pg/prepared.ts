@@ -75,9 +75,23 @@ class PreparingClient extends Pg.Client {
 }
 
 /**
+ * How long an idle connection of assay's pools stays open: one minute, not `pg`'s 10 s. A
+ * connection opened again costs Postgres ~20–40 ms of CPU (a backend forked, its caches
+ * filled, its prepared statements parsed again). With 10 s, the three runners of a 120 s
+ * benchmark run at 3,000 pipelines opened 104–118 backends (a watchdog pinging every 10 s found
+ * its connection closed each time): about half of Postgres's CPU (BENCHMARKS.md pgp17an).
+ * Idle connections cost the server memory only.
+ *
+ * @since 0.19.0
+ * @category constants
+ */
+export const IDLE_TIMEOUT: Duration.Duration = Duration.minutes(1)
+
+/**
  * Options of {@link makeClient}: `maxConnections` (default 10, as `@effect/sql-pg`'s),
  * `connectTimeout` (default 5 s: the pool's connection timeout, and how long the first query
- * may take) and `applicationName` (default `"assay"`).
+ * may take), `idleTimeout` (default {@link IDLE_TIMEOUT}: how long an idle connection stays
+ * open) and `applicationName` (default `"assay"`).
  *
  * @since 0.19.0
  * @category models
@@ -85,8 +99,28 @@ class PreparingClient extends Pg.Client {
 export interface ClientOptions {
   readonly maxConnections?: number | undefined
   readonly connectTimeout?: Duration.DurationInput | undefined
+  readonly idleTimeout?: Duration.DurationInput | undefined
   readonly applicationName?: string | undefined
 }
+
+/**
+ * The `pg` pool configuration {@link makeClient} uses for `url` and `options` (its connection,
+ * idle and size settings; the preparing client class is added by {@link makeClient}).
+ *
+ * @param url - a `postgres://` URL.
+ * @param options - see {@link ClientOptions}.
+ * @returns the configuration: `idleTimeoutMillis` and `connectionTimeoutMillis` in milliseconds.
+ *
+ * @since 0.19.0
+ * @category constructors
+ */
+export const poolConfig = (url: string, options: ClientOptions = {}) => ({
+  connectionString: url,
+  connectionTimeoutMillis: Duration.toMillis(Duration.decode(options.connectTimeout ?? "5 seconds")),
+  idleTimeoutMillis: Duration.toMillis(Duration.decode(options.idleTimeout ?? IDLE_TIMEOUT)),
+  max: options.maxConnections,
+  application_name: options.applicationName ?? "assay"
+})
 
 /**
  * A `PgClient` on `url` (as `@effect/sql-pg`'s `PgClient.make`: checked with one query, its
@@ -107,13 +141,7 @@ export const makeClient = (
   const timeout = Duration.decode(options.connectTimeout ?? "5 seconds")
   const acquire = Effect.acquireRelease(
     Effect.sync(() => {
-      const pool = new Pg.Pool({
-        connectionString: url,
-        connectionTimeoutMillis: Duration.toMillis(timeout),
-        max: options.maxConnections,
-        application_name: options.applicationName ?? "assay",
-        Client: PreparingClient
-      })
+      const pool = new Pg.Pool({ ...poolConfig(url, options), Client: PreparingClient })
       pool.on("error", () => {})
       return pool
     }),

@@ -6,7 +6,7 @@
  * file) is refused, and the runner's pool lease timing (`--lease-ttl`, `--renew-every`) must
  * be positive durations with the renewal shorter than the TTL. All exit 2.
  */
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, it, expect } from "@effect/vitest"
 import { Duration, Effect, Either, Option } from "effect"
 import * as path from "node:path"
 import { blockLeasesOf, leaseTiming } from "../../src/cli/ClusterCommand.js"
@@ -183,16 +183,16 @@ describe("leaseTiming", () => {
     Either.map(e, (t) => [Duration.toMillis(t.leaseTtl), Duration.toMillis(t.renewEvery)] as const)
 
   it("defaults to 30 s renewed every 10 s; the renewal defaults to a third of a given TTL", () => {
-    assert.deepStrictEqual(ms(leaseTiming(Option.none(), Option.none())), Either.right([30_000, 10_000] as const))
-    assert.deepStrictEqual(ms(leaseTiming(Option.some("2 seconds"), Option.none())), Either.right([2_000, 666] as const))
-    assert.deepStrictEqual(ms(leaseTiming(Option.some("5 minutes"), Option.some("1 minute"))), Either.right([300_000, 60_000] as const))
-    assert.deepStrictEqual(ms(leaseTiming(Option.none(), Option.some("29 seconds"))), Either.right([30_000, 29_000] as const))
+    expect(ms(leaseTiming(Option.none(), Option.none()))).toStrictEqual(Either.right([30_000, 10_000] as const))
+    expect(ms(leaseTiming(Option.some("2 seconds"), Option.none()))).toStrictEqual(Either.right([2_000, 666] as const))
+    expect(ms(leaseTiming(Option.some("5 minutes"), Option.some("1 minute")))).toStrictEqual(Either.right([300_000, 60_000] as const))
+    expect(ms(leaseTiming(Option.none(), Option.some("29 seconds")))).toStrictEqual(Either.right([30_000, 29_000] as const))
   })
 
   it("refusals carry the flag as the issue's path", () => {
     const path = (e: ReturnType<typeof leaseTiming>) => Either.isLeft(e) ? e.left.issues.map((i) => i.path) : []
-    assert.deepStrictEqual(path(leaseTiming(Option.some("x"), Option.none())), ["--lease-ttl"])
-    assert.deepStrictEqual(path(leaseTiming(Option.some("1 second"), Option.some("2 seconds"))), ["--renew-every"])
+    expect(path(leaseTiming(Option.some("x"), Option.none()))).toStrictEqual(["--lease-ttl"])
+    expect(path(leaseTiming(Option.some("1 second"), Option.some("2 seconds")))).toStrictEqual(["--renew-every"])
   })
 })
 
@@ -200,12 +200,12 @@ describe("blockLeasesOf (block leases on by default, --no-block-leases, --expect
   const path = (e: ReturnType<typeof blockLeasesOf>) => Either.isLeft(e) ? e.left.issues.map((i) => i.path) : []
 
   it("on with window claims (the default), the expected runners optional (the first blocks' size guess); off with either opt-out", () => {
-    assert.deepStrictEqual(blockLeasesOf(true, true, Option.some(3)), Either.right({ expectedRunners: 3 }))
-    assert.deepStrictEqual(blockLeasesOf(true, true, Option.none()), Either.right({}))
-    assert.deepStrictEqual(blockLeasesOf(false, true, Option.none()), Either.right(undefined))
+    expect(blockLeasesOf(true, true, Option.some(3))).toStrictEqual(Either.right({ expectedRunners: 3 }))
+    expect(blockLeasesOf(true, true, Option.none())).toStrictEqual(Either.right({}))
+    expect(blockLeasesOf(false, true, Option.none())).toStrictEqual(Either.right(undefined))
     // --no-window-claims turns block leases off too (they ride on the window claims' renewal)
-    assert.deepStrictEqual(blockLeasesOf(true, false, Option.none()), Either.right(undefined))
-    assert.deepStrictEqual(blockLeasesOf(false, false, Option.none()), Either.right(undefined))
+    expect(blockLeasesOf(true, false, Option.none())).toStrictEqual(Either.right(undefined))
+    expect(blockLeasesOf(false, false, Option.none())).toStrictEqual(Either.right(undefined))
   })
 
   it("--expected-runners with block leases off is refused (exit 2, the flag as the issue's path), naming the opt-out", () => {

@@ -1,4 +1,4 @@
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, expect, it } from "@effect/vitest"
 import { Either, Option } from "effect"
 import * as Control from "../../src/domain/Control.js"
 import * as Handoff from "../../src/domain/Handoff.js"
@@ -224,7 +224,7 @@ describe("Control.check", () => {
   }
 
   it("allows declared transitions, resolving names and seqs", () => {
-    assert.deepStrictEqual(check(1, Handoff.to("report", { a: 1 }, { reason: "skip" })), Either.right({
+    expect(check(1, Handoff.to("report", { a: 1 }, { reason: "skip" }))).toStrictEqual(Either.right({
       operation: "to" as const,
       fromSeq: 1,
       toSeq: 2,
@@ -234,8 +234,7 @@ describe("Control.check", () => {
     assert.deepStrictEqual(Either.map(check(1, Handoff.to(2)), (t) => [t.toSeq, Option.isNone(t.value)]), Either.right([2, true]))
     assert.deepStrictEqual(Either.getOrThrow(check(1, Handoff.to("2"))).toSeq, 2)
     assert.deepStrictEqual(Either.getOrThrow(check(1, Handoff.end())).toSeq, "end")
-    assert.deepStrictEqual(
-      Either.map(check(1, Handoff.rewind("generate", null)), (t) => [t.toSeq, t.value]),
+    expect(Either.map(check(1, Handoff.rewind("generate", null)), (t) => [t.toSeq, t.value])).toStrictEqual(
       Either.right([0, Option.some(null)])
     )
     assert.deepStrictEqual(
@@ -299,10 +298,9 @@ describe("Control.check", () => {
   })
 
   it("\"end\" as a target is the end of the pipeline in edges and in Handoff.to; a task named end is addressed by seq", () => {
-    assert.deepStrictEqual(
-      Either.map(check(1, Handoff.to("end", { verdict: 1 }, { reason: "good" })), (t): Array<unknown> => [t.operation, t.toSeq, t.value]),
-      Either.right<Array<unknown>>(["end", "end", Option.some({ verdict: 1 })])
-    )
+    expect(
+      Either.map(check(1, Handoff.to("end", { verdict: 1 }, { reason: "good" })), (t): Array<unknown> => [t.operation, t.toSeq, t.value])
+    ).toStrictEqual(Either.right<Array<unknown>>(["end", "end", Option.some({ verdict: 1 })]))
     assert.strictEqual(
       refusal(check(0, Handoff.to("end"))),
       "undeclared edge generate → end: control.edges allows generate → [report]"

@@ -1,4 +1,4 @@
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, it, expect } from "@effect/vitest"
 import { Either, Option, Schema } from "effect"
 import * as Handoff from "../../src/domain/Handoff.js"
 
@@ -8,7 +8,7 @@ describe("Handoff directives", () => {
     assert.isTrue(Handoff.isHandoff(d))
     assert.strictEqual(d.operation, "to")
     assert.strictEqual(d.target, "report")
-    assert.deepStrictEqual(d.value, Option.some({ score: 1 }))
+    expect(d.value).toStrictEqual(Option.some({ score: 1 }))
     assert.strictEqual(d.reason, "metrics not needed")
     assert.isFalse(d.isEnd)
     assert.isFalse(d.reusesInput)
@@ -23,10 +23,10 @@ describe("Handoff directives", () => {
 
   it("null is a value, never a reuse", () => {
     const d = Handoff.to("report", null)
-    assert.deepStrictEqual(d.value, Option.some(null))
+    expect(d.value).toStrictEqual(Option.some(null))
     assert.isFalse(d.reusesInput)
-    assert.deepStrictEqual(Handoff.end(null).value, Option.some(null))
-    assert.deepStrictEqual(Handoff.rewind(0, null).value, Option.some(null))
+    expect(Handoff.end(null).value).toStrictEqual(Option.some(null))
+    expect(Handoff.rewind(0, null).value).toStrictEqual(Option.some(null))
   })
 
   it("end: no target, isEnd; an omitted value reuses the input", () => {
@@ -45,7 +45,7 @@ describe("Handoff directives", () => {
     assert.strictEqual(d.operation, "end")
     assert.isNull(d.target)
     assert.isTrue(d.isEnd)
-    assert.deepStrictEqual(d.value, Option.some({ verdict: "good" }))
+    expect(d.value).toStrictEqual(Option.some({ verdict: "good" }))
     assert.strictEqual(d.reason, "done early")
     assert.isTrue(Handoff.to("end").reusesInput)
     assert.strictEqual(Handoff.to("End").operation, "to")
@@ -55,7 +55,7 @@ describe("Handoff directives", () => {
     const d = Handoff.rewind("generate", { feedback: "warmer" }, { reason: "invalid" })
     assert.strictEqual(d.operation, "rewind")
     assert.strictEqual(d.target, "generate")
-    assert.deepStrictEqual(d.value, Option.some({ feedback: "warmer" }))
+    expect(d.value).toStrictEqual(Option.some({ feedback: "warmer" }))
     assert.isFalse(d.reusesInput)
     assert.isFalse(d.isEnd)
     assert.isTrue(Option.isNone(Handoff.rewind("generate", undefined).value))
@@ -70,8 +70,8 @@ describe("Handoff directives", () => {
     assert.strictEqual(d.reason, "new preparation")
     assert.strictEqual(Handoff.retryAll().reason, "")
     const untyped = Handoff.retryAll as (u: unknown) => Handoff.Handoff
-    assert.deepStrictEqual(untyped({ state: 1 }).value, Option.some({ state: 1 }))
-    assert.deepStrictEqual(untyped(7).value, Option.some(7))
+    expect(untyped({ state: 1 }).value).toStrictEqual(Option.some({ state: 1 }))
+    expect(untyped(7).value).toStrictEqual(Option.some(7))
   })
 
   it("directives are frozen, recognised by isHandoff only, and print readably", () => {

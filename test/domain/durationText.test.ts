@@ -3,7 +3,7 @@
  * read back wherever a duration is read: the CLI's duration flags (`--stop-after`, the
  * runner's lease timing) and a file's duration fields (`run.stopAfter`, retry delays).
  */
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, it, expect } from "@effect/vitest"
 import { Duration, Either, Option, Schema } from "effect"
 import { durationFlag } from "../../src/cli/Flags.js"
 import { decodeDurationText } from "../../src/domain/internal/durationText.js"
@@ -15,13 +15,13 @@ describe("duration text", () => {
   it("reads what Duration.format prints, as well as the word form", () => {
     for (const d of ["2 seconds", "90 seconds", "1500 millis", "3 days", "2 hours", "10 minutes", "500 millis"]) {
       const printed = Duration.format(Duration.decode(d as Duration.DurationInput))
-      assert.deepStrictEqual(millis(printed), Option.some(Duration.toMillis(Duration.decode(d as Duration.DurationInput))), printed)
+      expect(millis(printed), printed).toStrictEqual(Option.some(Duration.toMillis(Duration.decode(d as Duration.DurationInput))))
     }
-    assert.deepStrictEqual(millis("2s"), Option.some(2000))
-    assert.deepStrictEqual(millis(" 1m 30s "), Option.some(90_000))
-    assert.deepStrictEqual(millis("2ms"), Option.some(2))
-    assert.deepStrictEqual(millis("1.5s"), Option.some(1500))
-    assert.deepStrictEqual(millis("2 seconds"), Option.some(2000))
+    expect(millis("2s")).toStrictEqual(Option.some(2000))
+    expect(millis(" 1m 30s ")).toStrictEqual(Option.some(90_000))
+    expect(millis("2ms")).toStrictEqual(Option.some(2))
+    expect(millis("1.5s")).toStrictEqual(Option.some(1500))
+    expect(millis("2 seconds")).toStrictEqual(Option.some(2000))
   })
 
   it("refuses a bare number, an unknown unit, and leftovers", () => {

@@ -5,7 +5,7 @@
  * `PgStore.layer` uses that table by default (the store's own cache), a provided `CallCache`
  * layer wins. One throwaway server for the file (test/support/postgres.ts).
  */
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, it, expect } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, Option } from "effect"
 import * as PgCallCache from "../../src/layers/PgCallCache.js"
 import * as PgStore from "../../src/layers/PgStore.js"
@@ -37,7 +37,7 @@ describe("PgCallCache", { timeout: 120_000 }, () => {
       const [a, b] = yield* Effect.scoped(Effect.gen(function*() {
         const first = yield* PgCallCache.make({ url })
         assert.strictEqual(first.kind, "postgres")
-        assert.deepStrictEqual(yield* first.get("k1"), Option.none())
+        expect(yield* first.get("k1")).toStrictEqual(Option.none())
         yield* first.put(entry("k1", "hello", 1000))
         yield* first.put(entry("k2", "other", 1001))
         return [yield* first.size, yield* first.get("k1")] as const

@@ -11,7 +11,7 @@
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, it, expect } from "@effect/vitest"
 import { Clock, Effect, Either, Exit, Fiber, Layer, Option, Redacted, Scope, Stream, TestClock } from "effect"
 import type { RunId } from "../../src/domain/Ids.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
@@ -170,7 +170,7 @@ describe("cluster task claims", () => {
       const claims = Claims.make(sql, { ttl: "1 minute", heartbeat: "1 second" })!
       const r = yield* claims.claim(request("A"))
       assert.isTrue(r.won)
-      assert.deepStrictEqual(Option.map(r.previous, (p) => [p.token, p.attempt, p.stale]), Option.some([undefined, 0, true]))
+      expect(Option.map(r.previous, (p) => [p.token, p.attempt, p.stale])).toStrictEqual(Option.some([undefined, 0, true]))
     }).pipe(Effect.provide(pgLayer("claims_upgrade"))), 60_000)
 
   it.scoped("a zombie waiting for a lease when its claim was taken over does not call: it waits for the new owner's checkpoint", () =>

@@ -1,4 +1,4 @@
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, it, expect } from "@effect/vitest"
 import { Effect, Exit, Layer, Option, TestClock } from "effect"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
@@ -299,7 +299,7 @@ describe("Monitor", () => {
       assert.strictEqual(ids.length, 42)
       assert.deepStrictEqual(ids, [...ids].sort())
       const token = Monitor.encodeCursor({ createdAt: 1005, pipelineId: pid("new-p005") })
-      assert.deepStrictEqual(Monitor.decodeCursor(token), Option.some({ createdAt: 1005, pipelineId: "new-p005" }))
+      expect(Monitor.decodeCursor(token)).toStrictEqual(Option.some({ createdAt: 1005, pipelineId: "new-p005" }))
       assert.isTrue(Option.isNone(Monitor.decodeCursor("garbage")))
       assert.isTrue(Option.isNone(Monitor.decodeCursor(Buffer.from("[1]").toString("base64url"))))
     }).pipe(Effect.provide(MemoryStore.layer())))

@@ -1,4 +1,4 @@
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, it, expect } from "@effect/vitest"
 import { Cause, Chunk, Duration, Effect, Exit, Fiber, Option, Queue, Scope, Stream, TestClock } from "effect"
 import { Data } from "effect"
 import type { Lease } from "../../src/domain/Lease.js"
@@ -47,10 +47,10 @@ describe("Resource", () => {
 
   it("looks up selector keys with dot paths and matches selectors", () => {
     const r = Resource.make("llm", { id: "k1", options: { model: "m", quota: { tokens: 10 } }, tags: { tier: "prod" } })
-    assert.deepStrictEqual(Resource.lookup(r, "quota.tokens"), Option.some(10))
-    assert.deepStrictEqual(Resource.lookup(r, "options.model"), Option.some("m"))
-    assert.deepStrictEqual(Resource.lookup(r, "tags.tier"), Option.some("prod"))
-    assert.deepStrictEqual(Resource.lookup(r, "id"), Option.some("k1"))
+    expect(Resource.lookup(r, "quota.tokens")).toStrictEqual(Option.some(10))
+    expect(Resource.lookup(r, "options.model")).toStrictEqual(Option.some("m"))
+    expect(Resource.lookup(r, "tags.tier")).toStrictEqual(Option.some("prod"))
+    expect(Resource.lookup(r, "id")).toStrictEqual(Option.some("k1"))
     assert.isTrue(Option.isNone(Resource.lookup(r, "quota.cost")))
     assert.isTrue(Resource.matches({ kind: "llm", tags: { tier: "prod" }, options: { "quota.tokens": 10 } }, r))
     assert.isFalse(Resource.matches({ options: { "quota.tokens": 11 } }, r))

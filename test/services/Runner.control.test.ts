@@ -4,7 +4,7 @@
  * recovery table, the store-capability refusal, and plain pipelines unchanged.
  */
 import { NodeContext } from "@effect/platform-node"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -579,7 +579,7 @@ describe("Runner with control: attempt numbers and recovery", () => {
       const template = Pipeline.fromTasks("history-read", [gen, judge], { control: { rewind: { judge: ["gen"] }, maxHandoffs: 1 } })
       const report = yield* Runner.run([template.bind(1)], { registry })
       assert.strictEqual(report.stats.byState.succeeded, 1)
-      assert.deepStrictEqual(seen, [
+      expect(seen).toStrictEqual([
         Option.some({ text: "draft 0" }),
         ["ArtifactCodecError", true, `no codec named "history-v1" is registered (known: json, bytes)`],
         Option.none()

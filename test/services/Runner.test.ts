@@ -1,5 +1,5 @@
 import { NodeContext } from "@effect/platform-node"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, it, expect } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -765,7 +765,7 @@ describe("Runner: run handles, spans, the report", () => {
           return n
         }))
       yield* Runner.run(Pipeline.make("read-only", probe).map([1]))
-      assert.deepStrictEqual(seen, [Array(6).fill("undefined"), Option.some("running")])
+      expect(seen).toStrictEqual([Array(6).fill("undefined"), Option.some("running")])
     }).pipe(Effect.provide(env())))
 
   it.effect("two runs of one source at once on one store: each pipeline runs once, neither run is taken for dead", () =>

@@ -10,7 +10,7 @@ import * as PgLeases from "../../src/services/internal/pool/pg/pools.js"
 import * as Q from "../../src/services/internal/pool/pg/sql.js"
 import * as Pool from "../../src/services/Pool.js"
 import type { PoolsService } from "../../src/services/Pools.js"
-import { breakable, eventually } from "../support/breakableSql.js"
+import { breakable, eventually, holdingClaims } from "../support/breakableSql.js"
 import { usePostgres } from "../support/postgres.js"
 
 // Real Postgres time (`now()`) decides TTLs here, so these tests run on the live clock with
@@ -673,5 +673,87 @@ describe("PgPools: lease renewal (L3), on the test clock", () => {
       const rows = yield* Effect.orDie(sql<{ holder: string }>`SELECT holder FROM assay_pool_slot WHERE pool = 'llm'`)
       expect(rows[0]!.holder).toBe("b")
     }))
+  }, 60_000)
+})
+
+// An acquire through the global pools interrupted at the moment its lease is granted (raw
+// acquires, as `ctx.acquireLease` makes them; scoped ones timing out): what it was granted goes
+// back, the local pool's capacity is whole afterwards and nothing counts as a leak (raw36)
+describe("PgPools: an acquire interrupted at its grant gives back what it was granted", () => {
+  const waiter: Pool.Holder = { taskName: "t", pipelineId: "p", owner: "p:t:1" }
+  const oneSlot = (sql: SqlClient.SqlClient) => service(sql, [one(1)], { leaseTtl: "30 seconds", renewEvery: "3 seconds", runnerId: "r1" })
+  /**
+   * The capacity is whole: nothing in use locally, a new acquire gets the slot at once, no slot
+   * held in the database (a release is written by a flush `releaseDelay` later: on the test
+   * clock, `tick` moves it), and the waiter's owner holds nothing (no leak).
+   */
+  const whole = (pools: PoolsService, sql: SqlClient.SqlClient, tick: Effect.Effect<void> = Effect.void) =>
+    Effect.gen(function*() {
+      expect((yield* Effect.orDie(pools.snapshot("llm")))[0]!.active).toBe(0)
+      expect((yield* Effect.either(Effect.scoped(pools.acquire({ pool: "llm", algorithm: "immediate" }))))._tag).toBe("Right")
+      expect(yield* eventually(Effect.zipRight(tick, Effect.map(liveSlots(sql, "llm"), (n) => n === 0)))).toBe(true)
+      expect(yield* Effect.orDie(pools.reclaim(waiter.owner!))).toEqual([])
+    })
+  /** `acquire` forked on a service whose next slot claim is held back: once the claim is in flight, `then` with its fiber (before the claim is let go). */
+  const claimInFlight = (
+    sql: SqlClient.SqlClient,
+    acquire: (pools: PoolsService) => Effect.Effect<unknown, unknown>,
+    then: (fiber: Fiber.RuntimeFiber<unknown, unknown>) => Effect.Effect<unknown>
+  ) =>
+    Effect.gen(function*() {
+      const held = holdingClaims(sql)
+      const pools = yield* oneSlot(held.sql)
+      const started = yield* Deferred.make<void>()
+      const go = yield* Deferred.make<void>()
+      held.state.held = { started, go }
+      const fiber = yield* Effect.fork(acquire(pools))
+      yield* Deferred.await(started)
+      held.state.held = undefined
+      expect((yield* Effect.orDie(pools.snapshot("llm")))[0]!.active).toBe(1)
+      yield* then(fiber)
+      yield* Deferred.succeed(go, undefined)
+      return { pools, exit: yield* Fiber.await(fiber) }
+    })
+
+  it("raw: the waiter's grant (the holder's release) and its interruption in one synchronous step", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const sql = yield* client(url)
+      const pools = yield* oneSlot(sql)
+      const held = yield* pools.acquireRaw({ pool: "llm" })
+      const fiber = yield* Effect.fork(pools.acquireRaw({ pool: "llm", timeout: "30 seconds" }, waiter))
+      // parked in the local core behind the held lease
+      expect(yield* eventually(Effect.map(Effect.orDie(pools.stats("llm")), (s) => s.waiting === 1))).toBe(true)
+      // the release grants the slot to the waiter (resumed later); the interruption follows
+      // before the waiter runs
+      yield* Effect.zipRight(held.releaseNow, Effect.sync(() => fiber.unsafeInterruptAsFork(fiber.id())))
+      expect(Exit.isInterrupted(yield* Fiber.await(fiber))).toBe(true)
+      yield* whole(pools, sql)
+    }))
+  }, 60_000)
+
+  it("raw: interrupted while its slot claim is in flight (its local lease granted)", async () => {
+    const url = await freshDb()
+    await run(Effect.gen(function*() {
+      const sql = yield* client(url)
+      // the interruption is seen once the claim has come back (a claim is not cut off)
+      const { exit, pools } = yield* claimInFlight(sql, (pools) => pools.acquireRaw({ pool: "llm", timeout: "30 seconds" }, waiter), Fiber.interruptFork)
+      expect(Exit.isInterrupted(exit)).toBe(true)
+      yield* whole(pools, sql)
+    }))
+  }, 60_000)
+
+  it("scoped: the acquire's timeout passing while its slot claim is in flight", async () => {
+    await onTestClock((sql) =>
+      Effect.gen(function*() {
+        const { exit, pools } = yield* claimInFlight(
+          sql,
+          (pools) => Effect.scoped(pools.acquire({ pool: "llm", timeout: "1 second" }, waiter)),
+          () => TestClock.adjust("2 seconds")
+        )
+        expect(Exit.isFailure(exit) && !Exit.isInterrupted(exit)).toBe(true)
+        if (Exit.isFailure(exit)) expect(String(exit.cause)).toContain("AcquireTimeout")
+        yield* whole(pools, sql, TestClock.adjust("100 millis"))
+      }))
   }, 60_000)
 })

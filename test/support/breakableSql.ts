@@ -4,7 +4,7 @@
  */
 import type { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import { Deferred, Effect } from "effect"
 
 /** The client with a switch: while `broken`, every statement fails like a dropped connection. */
 export const breakable = (sql: SqlClient.SqlClient) => {
@@ -14,6 +14,30 @@ export const breakable = (sql: SqlClient.SqlClient) => {
       state.broken
         ? Effect.fail(new SqlError({ cause: "connection terminated (test)", message: "Failed to execute statement" }))
         : Reflect.apply(target as any, self, args)
+  })
+  return { sql: proxy as SqlClient.SqlClient, state }
+}
+
+/**
+ * The client with its slot claims (the global pools' statement that takes a slot,
+ * `pool/pg/sql.ts`) held back on request: while `state.held` is set, a slot claim made then
+ * completes `started` and waits for `go` before it is sent.
+ */
+export const holdingClaims = (sql: SqlClient.SqlClient) => {
+  const state = {
+    held: undefined as { readonly started: Deferred.Deferred<void>; readonly go: Deferred.Deferred<void> } | undefined
+  }
+  const proxy = new Proxy(sql, {
+    get: (target, key, receiver) => {
+      const value = Reflect.get(target, key, receiver)
+      if (key !== "unsafe") return value
+      return (text: string, params?: ReadonlyArray<unknown>) => {
+        const statement = (value as SqlClient.SqlClient["unsafe"]).call(target, text, params as any)
+        const held = state.held
+        if (held === undefined || !/UPDATE\s+assay_pool_slot/i.test(text) || !/SET holder =/i.test(text)) return statement
+        return Effect.zipRight(Effect.zipRight(Deferred.succeed(held.started, undefined), Deferred.await(held.go)), statement)
+      }
+    }
   })
   return { sql: proxy as SqlClient.SqlClient, state }
 }

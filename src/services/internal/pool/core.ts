@@ -1626,6 +1626,7 @@ export const make = (
     leases.set(service, {
       now: (o, holder) => core.ownedNow(o, holder),
       wait: (o, holder) => core.ownedWait(o, holder),
+      waitRaw: (o, holder) => core.acquireCore(o, holder, true),
       owns: (lease) => lease instanceof LeaseImpl && lease.core === core,
       release: (lease) => core.releaseNow(lease as LeaseImpl)
     })
@@ -1694,6 +1695,17 @@ export interface LocalLeases {
    * `ResourceUnavailable`, ...).
    */
   readonly wait: (options: AcquireOptions | string | undefined, holder: Holder) => Effect.Effect<Lease<any>, AcquireError>
+  /**
+   * {@link wait} for a raw lease (what the service's `acquireRaw` grants: a reclaim of its owner
+   * counts it as leaked), the holder's hooks not applied (as `acquireRaw`). The wait is
+   * interruptible inside whatever the caller's region, and the lease comes back with no
+   * interruption check after its grant: in an uninterruptible region, a lease granted reaches
+   * the caller (an interruption at the grant gives it back inside). The global pools' raw
+   * acquire takes its local lease this way (raw36).
+   * @param options the acquire's options (its `timeout` bounds the wait: `AcquireTimeout`)
+   * @param holder who acquires (owner, defaults)
+   */
+  readonly waitRaw: (options: AcquireOptions | string | undefined, holder: Holder) => Effect.Effect<Lease<any>, AcquireError>
   /** Whether `lease` was granted by this core (any acquire of it, raw or not): {@link release} applies. */
   readonly owns: (lease: Lease<any>) => boolean
   /**

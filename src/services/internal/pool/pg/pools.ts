@@ -762,9 +762,11 @@ export class Gate {
     const gate = this
     const opts: AcquireOptions = typeof options === "string" ? { pool: options } : options ?? {}
     const userWhere = opts.where
+    /** The lease this acquire built (its last attempt's): given back if the acquire fails after all. */
+    type Built = { lease: PgLease | undefined }
     // the pool names and the acquire's target, resolved once (the block-mode demand count below
     // needs them too: pg17ac)
-    const attempt = (pools: ReadonlyArray<string>, target: string | undefined): Effect.Effect<PgLease, AcquireError> => Effect.gen(function*() {
+    const attempt = (pools: ReadonlyArray<string>, target: string | undefined, built: Built): Effect.Effect<PgLease, AcquireError> => Effect.gen(function*() {
       const startedAt = gate.now()
       let n = 0
       // the first try goes without the global view when the algorithm does not rank by it: the
@@ -825,11 +827,13 @@ export class Gate {
             // with no Effect, else a wait made interruptible inside the core (whatever this
             // region), whose lease comes back with no interruption check after its grant; given
             // back by `releaseLocal` on every path below, or by its owner's reclaim. No Scope of
-            // its own (a `Scope.make`/`extend`/`close` per lease before: ops17am)
+            // its own (a `Scope.make`/`extend`/`close` per lease before: ops17am). A raw one the
+            // same way (`waitRaw`): in `restore(…)` before, an interruption arriving as it was
+            // granted was seen when that region ended, the lease dropped held (raw36)
             const now = raw ? undefined : gate.localLeases.now(local, holder)
             const leased = now !== undefined
               ? Either.right(now)
-              : yield* Effect.either(raw ? restore(gate.local.acquireRaw(local, holder)) : gate.localLeases.wait(local, holder))
+              : yield* Effect.either(raw ? gate.localLeases.waitRaw(local, holder) : gate.localLeases.wait(local, holder))
             const releaseLocal = (lease: Lease<any> | undefined) => lease === undefined ? Effect.void : lease.releaseNow
             if (Either.isLeft(leased)) {
               yield* releaseLocal(undefined)
@@ -878,6 +882,7 @@ export class Gate {
                 if (s === undefined) gate.leases.set(holder.owner, s = new Set())
                 s.add(pg)
               }
+              built.lease = pg
               return Option.some(pg)
             }
             // the deadline counts from before the claim was sent (the server's TTL starts later)
@@ -939,6 +944,7 @@ export class Gate {
               if (s === undefined) gate.leases.set(holder.owner, s = new Set())
               s.add(pg)
             }
+            built.lease = pg
             return Option.some(pg)
           })
         )
@@ -964,10 +970,10 @@ export class Gate {
       }
     })
     // block leases: an acquire under way counts in its pools' demand until it ends
-    const loop = Effect.suspend(() => {
+    const loop = (built: Built) => Effect.suspend(() => {
       const names = gate.view.names()
       const target = gate.targetOf(opts, holder, names)
-      if (this.blockMode === undefined) return attempt(names, target)
+      if (this.blockMode === undefined) return attempt(names, target, built)
       {
         const counted = target === undefined ? names : [target]
         const add = (n: number) => {
@@ -981,7 +987,7 @@ export class Gate {
         return Effect.uninterruptibleMask((restore) =>
           Effect.suspend(() => {
             add(1)
-            return Effect.matchCauseEffect(restore(attempt(names, target)), {
+            return Effect.matchCauseEffect(restore(attempt(names, target, built)), {
               onFailure: (cause) => Effect.zipRight(ended, Effect.failCause(cause)),
               onSuccess: (lease) => Effect.as(ended, lease)
             })
@@ -989,11 +995,26 @@ export class Gate {
         )
       }
     })
-    if (opts.timeout === undefined) return loop
-    const timeout = Duration.decode(opts.timeout)
-    return Effect.timeoutFail(loop, {
-      duration: timeout,
-      onTimeout: () => new AcquireTimeout({ pool: opts.pool ?? holder.defaultPool ?? "(default)", timeoutMs: Duration.toMillis(timeout) })
+    const timeout = opts.timeout === undefined ? undefined : Duration.decode(opts.timeout)
+    const timed = (built: Built) =>
+      timeout === undefined ? loop(built) : Effect.timeoutFail(loop(built), {
+        duration: timeout,
+        onTimeout: () => new AcquireTimeout({ pool: opts.pool ?? holder.defaultPool ?? "(default)", timeoutMs: Duration.toMillis(timeout) })
+      })
+    // a lease built by the loop reaches the caller or is given back (raw36): an interruption
+    // seen after its build (the attempt's uninterruptible region ending in an interruptible
+    // caller's, a raw acquire's), or the timeout passing while its slot claim was in flight
+    // (the loop's result then dropped by the race), would leave it held, its local lease with
+    // it, until its owner's reclaim (a raw one counted as a leak), or for good without an
+    // owner. Its call never went out: its slot goes back as after a completed one. (A scoped
+    // acquire without a timeout needs no guard: its caller's region is uninterruptible, `scoped`)
+    if (!raw && timeout === undefined) return loop({ lease: undefined })
+    return Effect.suspend(() => {
+      const built: Built = { lease: undefined }
+      return Effect.uninterruptibleMask((restore) =>
+        Effect.onExit(restore(timed(built)), (exit) =>
+          Exit.isFailure(exit) && built.lease !== undefined ? gate.finish(built.lease, true) : Effect.void)
+      )
     })
   }
 

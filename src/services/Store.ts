@@ -526,12 +526,7 @@ export interface StoreService extends TaskStore {
    * without it (a plugin, a suite's router) leaves it `undefined`, and callers read
    * `getPipelines` instead ({@link pipelineStatesOf}).
    */
-  readonly pipelineStates?:
-    | ((
-      ids: ReadonlyArray<PipelineId>,
-      among?: ReadonlyArray<PipelineState> | undefined
-    ) => Effect.Effect<ReadonlyMap<PipelineId, PipelineState>, StoreUnavailable>)
-    | undefined
+  readonly pipelineStates?: PipelineStatesRead | undefined
 
   /**
    * Runs `reads` (several reads of this store) against one consistent view of it, so that
@@ -707,6 +702,17 @@ export type StoreWrite = WriteOp
 export type PlacedArtifact = shared.PlacedArtifact
 
 /**
+ * The read of {@link StoreService.pipelineStates} (and what {@link pipelineStatesOf} gives):
+ * from the pipeline ids and, optionally, the states wanted (`among`), the map of id to state
+ * of those stored (no entry for an unknown id or a state outside `among`); fails with
+ * `StoreUnavailable` as the store's reads do.
+ *
+ * @since 0.19.0
+ * @category reads
+ */
+export type PipelineStatesRead = shared.PipelineStatesRead
+
+/**
  * What a store implements below the front ({@link makeWith}): commits, fact writes and typed
  * reads, nothing else. The front owns the group commit, the write-behind buffer and its policy,
  * flush-before-read, limit validation, artifact placement, secret masking and read-only
@@ -858,7 +864,4 @@ export const checkLimit: (limit: Limit) => Effect.Effect<number | undefined, Con
  */
 export const pipelineStatesOf: (
   store: Pick<StoreService, "getPipelines" | "pipelineStates">
-) => (
-  ids: ReadonlyArray<PipelineId>,
-  among?: ReadonlyArray<PipelineState> | undefined
-) => Effect.Effect<ReadonlyMap<PipelineId, PipelineState>, StoreUnavailable> = shared.pipelineStatesOf
+) => PipelineStatesRead = shared.pipelineStatesOf

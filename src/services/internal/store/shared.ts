@@ -1058,6 +1058,17 @@ export const checkOptions = (options: {
 }
 
 /**
+ * The read of `StoreService.pipelineStates` (named once here, `Store.PipelineStatesRead`
+ * publicly): the states of the stored pipelines among `ids` (only those whose state is one of
+ * `among`, when given), a map from id to state with no entry for an unknown id or a state
+ * outside `among`; fails with `StoreUnavailable` as the store's reads do.
+ */
+export type PipelineStatesRead = (
+  ids: ReadonlyArray<PipelineId>,
+  among?: ReadonlyArray<PipelineState> | undefined
+) => Effect.Effect<ReadonlyMap<PipelineId, PipelineState>, StoreUnavailable>
+
+/**
  * `store.pipelineStates` when the store has it, else the same answer from `getPipelines`
  * (whole rows read, their states kept): see `StoreService.pipelineStates`.
  *
@@ -1069,18 +1080,10 @@ export const pipelineStatesOf = (
     readonly getPipelines: (
       ids: ReadonlyArray<PipelineId>
     ) => Effect.Effect<ReadonlyMap<PipelineId, { readonly state: PipelineState }>, StoreUnavailable>
-    readonly pipelineStates?:
-      | ((
-        ids: ReadonlyArray<PipelineId>,
-        among?: ReadonlyArray<PipelineState> | undefined
-      ) => Effect.Effect<ReadonlyMap<PipelineId, PipelineState>, StoreUnavailable>)
-      | undefined
+    readonly pipelineStates?: PipelineStatesRead | undefined
   }
-) =>
-(
-  ids: ReadonlyArray<PipelineId>,
-  among?: ReadonlyArray<PipelineState> | undefined
-): Effect.Effect<ReadonlyMap<PipelineId, PipelineState>, StoreUnavailable> =>
+): PipelineStatesRead =>
+(ids, among) =>
   ids.length === 0
     ? Effect.succeed(new Map())
     : store.pipelineStates !== undefined

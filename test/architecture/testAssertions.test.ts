@@ -7,7 +7,7 @@
  * This file fails on any `assert.deepStrictEqual(…)` in test/ whose arguments spell an Option
  * (`Option.some(` / `Option.none(`): write it with `expect(…).toStrictEqual(…)`, or assert
  * `Option.isSome` and the value. It cannot see an Option that an argument computes without
- * naming it; it keeps the kind that was found (41 of them) from coming back. The first test is
+ * naming it; it keeps the kind that was found (37 of them) from coming back. The first test is
  * the trap itself: when a library upgrade fixes it, that test fails, and this rule can go.
  */
 import { assert, describe, expect, it } from "@effect/vitest"

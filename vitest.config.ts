@@ -54,8 +54,9 @@ export default defineConfig({
     minWorkers: 1,
     sequence: { sequencer: SlowFirstSequencer },
     // before every file: @effect/vitest's `it` with its own methods again (a `layer(...)` block
-    // of an earlier file in the same worker replaces them when files share a worker)
-    setupFiles: ["./test/support/pristineIt.ts"],
+    // of an earlier file in the same worker replaces them when files share a worker); chai's
+    // deep equalities refusing Options (test/support/optionAssert.ts)
+    setupFiles: ["./test/support/pristineIt.ts", "./test/support/optionAssert.ts"],
     reporters: ["default", "./test/support/planReporter.ts"],
     projects: [
       {

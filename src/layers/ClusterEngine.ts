@@ -258,7 +258,8 @@ export const runnerLayer = (
  * SQL message storage and the runners' sockets) and the `ClusterWorkflowEngine`. It also
  * gives the submitter the cluster's storage: `MessageStorage` (to clear a workflow that
  * already ended before a pipeline is submitted again) and `RunnerStorage` (to say when no
- * runner is up).
+ * runner is up, and which runner holds which shard: windows are placed on the runner with the
+ * least work), and its `ShardingConfig`.
  *
  * @since 0.7.0
  * @category layers
@@ -266,14 +267,15 @@ export const runnerLayer = (
 export const clientLayer = (
   options: ClusterOptions = {}
 ): Layer.Layer<
-  WorkflowEngine | Sharding.Sharding | MessageStorage.MessageStorage | RunnerStorage.RunnerStorage,
+  WorkflowEngine | Sharding.Sharding | ShardingConfig.ShardingConfig | MessageStorage.MessageStorage | RunnerStorage.RunnerStorage,
   ConfigErrorEffect.ConfigError,
   SqlClient.SqlClient
 > =>
   ClusterWorkflowEngine.layer.pipe(
     Layer.provideMerge(NodeClusterSocket.layer({ clientOnly: true, storage: "byo", shardingConfig: options.shardingConfig })),
     Layer.provideMerge(Layer.mergeAll(SqlMessageStorage.layer, Layer.orDie(SqlRunnerStorage.layer))),
-    Layer.provide(ShardingConfig.layerFromEnv(options.shardingConfig))
+    // the sharding settings stay in context: the submitter places its windows by shard
+    Layer.provideMerge(ShardingConfig.layerFromEnv(options.shardingConfig))
   )
 
 /**

@@ -20,9 +20,10 @@ import * as EntityType from "@effect/cluster/EntityType"
 import * as MessageStorage from "@effect/cluster/MessageStorage"
 import * as RunnerStorage from "@effect/cluster/RunnerStorage"
 import * as Sharding from "@effect/cluster/Sharding"
+import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import type * as Workflow from "@effect/workflow/Workflow"
 import type { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
-import { Cause, Chunk, Clock, Context, Duration, Effect, Either, Exit, Fiber, Option, Random, Stream } from "effect"
+import { Cause, Chunk, Clock, Context, Duration, Effect, Either, Exit, Fiber, HashRing, Option, Random, Stream } from "effect"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { messageOf } from "../../../domain/internal/errors.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
@@ -119,12 +120,19 @@ export const defaultWindow = (maxAdmitted: number): number => Math.max(1, Math.m
  * - `stopAfter`: once this much time (the `Clock`'s) has passed since the submission started,
  *   no more pipelines are admitted (`run.stopAfter` / `--stop-after`); as `stopAfterFailures`,
  *   it acts at admission: pipelines already admitted go on to their end.
+ * - `placeWindows` (default true): a window of new pipelines starts in the lane
+ *   ({@link WINDOW_LANES} alternative execution ids, {@link chooseLane}) whose shard's runner
+ *   has the fewest pipelines of this submission in flight, the shards' runners computed as
+ *   @effect/cluster does ({@link shardRunners}, read from its `RunnerStorage` every 2 s at
+ *   most); needs `Sharding`, `ShardingConfig` and `RunnerStorage` in context (otherwise, or
+ *   `false`: lane 0, the shard the window's ids hash to).
  *
  * @internal
  */
 export interface SubmitOptions {
   readonly maxAdmitted?: number | undefined
   readonly window?: number | undefined
+  readonly placeWindows?: boolean | undefined
   readonly pollInterval?: Duration.DurationInput | undefined
   readonly roomPollInterval?: Duration.DurationInput | undefined
   readonly resultEvery?: number | undefined
@@ -305,6 +313,60 @@ export const refuseControl = (spec: AnySpec, store: Pick<StoreService, "traversa
 export const refusedError = (refused: number, causes: ReadonlyArray<string>): ConfigError => {
   const message = `${refused} pipeline(s) were refused by the runners: ${causes[0] ?? "not runnable"}. ${REFUSAL_ADVICE}`
   return new ConfigError({ message, issues: [{ path: "--config", message: RUNNERS_REFUSED }] })
+}
+
+/**
+ * How many alternative executions (lanes) a new window may start as: each lane's execution id
+ * falls on a shard of its own, so among 8 the least-loaded of 3 runners is missed with
+ * probability (2/3)⁸ ≈ 4 %.
+ *
+ * @internal
+ */
+export const WINDOW_LANES = 8
+
+/**
+ * The lane a new window starts in: among `runners` (each lane's runner, by index; `undefined`
+ * where unknown), the lane whose runner has the least `load` (pipelines of in-flight windows,
+ * 0 for a runner not in it), the lowest lane on ties; lane 0 when no lane's runner is known.
+ * Why: a window runs on the runner that owns its shard, and with the shard drawn from its
+ * pipeline ids alone the ~16 windows in flight fell on 3 runners as a binomial draw, one runner
+ * short of work while another queued (BENCHMARKS.md lead36: tasks/s followed the least-utilized
+ * runner).
+ *
+ * @internal
+ */
+export const chooseLane = (runners: ReadonlyArray<string | undefined>, load: ReadonlyMap<string, number>): number => {
+  let best = 0
+  let bestLoad = Infinity
+  runners.forEach((runner, lane) => {
+    if (runner === undefined) return
+    const l = load.get(runner) ?? 0
+    if (l < bestLoad) {
+      best = lane
+      bestLoad = l
+    }
+  })
+  return best
+}
+
+/**
+ * The runner of each shard of the group `default` as @effect/cluster's `Sharding` computes it
+ * (its runner-storage sync: the healthy runners of the group on a `HashRing`, weighted, and
+ * `HashRing.getShards`): index `i` holds shard `i + 1`'s runner address as a string. Empty when
+ * no runner is healthy.
+ *
+ * @internal
+ */
+export const shardRunners = (
+  runners: ReadonlyArray<readonly [{ readonly address: unknown; readonly groups: ReadonlyArray<string>; readonly weight: number }, boolean]>,
+  shardsPerGroup: number
+): ReadonlyArray<string> => {
+  const ring = HashRing.make<any>()
+  for (const [runner, healthy] of runners) {
+    if (!healthy || !runner.groups.includes("default")) continue
+    HashRing.add(ring, runner.address as any, { weight: runner.weight })
+  }
+  return (HashRing.getShards(ring, shardsPerGroup) ?? []).map((a) => String(a))
 }
 
 /** A window workflow's address in the cluster (what `MessageStorage.clearAddress` takes). */
@@ -498,15 +560,39 @@ export const submit = <SE, SR>(
     // the workflows are keyed by this store's identity too (`workflowKey`): a fresh store on the
     // same cluster database runs its pipelines, it is not answered from another store's replies
     const storeId = store.storeId === undefined ? undefined : yield* store.storeId
-    const payloadOf = (specs: ReadonlyArray<AnySpec>) => ({
+    const payloadOf = (specs: ReadonlyArray<AnySpec>, lane = 0) => ({
       pipelineIds: specs.map((spec) => spec.pipelineId),
       specDigests: specs.map((spec) => spec.specDigest),
-      storeId
+      storeId,
+      ...(lane === 0 ? {} : { lane })
     })
-    /** A started window: its execution id and its pipelines, in order. */
+    /** A started window: its execution id, its pipelines, in order, and its runner (when placed). */
     interface Window {
       readonly executionId: string
       readonly ids: ReadonlyArray<PipelineId>
+      readonly runner?: string | undefined
+    }
+    const shardingConfig = yield* Effect.serviceOption(ShardingConfig.ShardingConfig)
+    /** The shards' runners as last computed (`shardRunners`), and when (ms); refreshed every 2 s at most. */
+    let placement: { at: number; runners: ReadonlyArray<string> } | undefined = undefined
+    const placementNow = Effect.gen(function*() {
+      if (options.placeWindows === false || Option.isNone(runnerStorage) || Option.isNone(sharding) || Option.isNone(shardingConfig)) {
+        return undefined
+      }
+      const now = yield* Clock.currentTimeMillis
+      if (placement === undefined || now - placement.at >= 2_000) {
+        const runners = yield* Effect.orElseSucceed(runnerStorage.value.getRunners, () => [])
+        placement = { at: now, runners: shardRunners(runners, shardingConfig.value.shardsPerGroup) }
+      }
+      return placement.runners.length === 0 ? undefined : placement.runners
+    })
+    /** The runner of an execution id's shard by `runners` (`undefined` when unknown). */
+    const runnerOfExecution = (runners: ReadonlyArray<string>, executionId: string): string | undefined => {
+      if (Option.isNone(sharding)) return undefined
+      const entityId = EntityId.make(executionId)
+      const group = Context.get(WindowWorkflow.annotations, ClusterSchema.ShardGroup)(entityId)
+      if (group !== "default") return undefined
+      return runners[sharding.value.getShardId(entityId, group).id - 1]
     }
     /** The windows with a pipeline still running. */
     const windows = new Set<Window>()
@@ -750,11 +836,30 @@ export const submit = <SE, SR>(
             group = admissible(group)
             if (group.length === 0) continue
           }
-          const started: Array<{ readonly specs: ReadonlyArray<AnySpec>; readonly executionId: string }> = []
+          const started: Array<{ readonly specs: ReadonlyArray<AnySpec>; readonly executionId: string; readonly lane: number; readonly runner?: string | undefined }> = []
+          // new windows go to the runner with the least work in flight (a lane each); a window
+          // with stored rows keeps lane 0, the key it would have had before lanes
+          const shardsNow = yield* placementNow
+          const load = new Map<string, number>()
+          if (shardsNow !== undefined) {
+            for (const w of windows) {
+              if (w.runner === undefined) continue
+              load.set(w.runner, (load.get(w.runner) ?? 0) + w.ids.reduce((n, id) => n + (running.has(id) ? 1 : 0), 0))
+            }
+          }
           for (let i = 0; i < group.length; i += windowSize) {
             const specs = group.slice(i, i + windowSize)
-            const executionId = yield* WindowWorkflow.executionId(payloadOf(specs))
             const rowsOf = specs.map((spec) => stored.get(spec.pipelineId))
+            let lane = 0
+            let runner: string | undefined = undefined
+            if (shardsNow !== undefined && rowsOf.every((row) => row === undefined)) {
+              const ids: Array<string> = []
+              for (let l = 0; l < WINDOW_LANES; l++) ids.push(yield* WindowWorkflow.executionId(payloadOf(specs, l)))
+              lane = chooseLane(ids.map((id) => runnerOfExecution(shardsNow, id)), load)
+              runner = runnerOfExecution(shardsNow, ids[lane]!)
+              if (runner !== undefined) load.set(runner, (load.get(runner) ?? 0) + specs.length)
+            }
+            const executionId = yield* WindowWorkflow.executionId(payloadOf(specs, lane))
             if (rowsOf.some((row) => row !== undefined)) {
               // (a row settled `interrupted` by a cancel is settled before its workflow ends, as a failed one)
               yield* clearEnded(
@@ -763,7 +868,7 @@ export const submit = <SE, SR>(
                 rowsOf.some((row) => row?.state === "failed" || row?.state === "interrupted")
               )
             }
-            started.push({ specs, executionId })
+            started.push({ specs, executionId, lane, runner })
           }
           const now = yield* Clock.currentTimeMillis
           const rows: Array<ReturnType<typeof Rows.admissionRow>> = []
@@ -787,11 +892,11 @@ export const submit = <SE, SR>(
           yield* store.admit(rows, seeds, traversals.length === 0 ? undefined : traversals)
           yield* Effect.forEach(
             started,
-            ({ specs }) => ridingOut(WindowWorkflow.execute(payloadOf(specs), { discard: true }), "start the workflow of a window"),
+            ({ lane, specs }) => ridingOut(WindowWorkflow.execute(payloadOf(specs, lane), { discard: true }), "start the workflow of a window"),
             { concurrency: startConcurrency, discard: true }
           )
-          for (const { executionId, specs } of started) {
-            windows.add({ executionId, ids: specs.map((spec) => spec.pipelineId) })
+          for (const { executionId, runner, specs } of started) {
+            windows.add({ executionId, ids: specs.map((spec) => spec.pipelineId), runner })
             for (const spec of specs) {
               running.add(spec.pipelineId)
               counts.admitted++

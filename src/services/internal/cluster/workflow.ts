@@ -121,6 +121,22 @@ export const windowKey = (
 }
 
 /**
+ * A window workflow's idempotency key: {@link windowKey}, and for a lane above 0 (`lane`: the
+ * submitter's choice among a window's alternative executions, so that it lands on the runner
+ * with the least work, see `submit.ts` `chooseLane`) `@lane` after it. Lane 0 (or none) is the
+ * key windows had before lanes, so a window submitted again by an older submitter finds the
+ * same execution.
+ *
+ * @internal
+ */
+export const windowExecutionKey = (
+  payload: { readonly pipelineIds: ReadonlyArray<string>; readonly storeId?: string | undefined; readonly lane?: number | undefined }
+): string => {
+  const key = windowKey(payload)
+  return payload.lane === undefined || payload.lane === 0 ? key : `${key}@${payload.lane}`
+}
+
+/**
  * What one pipeline of a window came to: the verdict of its workflow-of-one counterpart
  * (`succeeded`, `failed`, `gone`, `interrupted`), in the window's order.
  *
@@ -131,8 +147,10 @@ export const WindowOutcome = Schema.Struct({ verdicts: Schema.Array(Schema.Liter
 /**
  * The workflow of a window of pipelines (what the submitter starts: one per window of
  * `SubmitOptions.window` pipelines, not one per pipeline). Payload: the window's pipeline ids
- * and their definitions' digests (same order) and the admitting store's identity;
- * idempotency key {@link windowKey}. Its one activity (`window`) runs the window's pipelines
+ * and their definitions' digests (same order), the admitting store's identity and the lane
+ * the submitter chose ({@link windowExecutionKey}: which of a window's alternative executions,
+ * hence which shard and runner; the window claim's key leaves it out, so two lanes of one
+ * window never run it at once); idempotency key {@link windowExecutionKey}. Its one activity (`window`) runs the window's pipelines
  * at once, each task through the same execution as a pipeline workflow's activity (`task.ts`:
  * L1 read first, the task's claim, the fence after every lease, first-writer-wins commit), so
  * a replayed window (its runner was killed, its shard moved) runs again only the tasks not
@@ -146,11 +164,12 @@ export const WindowWorkflow = Workflow.make({
   payload: {
     pipelineIds: Schema.Array(Schema.String),
     specDigests: Schema.Array(Schema.String),
-    storeId: Schema.optional(Schema.String)
+    storeId: Schema.optional(Schema.String),
+    lane: Schema.optional(Schema.Number)
   },
   success: WindowOutcome,
   error: Schema.Union(StoreUnavailable, PipelineNotRunnable),
-  idempotencyKey: windowKey
+  idempotencyKey: windowExecutionKey
 })
 
 /**

@@ -193,9 +193,10 @@ describe("ClusterEngine: three runners on PostgreSQL (in one process)", () => {
       // against the same loads. By their ids alone, 30 windows on 3 runners fall 10/10/10
       // with probability ~5 %.
       const report = yield* ClusterEngine.submit(Stream.fromIterable(specs), { maxAdmitted: 30, window: 1, pollInterval: "100 millis" }).pipe(
-        Effect.provide(ClusterEngine.clientLayer({ shardingConfig: sharding })),
-        Effect.provide(PgClient.layer({ url: Redacted.make(pg.url("place")) })),
-        Effect.provide(quiet)
+        Effect.provide(ClusterEngine.clientLayer({ shardingConfig: sharding }).pipe(
+          Layer.provide(PgClient.layer({ url: Redacted.make(pg.url("place")) })),
+          Layer.provide(quiet)
+        ))
       )
       assert.strictEqual(report.succeeded, 30)
       yield* assertAllDone(store, specs)

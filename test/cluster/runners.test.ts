@@ -139,6 +139,23 @@ const registered = (db: string, runners: ReadonlyArray<Fiber.RuntimeFiber<never,
     )
   }).pipe(Effect.scoped, Effect.provide(PgClient.layer({ url: Redacted.make(pg.url(db)) })))
 
+/**
+ * Three runners on `db` over `store` (each call tagged with its index by `whoRef`), the first
+ * given time to create the cluster's tables before the others start (L6), all registered.
+ */
+const threeRunners = (db: string, store: StoreService, specs: ReadonlyArray<AnySpec>) =>
+  Effect.gen(function*() {
+    const runners: Array<Fiber.RuntimeFiber<never, unknown>> = []
+    for (let i = 0; i < 3; i++) {
+      runners.push(yield* Effect.fork(Layer.launch(runnerOf(db, yield* Effect.promise(freePort), store, specs)).pipe(
+        Effect.locally(whoRef, i)
+      )))
+      yield* Effect.sleep(i === 0 ? "1500 millis" : "300 millis")
+    }
+    yield* registered(db, runners)
+    return runners
+  })
+
 describe("ClusterEngine: three runners on PostgreSQL (in one process)", () => {
   it.live("C1: no fault: every pipeline succeeds once, work spread over the runners", () => {
     const calls: Array<Call> = []
@@ -148,14 +165,7 @@ describe("ClusterEngine: three runners on PostgreSQL (in one process)", () => {
       yield* createDatabase("c1")
       const store = yield* Store
       // the first runner creates the cluster's tables before the others start (L6)
-      const runners: Array<Fiber.RuntimeFiber<never, unknown>> = []
-      for (let i = 0; i < 3; i++) {
-        runners.push(yield* Effect.fork(Layer.launch(runnerOf("c1", yield* Effect.promise(freePort), store, specs)).pipe(
-          Effect.locally(whoRef, i)
-        )))
-        yield* Effect.sleep(i === 0 ? "1500 millis" : "300 millis")
-      }
-      yield* registered("c1", runners)
+      const runners = yield* threeRunners("c1", store, specs)
       // windows of 3 (a quarter of --max-admitted): four at once, over the runners' shards
       const report = yield* ClusterEngine.submit(Stream.fromIterable(specs), { maxAdmitted: 12, pollInterval: "100 millis" }).pipe(
         Effect.provide(clientOf("c1"))
@@ -179,14 +189,7 @@ describe("ClusterEngine: three runners on PostgreSQL (in one process)", () => {
     return Effect.gen(function*() {
       yield* createDatabase("place")
       const store = yield* Store
-      const runners: Array<Fiber.RuntimeFiber<never, unknown>> = []
-      for (let i = 0; i < 3; i++) {
-        runners.push(yield* Effect.fork(Layer.launch(runnerOf("place", yield* Effect.promise(freePort), store, specs)).pipe(
-          Effect.locally(whoRef, i)
-        )))
-        yield* Effect.sleep(i === 0 ? "1500 millis" : "300 millis")
-      }
-      yield* registered("place", runners)
+      const runners = yield* threeRunners("place", store, specs)
       // the runners take their shards (every refreshAssignmentsInterval)
       yield* Effect.sleep("1500 millis")
       // windows of one pipeline, all admitted at once (one batch): 30 placement decisions
@@ -214,14 +217,7 @@ describe("ClusterEngine: three runners on PostgreSQL (in one process)", () => {
     return Effect.gen(function*() {
       yield* createDatabase("c2")
       const store = yield* Store
-      const runners: Array<Fiber.RuntimeFiber<never, unknown>> = []
-      for (let i = 0; i < 3; i++) {
-        runners.push(yield* Effect.fork(Layer.launch(runnerOf("c2", yield* Effect.promise(freePort), store, specs)).pipe(
-          Effect.locally(whoRef, i)
-        )))
-        yield* Effect.sleep(i === 0 ? "1500 millis" : "300 millis")
-      }
-      yield* registered("c2", runners)
+      const runners = yield* threeRunners("c2", store, specs)
       const submitter = yield* Effect.fork(
         ClusterEngine.submit(Stream.fromIterable(specs), { maxAdmitted: 12, pollInterval: "100 millis" }).pipe(
           Effect.provide(clientOf("c2"))

@@ -41,5 +41,8 @@ describe("window placement", () => {
     expect(windowExecutionKey({ ...payload, lane: 0 })).toBe(windowKey(payload))
     const keys = new Set(Array.from({ length: WINDOW_LANES }, (_, lane) => windowExecutionKey({ ...payload, lane })))
     expect(keys.size).toBe(WINDOW_LANES)
+    // lanes 1–7 keep the keys of the submitters that had 8 lanes: their windows are found again
+    expect(WINDOW_LANES).toBeGreaterThanOrEqual(8)
+    expect(windowExecutionKey({ ...payload, lane: 7 })).toBe(`${windowKey(payload)}@7`)
   })
 })

@@ -7,9 +7,11 @@
  * Interrupting it (Ctrl-C) stops admission at once: the run is closed `interrupted`; the
  * workflows already started go on on the runners; pipelines not admitted have no row (or
  * keep theirs), so submitting again admits them, and re-starting a window of the same
- * pipelines finds the same execution (the idempotency key is the store's identity and the
- * window's ids: `windowKey`); a window of other pipelines runs its tasks through the same
- * task claims, so a pipeline in two live windows still runs each task once.
+ * pipelines joins its live execution: the idempotency key is the store's identity and the
+ * window's ids (`windowKey`) and its lane (`windowExecutionKey`), and a window with stored
+ * rows is started in the lane that already has a live execution (`liveLanes`); a window of
+ * other pipelines runs its tasks through the same task claims, so a pipeline in two live
+ * windows still runs each task once.
  *
  * @internal
  */
@@ -120,12 +122,18 @@ export const defaultWindow = (maxAdmitted: number): number => Math.max(1, Math.m
  * - `stopAfter`: once this much time (the `Clock`'s) has passed since the submission started,
  *   no more pipelines are admitted (`run.stopAfter` / `--stop-after`); as `stopAfterFailures`,
  *   it acts at admission: pipelines already admitted go on to their end.
- * - `placeWindows` (default true): a window of new pipelines starts in the lane
- *   ({@link WINDOW_LANES} alternative execution ids, {@link chooseLane}) whose shard's runner
- *   has the fewest pipelines of this submission in flight, the shards' runners computed as
- *   @effect/cluster does ({@link shardRunners}, read from its `RunnerStorage` every 2 s at
- *   most); needs `Sharding`, `ShardingConfig` and `RunnerStorage` in context (otherwise, or
- *   `false`: lane 0, the shard the window's ids hash to).
+ * - `placeWindows` (default true): a window starts in the lane ({@link WINDOW_LANES}
+ *   alternative execution ids, {@link chooseLane}) whose shard's runner has the fewest
+ *   pipelines of this submission in flight, the shards' runners computed as @effect/cluster
+ *   does ({@link shardRunners}, read from its `RunnerStorage` every 2 s at most) and each
+ *   in-flight window counted against the runner its execution id's shard has now. A window
+ *   with stored rows (a resume, a re-submission) is first looked up in every lane (the run
+ *   requests in the cluster's `MessageStorage`): the lane of a live execution is joined, never
+ *   doubled; with none live it is placed as a new window (an ended execution in the lane
+ *   chosen is cleared first, as always). Needs `Sharding`, `ShardingConfig` and
+ *   `RunnerStorage` in context, and `MessageStorage` for windows with stored rows (otherwise,
+ *   or `false`: lane 0, the shard the window's ids hash to, which an older submitter's
+ *   window also used).
  *
  * @internal
  */
@@ -316,13 +324,18 @@ export const refusedError = (refused: number, causes: ReadonlyArray<string>): Co
 }
 
 /**
- * How many alternative executions (lanes) a new window may start as: each lane's execution id
- * falls on a shard of its own, so among 8 the least-loaded of 3 runners is missed with
- * probability (2/3)⁸ ≈ 4 %.
+ * How many alternative executions (lanes) a window may start as: each lane's execution id
+ * falls on a shard of its own, so the least-loaded of `R` runners is among the 16 lanes'
+ * runners except with probability ((R − 1)/R)¹⁶: 0.15 % at 3 runners, 2.8 % at 5, 19 % at 10
+ * (and then the lane chosen is the least loaded of the ~8.5 distinct runners drawn, the
+ * "power of d choices" of balanced allocation: Azar, Broder, Karlin, Upfal 1999). Lanes 0–7
+ * are the keys of the submitters that had 8 lanes, so a window they started is found again.
+ * Each window submitted again (its rows stored) reads the run request of every lane once
+ * ({@link SubmitOptions} `placeWindows`).
  *
  * @internal
  */
-export const WINDOW_LANES = 8
+export const WINDOW_LANES = 16
 
 /**
  * The lane a new window starts in: among `runners` (each lane's runner, by index; `undefined`
@@ -438,7 +451,8 @@ const ridingOut = <A, E, R>(self: Effect.Effect<A, E, R>, doing: string): Effect
  * ended for an admitted pipeline (it failed before, or a runner refused it) is cleared from the
  * cluster's storage before the pipeline is started again, so a re-submission runs it again
  * (from its first uncommitted task: committed checkpoints are kept). A running workflow is
- * joined (the start finds the same execution).
+ * joined: the lane of its live execution is looked up first (`placeWindows`), and the start
+ * in that lane finds the same execution.
  *
  * Fails with `ConfigError` for a control pipeline when the store keeps no traversal state
  * (before anything is written for it: {@link refuseControl}) or when
@@ -566,11 +580,10 @@ export const submit = <SE, SR>(
       storeId,
       ...(lane === 0 ? {} : { lane })
     })
-    /** A started window: its execution id, its pipelines, in order, and its runner (when placed). */
+    /** A started window: its execution id and its pipelines, in order. */
     interface Window {
       readonly executionId: string
       readonly ids: ReadonlyArray<PipelineId>
-      readonly runner?: string | undefined
     }
     const shardingConfig = yield* Effect.serviceOption(ShardingConfig.ShardingConfig)
     /** The shards' runners as last computed (`shardRunners`), and when (ms); refreshed every 2 s at most. */
@@ -747,17 +760,7 @@ export const submit = <SE, SR>(
         let result = yield* ridingOut(WindowWorkflow.poll(executionId), "ask an ended window's workflow for its result")
         while (anyFailed && result === undefined) {
           // no run request stored: the rows were settled by another engine or workflow (nothing to wait for)
-          const request = yield* ridingOut(
-            messages.value.requestIdForPrimaryKey({ address, tag: "run", id: "" }),
-            `read the workflow of the window of ${first}`
-          ).pipe(
-            Effect.mapError((e) =>
-              e._tag === "StoreUnavailable"
-                ? e
-                : new StoreUnavailable({ message: `cannot read the workflow of the window of ${first}: ${messageOf(e)}` })
-            )
-          )
-          if (Option.isNone(request)) return
+          if (!(yield* hasRequest(messages.value, sharding.value, executionId, first))) return
           yield* Effect.sleep(poll)
           yield* checkRunners
           result = yield* ridingOut(WindowWorkflow.poll(executionId), "ask an ended window's workflow for its result")
@@ -771,6 +774,45 @@ export const submit = <SE, SR>(
           )
         )
       })
+
+    /**
+     * Whether a window's execution has a run request stored in the cluster's message storage
+     * (it was started, and not cleared since): one read, riding out a lost database.
+     */
+    const hasRequest = (
+      storage: MessageStorage.MessageStorage["Type"],
+      shards: Sharding.Sharding["Type"],
+      executionId: string,
+      first: PipelineId
+    ) =>
+      ridingOut(
+        storage.requestIdForPrimaryKey({ address: workflowAddress(shards, executionId), tag: "run", id: "" }),
+        `read the workflow of the window of ${first}`
+      ).pipe(
+        Effect.map(Option.isSome),
+        Effect.mapError((e) =>
+          e._tag === "StoreUnavailable"
+            ? e
+            : new StoreUnavailable({ message: `cannot read the workflow of the window of ${first}: ${messageOf(e)}` })
+        )
+      )
+
+    /**
+     * The lanes of a window with stored rows that hold a live execution (a run request and no
+     * result yet), lowest first, from its lanes' execution ids (`ids`, by lane): every lane is
+     * read (8 at a time), since a window first started by a placing submitter may be in any of
+     * them. Empty without the cluster's `MessageStorage` (the caller keeps lane 0).
+     */
+    const liveLanes = (ids: ReadonlyArray<string>, first: PipelineId) =>
+      Option.isNone(sharding) || Option.isNone(messages) ? Effect.succeed([]) : Effect.map(
+        Effect.forEach(ids, (executionId, lane) =>
+          Effect.gen(function*() {
+            if (!(yield* hasRequest(messages.value, sharding.value, executionId, first))) return undefined
+            const result = yield* ridingOut(WindowWorkflow.poll(executionId), "ask a window's workflow for its result")
+            return result === undefined ? lane : undefined
+          }), { concurrency: 8 }),
+        (lanes) => lanes.filter((lane): lane is number => lane !== undefined)
+      )
 
     /**
      * Admits a batch of specs in the source's order: one read of their rows, then, once a
@@ -836,31 +878,38 @@ export const submit = <SE, SR>(
             group = admissible(group)
             if (group.length === 0) continue
           }
-          const started: Array<{ readonly specs: ReadonlyArray<AnySpec>; readonly executionId: string; readonly lane: number; readonly runner?: string | undefined }> = []
-          // new windows go to the runner with the least work in flight (a lane each); a window
-          // with stored rows keeps lane 0, the key it would have had before lanes
+          const started: Array<{ readonly specs: ReadonlyArray<AnySpec>; readonly executionId: string; readonly lane: number }> = []
+          // each window goes to the runner with the least work in flight (a lane each), the
+          // windows in flight counted against the runner their shard has now; a window with
+          // stored rows joins its live execution, in whichever lane it is
           const shardsNow = yield* placementNow
           const load = new Map<string, number>()
           if (shardsNow !== undefined) {
             for (const w of windows) {
-              if (w.runner === undefined) continue
-              load.set(w.runner, (load.get(w.runner) ?? 0) + w.ids.reduce((n, id) => n + (running.has(id) ? 1 : 0), 0))
+              const runner = runnerOfExecution(shardsNow, w.executionId)
+              if (runner === undefined) continue
+              load.set(runner, (load.get(runner) ?? 0) + w.ids.reduce((n, id) => n + (running.has(id) ? 1 : 0), 0))
             }
           }
           for (let i = 0; i < group.length; i += windowSize) {
             const specs = group.slice(i, i + windowSize)
             const rowsOf = specs.map((spec) => stored.get(spec.pipelineId))
+            const anyStored = rowsOf.some((row) => row !== undefined)
+            const lookUp = anyStored && Option.isSome(messages)
             let lane = 0
-            let runner: string | undefined = undefined
-            if (shardsNow !== undefined && rowsOf.every((row) => row === undefined)) {
+            if (shardsNow !== undefined || lookUp) {
               const ids: Array<string> = []
               for (let l = 0; l < WINDOW_LANES; l++) ids.push(yield* WindowWorkflow.executionId(payloadOf(specs, l)))
-              lane = chooseLane(ids.map((id) => runnerOfExecution(shardsNow, id)), load)
-              runner = runnerOfExecution(shardsNow, ids[lane]!)
+              const live = lookUp ? yield* liveLanes(ids, specs[0]!.pipelineId) : []
+              if (live.length > 0) lane = live[0]!
+              else if (shardsNow !== undefined && (!anyStored || lookUp)) {
+                lane = chooseLane(ids.map((id) => runnerOfExecution(shardsNow, id)), load)
+              }
+              const runner = shardsNow === undefined ? undefined : runnerOfExecution(shardsNow, ids[lane]!)
               if (runner !== undefined) load.set(runner, (load.get(runner) ?? 0) + specs.length)
             }
             const executionId = yield* WindowWorkflow.executionId(payloadOf(specs, lane))
-            if (rowsOf.some((row) => row !== undefined)) {
+            if (anyStored) {
               // (a row settled `interrupted` by a cancel is settled before its workflow ends, as a failed one)
               yield* clearEnded(
                 executionId,
@@ -868,7 +917,7 @@ export const submit = <SE, SR>(
                 rowsOf.some((row) => row?.state === "failed" || row?.state === "interrupted")
               )
             }
-            started.push({ specs, executionId, lane, runner })
+            started.push({ specs, executionId, lane })
           }
           const now = yield* Clock.currentTimeMillis
           const rows: Array<ReturnType<typeof Rows.admissionRow>> = []
@@ -895,8 +944,8 @@ export const submit = <SE, SR>(
             ({ lane, specs }) => ridingOut(WindowWorkflow.execute(payloadOf(specs, lane), { discard: true }), "start the workflow of a window"),
             { concurrency: startConcurrency, discard: true }
           )
-          for (const { executionId, runner, specs } of started) {
-            windows.add({ executionId, ids: specs.map((spec) => spec.pipelineId), runner })
+          for (const { executionId, specs } of started) {
+            windows.add({ executionId, ids: specs.map((spec) => spec.pipelineId) })
             for (const spec of specs) {
               running.add(spec.pipelineId)
               counts.admitted++

@@ -124,8 +124,9 @@ export const windowKey = (
  * A window workflow's idempotency key: {@link windowKey}, and for a lane above 0 (`lane`: the
  * submitter's choice among a window's alternative executions, so that it lands on the runner
  * with the least work, see `submit.ts` `chooseLane`) `@lane` after it. Lane 0 (or none) is the
- * key windows had before lanes, so a window submitted again by an older submitter finds the
- * same execution.
+ * key windows had before lanes. A window submitted again joins its live execution because the
+ * submitter looks up every lane's run request first (`submit.ts` `liveLanes`), not because the
+ * key is the same: a second execution in another lane would wait for the window claim.
  *
  * @internal
  */

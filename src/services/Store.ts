@@ -557,6 +557,23 @@ export interface StoreService extends TaskStore {
     | ((write: AdmissionWrite, expected: ClaimExpectation | undefined) => Effect.Effect<ClaimOutcome, StoreUnavailable>)
     | undefined
 
+  /**
+   * {@link StoreService.claimAdmission} for a batch in one transaction: `expected[i]` is what
+   * admission saw of `write.pipelines[i]`'s row (`undefined`: absent); each pipeline is
+   * written (row, its seeds and traversal state) only if its row is still so, and the answer
+   * says, in the same order, which were won and, for each lost one, its row as it is now.
+   * What a cluster submitter admits a window's pipelines with, so that of two submitters of
+   * the same pipelines a stale read never puts a finished row back to `running`. Dies when
+   * `expected` and `write.pipelines` differ in length or a pipeline comes twice. Present
+   * where `claimAdmission` is (Postgres).
+   */
+  readonly claimAdmissions?:
+    | ((
+      write: AdmissionWrite,
+      expected: ReadonlyArray<ClaimExpectation | undefined>
+    ) => Effect.Effect<ReadonlyArray<ClaimOutcome>, StoreUnavailable>)
+    | undefined
+
   // runs
   /** Creates a run with status `running`. */
   readonly openRun: (run: NewRun) => Effect.Effect<RunRecord, StoreUnavailable>
@@ -780,6 +797,13 @@ export interface StoreDriver extends
       write: Extract<StoreWrite, { readonly _tag: "Admit" }>,
       expected: ClaimExpectation | undefined
     ) => Effect.Effect<ClaimOutcome, StoreUnavailable>)
+    | undefined
+  /** See {@link StoreService.claimAdmissions} (optional): the batch as one write op, its seeds placed by the front. */
+  readonly claimAdmissions?:
+    | ((
+      write: Extract<StoreWrite, { readonly _tag: "Admit" }>,
+      expected: ReadonlyArray<ClaimExpectation | undefined>
+    ) => Effect.Effect<ReadonlyArray<ClaimOutcome>, StoreUnavailable>)
     | undefined
   /**
    * Commits a batch. A checkpoint whose traversal version does not match is skipped (nothing

@@ -4,7 +4,7 @@
  * across two clients, explicit and concurrent migrations, schema refusals, typed errors and
  * passwords kept out of messages.
  */
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, expect, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, Option } from "effect"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as PgStore from "../../src/layers/PgStore.js"
@@ -345,6 +345,57 @@ describe("PgStore", () => {
       const stale = yield* a.claimAdmission!({ pipelines: [row("run-e", { updatedAt: 3000 })] }, seen)
       assert.strictEqual(stale._tag, "Lost")
       assert.deepStrictEqual(Option.getOrThrow(yield* a.getPipeline(pipeline("c1").pipelineId)).runId, now.runId)
+    })))
+
+  it.live("batch admission claims: each pipeline of two overlapping batches is won by exactly one store; seeds and rows only for the winners; a stale expectation loses and changes nothing", () =>
+    Effect.scoped(Effect.gen(function*() {
+      yield* fresh("claimsbatch")
+      const url = pg.url("claimsbatch")
+      yield* PgStore.migrate(url)
+      const a = yield* open({ url })
+      const b = yield* open({ url })
+      const row = (id: string, run: string, over: Partial<ConstructorParameters<typeof PipelineRecord>[0]> = {}) =>
+        pipeline(id, { runId: run as RunId, ...over })
+      const seed = (id: string) => artifact(pipeline(id).pipelineId, -1, bytes(`seed ${id}`))
+      // x1, x2 new in both batches; y1 only in a's, y2 only in b's
+      const batch = (run: string, ids: ReadonlyArray<string>) => ({ pipelines: ids.map((id) => row(id, run)), seeds: ids.map(seed) })
+      const [ca, cb] = yield* Effect.all(
+        [
+          a.claimAdmissions!(batch("run-a", ["x1", "x2", "y1"]), [undefined, undefined, undefined]),
+          b.claimAdmissions!(batch("run-b", ["x2", "x1", "y2"]), [undefined, undefined, undefined])
+        ],
+        { concurrency: 2 }
+      )
+      const wonBy = (id: string) =>
+        [ca[["x1", "x2", "y1"].indexOf(id)]?._tag === "Won" ? "run-a" : undefined, cb[["x2", "x1", "y2"].indexOf(id)]?._tag === "Won" ? "run-b" : undefined]
+          .filter((w) => w !== undefined)
+      for (const id of ["x1", "x2"]) {
+        const winners = wonBy(id)
+        expect(winners.length, id).toBe(1)
+        const stored = Option.getOrThrow(yield* a.getPipeline(pipeline(id).pipelineId))
+        expect(stored.runId).toBe(winners[0])
+        // one seed: the loser's was not written
+        expect((yield* a.listArtifacts(pipeline(id).pipelineId)).map((x) => x.seq)).toStrictEqual([-1])
+      }
+      expect(wonBy("y1")).toStrictEqual(["run-a"])
+      expect(wonBy("y2")).toStrictEqual(["run-b"])
+      // a loser is answered with the row as the winner left it
+      const lostX1 = [ca[0], cb[1]].find((o) => o?._tag === "Lost")
+      expect(lostX1?._tag === "Lost" ? lostX1.current?.runId : undefined).toBe(wonBy("x1")[0])
+      // taking stored rows over: one expectation current, one stale (the row changed since)
+      const y1 = Option.getOrThrow(yield* a.getPipeline(pipeline("y1").pipelineId))
+      const seenY1 = { runId: y1.runId, state: y1.state, nTasksDone: y1.nTasksDone, updatedAt: y1.updatedAt }
+      const y2 = Option.getOrThrow(yield* a.getPipeline(pipeline("y2").pipelineId))
+      const staleY2 = { runId: y2.runId, state: y2.state, nTasksDone: y2.nTasksDone, updatedAt: y2.updatedAt - 1 }
+      const out = yield* a.claimAdmissions!(
+        { pipelines: [row("y1", "run-c", { updatedAt: 5000 }), row("y2", "run-c", { updatedAt: 5000 })] },
+        [seenY1, staleY2]
+      )
+      expect(out.map((o) => o._tag)).toStrictEqual(["Won", "Lost"])
+      expect(Option.getOrThrow(yield* a.getPipeline(pipeline("y1").pipelineId)).runId).toBe("run-c")
+      expect(Option.getOrThrow(yield* a.getPipeline(pipeline("y2").pipelineId)).runId).toBe("run-b")
+      // an empty batch writes nothing
+      expect(yield* a.claimAdmissions!({ pipelines: [] }, [])).toStrictEqual([])
     })))
 
   it("redactUrl masks userinfo passwords and password parameters", () => {

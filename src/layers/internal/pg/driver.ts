@@ -979,51 +979,106 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
   const commit = (ops: ReadonlyArray<StoreWrite>) => tx("commit", Effect.suspend(() => commitBody(ops)))
 
   /**
-   * One pipeline's admission, written only if its row is still as admission saw it: a new row
-   * is inserted with `ON CONFLICT DO NOTHING`, a stored one is taken over by a conditional
-   * `UPDATE` on its owner run, state, cursor and update time (the row lock makes a second
-   * claimer re-check the condition against the first one's write, and find it changed). Only
-   * the winner goes on to the admission write proper (the full row, checkpoint keys at and
-   * after the cursor released, seed, traversal state), in the same transaction.
+   * A batch of pipelines' admissions, each written only if its row is still as admission saw
+   * it (`expected[i]` for `op.pipelines[i]`): new rows are inserted with `ON CONFLICT DO
+   * NOTHING`, stored ones taken over by one conditional `UPDATE` on their owner run, state,
+   * cursor and update time (the row lock makes a second claimer re-check the condition against
+   * the first one's write, and find it changed). Only the winners go on to the admission write
+   * proper (a stored row written whole with its checkpoint keys at and after the cursor
+   * released; a new row stays as inserted; seeds, traversal states), in the same transaction.
+   * Each lost one is answered with its row as it is now.
    */
+  const claimAdmissions = (
+    op: Extract<StoreWrite, { readonly _tag: "Admit" }>,
+    expected: ReadonlyArray<ClaimExpectation | undefined>
+  ): Effect.Effect<ReadonlyArray<ClaimOutcome>, StoreUnavailable> => {
+    if (env.readOnlyError !== undefined) return Effect.fail(env.readOnlyError)
+    if (expected.length !== op.pipelines.length || new Set(op.pipelines.map((p) => p.pipelineId)).size !== op.pipelines.length) {
+      return Effect.dieMessage("claimAdmissions: one expectation per pipeline, each pipeline once")
+    }
+    if (op.pipelines.length === 0) return Effect.succeed([])
+    // in key order, as the group commit writes: two claimers of overlapping batches then wait
+    // for each other rather than deadlock (a deadlock victim's transaction is retried whole)
+    const byId = (x: { readonly pipelineId: string }, y: { readonly pipelineId: string }) =>
+      x.pipelineId < y.pipelineId ? -1 : x.pipelineId > y.pipelineId ? 1 : 0
+    const fresh = op.pipelines.filter((_, i) => expected[i] === undefined).sort(byId)
+    const taken = op.pipelines.flatMap((p, i) => {
+      const e = expected[i]
+      return e === undefined ? [] : [{ p, e, pipelineId: p.pipelineId }]
+    }).sort(byId)
+    const claimed = tx("admit", Effect.gen(function*() {
+      const won = new Set<string>()
+      if (fresh.length > 0) {
+        const inserted = yield* insertMany(
+          "assay_pipelines",
+          ADMIT_COLUMNS,
+          fresh.map((p) => [...pipelineParams(p), null]),
+          "ON CONFLICT (pipeline_id) DO NOTHING RETURNING pipeline_id"
+        )
+        for (const r of inserted) won.add(String(r.pipeline_id))
+      }
+      if (taken.length > 0) {
+        const updated = yield* rows(
+          `UPDATE assay_pipelines AS p SET run_id = e.new_run, updated_at = e.new_at
+             FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::int[], $7::bigint[])
+               AS e(id, new_run, new_at, run, state, n, at)
+             WHERE p.pipeline_id = e.id AND p.run_id = e.run AND p.state = e.state AND p.n_tasks_done = e.n AND p.updated_at = e.at
+             RETURNING p.pipeline_id`,
+          [
+            taken.map(({ p }) => p.pipelineId),
+            taken.map(({ p }) => p.runId),
+            taken.map(({ p }) => p.updatedAt),
+            taken.map(({ e }) => e.runId),
+            taken.map(({ e }) => e.state),
+            taken.map(({ e }) => e.nTasksDone),
+            taken.map(({ e }) => e.updatedAt)
+          ]
+        )
+        for (const r of updated) won.add(String(r.pipeline_id))
+      }
+      if (won.size > 0) {
+        // a new row won is in place as inserted; a stored one won is written whole (and its
+        // checkpoint keys at and after its cursor released) by the admission proper
+        yield* commitBody([{
+          _tag: "Admit",
+          pipelines: taken.flatMap(({ p }) => won.has(p.pipelineId) ? [p] : []),
+          seeds: op.seeds.filter(([a]) => won.has(a.pipelineId)),
+          traversals: op.traversals.filter((t) => won.has(t.pipelineId))
+        }])
+      }
+      return won
+    }))
+    return Effect.flatMap(claimed, (won) => {
+      const lost = op.pipelines.filter((p) => !won.has(p.pipelineId))
+      if (lost.length === 0) return Effect.succeed(op.pipelines.map((): ClaimOutcome => ({ _tag: "Won" })))
+      return Effect.map(
+        q("SELECT * FROM assay_pipelines WHERE pipeline_id = ANY($1::text[])", [lost.map((p) => p.pipelineId)]),
+        (r) => {
+          const now = new Map(r.map((row) => [String(row.pipeline_id), toPipeline(row)]))
+          return op.pipelines.map((p): ClaimOutcome => {
+            if (won.has(p.pipelineId)) return { _tag: "Won" }
+            const current = now.get(p.pipelineId)
+            // a retried claim whose first commit went through (its answer lost with the
+            // connection) finds its own row: won
+            return current !== undefined && current.runId === p.runId && current.updatedAt === p.updatedAt
+              ? { _tag: "Won" }
+              : { _tag: "Lost", current }
+          })
+        }
+      )
+    })
+  }
+
+  /** One pipeline's admission claim ({@link claimAdmissions} of one). */
   const claimAdmission = (
     op: Extract<StoreWrite, { readonly _tag: "Admit" }>,
     expected: ClaimExpectation | undefined
   ): Effect.Effect<ClaimOutcome, StoreUnavailable> => {
-    if (env.readOnlyError !== undefined) return Effect.fail(env.readOnlyError)
     const p = op.pipelines[0]
     if (p === undefined || op.pipelines.some((o) => o.pipelineId !== p.pipelineId)) {
       return Effect.dieMessage("claimAdmission: exactly one pipeline per claim")
     }
-    const cas = expected === undefined
-      ? insertMany("assay_pipelines", ADMIT_COLUMNS, [[...pipelineParams(p), null]], "ON CONFLICT (pipeline_id) DO NOTHING RETURNING pipeline_id")
-      : rows(
-        `UPDATE assay_pipelines SET run_id = $1, updated_at = $2 WHERE pipeline_id = $3 AND run_id = $4 AND state = $5
-           AND n_tasks_done = $6 AND updated_at = $7 RETURNING pipeline_id`,
-        [p.runId, p.updatedAt, p.pipelineId, expected.runId, expected.state, expected.nTasksDone, expected.updatedAt]
-      )
-    const claimed = tx("admit", Effect.gen(function*() {
-      if ((yield* cas).length === 0) return false
-      yield* commitBody([op])
-      return true
-    }))
-    return Effect.flatMap(
-      claimed,
-      (won): Effect.Effect<ClaimOutcome, StoreUnavailable> =>
-        won
-          ? Effect.succeed({ _tag: "Won" })
-          : Effect.map(
-            q("SELECT * FROM assay_pipelines WHERE pipeline_id = $1", [p.pipelineId]),
-            (r): ClaimOutcome => {
-              const current = r[0] === undefined ? undefined : toPipeline(r[0])
-              // a retried claim whose first commit went through (its answer lost with the
-              // connection) finds its own row: won
-              return current !== undefined && current.runId === p.runId && current.updatedAt === p.updatedAt
-                ? { _tag: "Won" }
-                : { _tag: "Lost", current }
-            }
-          )
-    )
+    return Effect.map(claimAdmissions({ ...op, pipelines: [p] }, [expected]), (outcomes) => outcomes[0]!)
   }
 
   // --- reads -----------------------------------------------------------------------------------
@@ -1344,6 +1399,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
         } satisfies StoreStats
       }),
     claimAdmission,
+    claimAdmissions,
     succeededPipelines: Effect.map(
       Effect.zip(
         q("SELECT pipeline_id FROM assay_pipelines WHERE state = 'succeeded'"),

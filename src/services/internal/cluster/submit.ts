@@ -33,7 +33,7 @@ import type { PipelineState } from "../../../domain/Records.js"
 import { digest } from "../../../domain/Json.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import * as CallCache from "../../CallCache.js"
-import { pipelineStatesOf, Store, type StoreService } from "../../Store.js"
+import { type ClaimExpectation, pipelineStatesOf, Store, type StoreService } from "../../Store.js"
 import * as Traversal from "../../../domain/Traversal.js"
 import * as Rows from "../runner/rows.js"
 import * as Infra from "./infra.js"
@@ -425,6 +425,13 @@ const firstOf = <A>(set: ReadonlySet<A>, n: number): Array<A> => {
   return out
 }
 
+/**
+ * How long the submitter waits for the cluster's runner storage (`getRunners`: placement, the
+ * no-runner warning) before it goes on without the answer: 2 s (@effect/cluster's own
+ * runner-storage sync allows 5 s, but admission and the follow must not stall on it).
+ */
+const runnersReadTimeout = Duration.seconds(2)
+
 /** How long the submitter's calls into the cluster's storage ride out a lost database. */
 const submitBudget = Duration.seconds(60)
 
@@ -594,7 +601,12 @@ export const submit = <SE, SR>(
       }
       const now = yield* Clock.currentTimeMillis
       if (placement === undefined || now - placement.at >= 2_000) {
-        const runners = yield* Effect.orElseSucceed(runnerStorage.value.getRunners, () => [])
+        // a read that fails or hangs (the database away) places nothing for 2 s: lane 0, as
+        // without placement; admission never waits on it past `runnersReadTimeout`
+        const runners = yield* runnerStorage.value.getRunners.pipe(
+          Effect.timeout(runnersReadTimeout),
+          Effect.orElseSucceed(() => [])
+        )
         placement = { at: now, runners: shardRunners(runners, shardingConfig.value.shardsPerGroup) }
       }
       return placement.runners.length === 0 ? undefined : placement.runners
@@ -678,7 +690,10 @@ export const submit = <SE, SR>(
     const checkRunners = Effect.gen(function*() {
       if (Option.isNone(runnerStorage) || options.onWarning === undefined) return
       const now = yield* Clock.currentTimeMillis
-      const runners = yield* Effect.orElseSucceed(runnerStorage.value.getRunners, () => [])
+      // a read that fails or hangs tells nothing (no warning from it, and the follow goes on)
+      const read = yield* runnerStorage.value.getRunners.pipe(Effect.timeout(runnersReadTimeout), Effect.option)
+      if (Option.isNone(read)) return
+      const runners = read.value
       if (runners.some(([, healthy]) => healthy)) {
         runnerSeenAt = now
         return
@@ -878,6 +893,61 @@ export const submit = <SE, SR>(
             group = admissible(group)
             if (group.length === 0) continue
           }
+          const now = yield* Clock.currentTimeMillis
+          const rows: Array<ReturnType<typeof Rows.admissionRow>> = []
+          const seeds: Array<ReturnType<typeof Rows.seedArtifact>> = []
+          const traversals: Array<{ readonly pipelineId: PipelineId; readonly state: Traversal.VisitState }> = []
+          /** What this admission read of each row it writes (`undefined`: none): the claim's condition. */
+          const expected: Array<ClaimExpectation | undefined> = []
+          for (const spec of group) {
+            const row = stored.get(spec.pipelineId)
+            // a running row is followed as it is: its workflow may be committing tasks right
+            // now, and writing the row again would put back the cursor read above
+            if (row?.state === "running") continue
+            rows.push(Rows.admissionRow(spec, row?.nTasksDone ?? 0, row, runId, now))
+            expected.push(row === undefined ? undefined : { runId: row.runId, state: row.state, nTasksDone: row.nTasksDone, updatedAt: row.updatedAt })
+            if (row === undefined) {
+              seeds.push(Rows.seedArtifact(spec, runId, now))
+              // a new control pipeline's traversal starts with its row, as on the embedded
+              // engine; a stored one continues from its own (`controlled.ts`)
+              if (spec.template.control !== undefined) {
+                traversals.push({ pipelineId: spec.pipelineId, state: Traversal.initial(spec.pipelineId, spec.template.nTasks) })
+              }
+            }
+          }
+          // on a store other processes write (Postgres), each row is written only if it is still
+          // as this admission read it (before it waited for room): of two submitters of the same
+          // pipelines, the one whose read is stale leaves them to the other (never puts a finished
+          // row back to `running` at its old cursor, nor starts a second window for them)
+          const lost = new Set<PipelineId>()
+          if (store.claimAdmissions !== undefined && rows.length > 0) {
+            const outcomes = yield* store.claimAdmissions({
+              pipelines: rows,
+              seeds,
+              ...(traversals.length === 0 ? {} : { traversals })
+            }, expected)
+            outcomes.forEach((outcome, k) => {
+              if (outcome._tag === "Lost") lost.add(rows[k]!.pipelineId)
+            })
+          } else {
+            yield* store.admit(rows, seeds, traversals.length === 0 ? undefined : traversals)
+          }
+          if (lost.size > 0) {
+            // admitted by another submission meanwhile: skipped when it already succeeded,
+            // withheld otherwise (its own submitter follows it; submitting again admits it)
+            const after = yield* statesOf(Array.from(lost))
+            const withheldNow: Array<AnySpec> = []
+            for (const spec of group) {
+              if (!lost.has(spec.pipelineId)) continue
+              if (after.get(spec.pipelineId) === "succeeded") {
+                counts.skipped++
+                settled(spec.pipelineId, "skipped")
+              } else withheldNow.push(spec)
+            }
+            withhold(withheldNow)
+            group = group.filter((spec) => !lost.has(spec.pipelineId))
+            if (group.length === 0) continue
+          }
           const started: Array<{ readonly specs: ReadonlyArray<AnySpec>; readonly executionId: string; readonly lane: number }> = []
           // each window goes to the runner with the least work in flight (a lane each), the
           // windows in flight counted against the runner their shard has now; a window with
@@ -919,26 +989,6 @@ export const submit = <SE, SR>(
             }
             started.push({ specs, executionId, lane })
           }
-          const now = yield* Clock.currentTimeMillis
-          const rows: Array<ReturnType<typeof Rows.admissionRow>> = []
-          const seeds: Array<ReturnType<typeof Rows.seedArtifact>> = []
-          const traversals: Array<{ readonly pipelineId: PipelineId; readonly state: Traversal.VisitState }> = []
-          for (const spec of group) {
-            const row = stored.get(spec.pipelineId)
-            // a running row is followed as it is: its workflow may be committing tasks right
-            // now, and writing the row again would put back the cursor read above
-            if (row?.state === "running") continue
-            rows.push(Rows.admissionRow(spec, row?.nTasksDone ?? 0, row, runId, now))
-            if (row === undefined) {
-              seeds.push(Rows.seedArtifact(spec, runId, now))
-              // a new control pipeline's traversal starts with its row, as on the embedded
-              // engine; a stored one continues from its own (`controlled.ts`)
-              if (spec.template.control !== undefined) {
-                traversals.push({ pipelineId: spec.pipelineId, state: Traversal.initial(spec.pipelineId, spec.template.nTasks) })
-              }
-            }
-          }
-          yield* store.admit(rows, seeds, traversals.length === 0 ? undefined : traversals)
           yield* Effect.forEach(
             started,
             ({ lane, specs }) => ridingOut(WindowWorkflow.execute(payloadOf(specs, lane), { discard: true }), "start the workflow of a window"),

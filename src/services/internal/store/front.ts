@@ -416,6 +416,14 @@ export const makeWith = (
               { _tag: "Admit", pipelines: write.pipelines, seeds: placed, traversals: write.traversals ?? [] },
               expected
             ))))(driver.claimAdmission),
+      claimAdmissions: driver.claimAdmissions === undefined ? undefined : ((claim) => (write, expected) =>
+        (write.traversals ?? []).length > 0 && driver.traversal === undefined
+          ? Effect.fail(noTraversal)
+          : refuse(Effect.flatMap(placeAll(write.seeds ?? [], journal, backend), (placed) =>
+            claim(
+              { _tag: "Admit", pipelines: write.pipelines, seeds: placed, traversals: write.traversals ?? [] },
+              expected
+            ))))(driver.claimAdmissions),
 
       openRun: (run) =>
         refuse(

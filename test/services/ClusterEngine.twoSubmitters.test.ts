@@ -1,0 +1,112 @@
+/**
+ * Two submitters of the same experiment at once on the cluster engine (found by break37): the
+ * second admits a batch with the rows it read before it waited for room; by then the first
+ * submitter may have run those pipelines to the end. Its admission is a claim
+ * (`Store.claimAdmissions`): written only where the row is still as read, so it leaves them
+ * to the first and never puts a finished row back to `running` at cursor 0 (checkpoint keys
+ * deleted, a second seed artifact): before the claim, the rows stayed `running` for good.
+ * One runner (`SingleRunner`, SQL message storage) with window claims on (the runners'
+ * default), the Postgres store in the cluster's database.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import type { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
+import { Deferred, Duration, Effect, Fiber, FiberId, Layer, Option } from "effect"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Task from "../../src/domain/Task.js"
+import * as PgStore from "../../src/layers/PgStore.js"
+import { Store } from "../../src/services/Store.js"
+import { type AnySpec, createClusterDatabase, singleRunner, submitSpecs } from "../support/clusterRunner.js"
+import { usePostgres } from "../support/postgres.js"
+
+// a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
+const pg = usePostgres()
+
+/** Calls per key (`pipeline/task`). */
+const counter = () => {
+  const calls = new Map<string, number>()
+  return {
+    calls,
+    add: (key: string) => void calls.set(key, (calls.get(key) ?? 0) + 1),
+    of: (key: string) => calls.get(key) ?? 0
+  }
+}
+
+/** Polls `check` every 20 ms until it holds (fails after `within`). */
+const waitFor = (what: string, check: Effect.Effect<boolean, unknown>, within: Duration.DurationInput = "30 seconds") =>
+  Effect.repeat(Effect.zipLeft(check, Effect.sleep("20 millis")), { until: (ok) => ok }).pipe(
+    Effect.timeoutFail({ duration: within, onTimeout: () => new Error(`waited ${Duration.format(within)} for ${what}`) }),
+    Effect.orDie
+  )
+
+/** The store's artifacts' seqs of each spec, and each row's state and cursor. */
+const stored = (specs: ReadonlyArray<AnySpec>) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    yield* store.flush
+    return yield* Effect.forEach(specs, (spec) =>
+      Effect.gen(function*() {
+        const row = Option.getOrThrow(yield* store.getPipeline(spec.pipelineId))
+        const seqs = (yield* store.listArtifacts(spec.pipelineId)).map((a) => a.seq).sort((x, y) => x - y)
+        return { id: spec.pipelineId as string, state: row.state, nTasksDone: row.nTasksDone, seqs }
+      }))
+  })
+
+/** `body` with database `db` (cluster tables, claims), the Postgres store in it, and one runner with window claims. */
+const onRunner = <A, E>(db: string, specs: ReadonlyArray<AnySpec>, body: Effect.Effect<A, E, Store | WorkflowEngine>) =>
+  Effect.zipRight(
+    createClusterDatabase(pg, db),
+    Effect.suspend(() =>
+      Effect.provide(
+        body,
+        singleRunner(pg, db, { specs, workflow: { concurrency: 16, windowClaims: true } }).pipe(
+          Layer.provideMerge(PgStore.layer({ url: pg.url(db), migrate: true }))
+        )
+      )
+    )
+  )
+
+describe("ClusterEngine: two submitters of the same pipelines", () => {
+  it.live("two submitters at once: the second's admission with rows read before its wait for room leaves no row running", () => {
+    const count = counter()
+    const gate = Deferred.unsafeMake<void>(FiberId.none)
+    // pipelines 0 and 1 wait at the gate in task b; 2 and 3 run through at once
+    const template = Pipeline.make(
+      "twosubmitters",
+      Task.make("a", (n: number, ctx) => Effect.sync(() => (count.add(`${ctx.pipelineId}/a`), n + 1))),
+      Task.make("b", (n: number, ctx) =>
+        Effect.suspend(() => {
+          count.add(`${ctx.pipelineId}/b`)
+          return n <= 2 ? Effect.as(Deferred.await(gate), n * 2) : Effect.succeed(n * 2)
+        })),
+      Task.make("c", (n: number, ctx) => Effect.sync(() => (count.add(`${ctx.pipelineId}/c`), n + 1)))
+    )
+    const specs = Array.from({ length: 4 }, (_, i) => template.bind(i))
+    const ids = specs.map((s) => s.pipelineId as string)
+    return onRunner("break37_two", specs, Effect.gen(function*() {
+      const store = yield* Store
+      // submitter B: room for one window of 2: admits 0 and 1, reads the rows of 2 and 3 (none
+      // yet) and waits for room
+      const b = yield* Effect.fork(submitSpecs(specs, { window: 2, maxAdmitted: 2 }))
+      yield* waitFor("B's first window inside b", Effect.sync(() => count.of(`${ids[0]}/b`) === 1 && count.of(`${ids[1]}/b`) === 1))
+      yield* Effect.sleep("500 millis") // B's read of the next batch's rows (none yet) is done
+      // submitter A: room for both windows: runs 2 and 3 to the end
+      const a = yield* Effect.fork(submitSpecs(specs, { window: 2, maxAdmitted: 4 }))
+      yield* waitFor(
+        "pipelines 2 and 3 succeeded",
+        Effect.map(
+          Effect.forEach(specs.slice(2), (s) => store.getPipeline(s.pipelineId)),
+          (rows) => rows.every((r) => Option.isSome(r) && r.value.state === "succeeded")
+        )
+      )
+      // B's room comes: it admits 2 and 3 with the rows it read before
+      yield* Deferred.succeed(gate, undefined)
+      yield* Fiber.join(a)
+      yield* Fiber.join(b)
+      const rows = yield* stored(specs)
+      // every pipeline terminal, one artifact per seq (the seed's included), each task called once
+      for (const r of rows) assert.deepInclude(r, { state: "succeeded", nTasksDone: 3, seqs: [-1, 0, 1, 2] }, JSON.stringify(r))
+      const repeated = Array.from(count.calls).filter(([, n]) => n > 1)
+      assert.deepStrictEqual(repeated, [], `tasks called more than once: ${JSON.stringify(repeated)}`)
+    }))
+  }, 120_000)
+})

@@ -7,9 +7,11 @@
  */
 import { NodeContext } from "@effect/platform-node"
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
+import * as RunnerStorage from "@effect/cluster/RunnerStorage"
+import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import * as TestRunner from "@effect/cluster/TestRunner"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Stream, TestClock } from "effect"
+import { Deferred, Effect, Fiber, Layer, Option, Stream, TestClock } from "effect"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
@@ -68,6 +70,31 @@ describe("ClusterEngine: admission pace (in process, TestClock)", () => {
       const report = yield* Fiber.join(submission)
       assert.strictEqual(report.succeeded, 4)
       assert.isAtLeast(progress, 1)
+    }).pipe(Effect.provide(hostOf(specs)))
+  })
+
+  it.scoped("window placement with a runner storage that never answers: admission goes on without it after 2 s (lane 0), and the submission ends", () => {
+    const specs: ReadonlyArray<AnySpec> = [0, 1, 2, 3].map((n) => Pipeline.make("placed", Task.make("t", (x: number) => Effect.succeed(x))).bind(n))
+    // the cluster's runner storage, its `getRunners` hanging (a database that stopped answering)
+    const hanging = Layer.effect(
+      RunnerStorage.RunnerStorage,
+      Effect.map(RunnerStorage.RunnerStorage, (storage) => ({ ...storage, getRunners: Effect.never }))
+    ).pipe(Layer.provide(RunnerStorage.layerMemory))
+    return Effect.gen(function*() {
+      const submission = yield* Effect.fork(ClusterEngine.submit(Stream.fromIterable(specs), {
+        maxAdmitted: 4,
+        window: 2,
+        pollInterval: "100 millis",
+        onWarning: () => Effect.void
+      }).pipe(Effect.provide(Layer.merge(hanging, ShardingConfig.layer()))))
+      let exit = yield* Fiber.poll(submission)
+      for (let i = 0; i < 300 && Option.isNone(exit); i++) {
+        yield* TestClock.adjust("100 millis")
+        exit = yield* Fiber.poll(submission)
+      }
+      assert.isTrue(Option.isSome(exit), "the submission still waits on the runner storage after 30 s")
+      const report = yield* Fiber.join(submission)
+      assert.strictEqual(report.succeeded, 4)
     }).pipe(Effect.provide(hostOf(specs)))
   })
 

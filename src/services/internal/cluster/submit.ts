@@ -824,15 +824,18 @@ export const submit = <SE, SR>(
           Effect.gen(function*() {
             if (!(yield* hasRequest(messages.value, sharding.value, executionId, first))) return undefined
             const result = yield* ridingOut(WindowWorkflow.poll(executionId), "ask a window's workflow for its result")
-            return result === undefined ? lane : undefined
+            // running, or suspended (it resumes on its runner): live; only a complete one is not
+            return result === undefined || result._tag !== "Complete" ? lane : undefined
           }), { concurrency: 8 }),
         (lanes) => lanes.filter((lane): lane is number => lane !== undefined)
       )
 
     /**
      * Admits a batch of specs in the source's order: one read of their rows, then, once a
-     * window's worth of the `maxAdmitted` is free, their rows written in one group commit and
-     * one workflow started per window of `window` pipelines, `startConcurrency` at a time. One by one, each admission waited for its own round trips
+     * window's worth of the `maxAdmitted` is free, their rows written in one transaction, each
+     * only while it is as read (`Store.claimAdmissions`, where the store has it; one group
+     * commit otherwise), and one workflow started per window of `window` pipelines of the rows
+     * won, `startConcurrency` at a time. One by one, each admission waited for its own round trips
      * (the row read, the admission's commit, the workflow's request and the runner's notice),
      * and that serial latency, not the window, bounded how many pipelines ran at once.
      * A control pipeline is refused before anything is written for it when the store keeps no

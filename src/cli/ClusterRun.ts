@@ -821,7 +821,7 @@ export const followProgress = (
       Effect.suspend(() => {
         const line = `cluster run ${p.runId}: ${p.admitted} admitted, ${p.running} running, ${p.succeeded} succeeded, ${p.failed} failed, ${
           interruptedText(p)
-        }${p.skipped} already done`
+        }${p.skipped} already done${followedText(p)}`
         if (args.quiet || line === last) return Effect.void
         last = line
         return Console.error(line)
@@ -873,12 +873,29 @@ const interruptedText = (p: Pick<InternalSubmit.SubmitProgress, "interrupted" | 
   p.interrupted > 0 ? `${p.interrupted} interrupted${p.refused > 0 ? ` (${p.refused} refused by the runners)` : ""}, ` : ""
 
 /**
+ * The pipelines of earlier runs a submission followed, as its lines say them (`; followed 884
+ * of run R: 880 succeeded, 4 failed, 12 still running`; nothing when none): they are filed
+ * under run R, not this one (`SubmitProgress.followed`).
+ */
+const followedText = (p: Pick<InternalSubmit.SubmitProgress, "followed">): string => {
+  const f = p.followed
+  const total = f.running + f.succeeded + f.failed + f.interrupted
+  if (total === 0) return ""
+  const parts = [`${f.succeeded} succeeded`, `${f.failed} failed`]
+  if (f.interrupted > 0) parts.push(`${f.interrupted} interrupted`)
+  if (f.running > 0) parts.push(`${f.running} still running`)
+  return `; followed ${total} of run ${f.runIds.join(", ")}: ${parts.join(", ")}`
+}
+
+/**
  * The `--summary json` object of a cluster submission: the embedded run's fields that exist on
  * the cluster (`runId`, `status`, `durationMs`, `stopReason`, `skipped`, `stats.pipelines`: this
  * submission's pipelines by outcome, `succeeded` / `failed` / `interrupted`, as their rows
  * are), and the cluster's own under `cluster` (`admitted`, `refused`: the `interrupted` ones
- * runners refused, `withheld`, `causes`), plus `engine: "cluster"` and the store (without its
- * password).
+ * runners refused, `withheld`, `running`: still running on the runners when a stop signal
+ * ended the submission, `followed`: the pipelines of earlier runs it followed, by outcome, and
+ * the runs they are filed under, `causes`), plus `engine: "cluster"` and the store (without
+ * its password).
  *
  * @internal
  */
@@ -895,7 +912,14 @@ export const clusterJson = (report: Shown, store: string): Record<string, unknow
       byState: { succeeded: report.succeeded, failed: report.failed, interrupted: report.interrupted }
     }
   },
-  cluster: { admitted: report.admitted, refused: report.refused, withheld: report.withheld, causes: report.causes },
+  cluster: {
+    admitted: report.admitted,
+    refused: report.refused,
+    withheld: report.withheld,
+    running: report.running,
+    followed: report.followed,
+    causes: report.causes
+  },
   store: redactUrl(store)
 })
 
@@ -979,8 +1003,9 @@ const stopSaid = (
  * invalid, or when it declares control and the store keeps no traversal state), registers the
  * run in the shared store, admits pipelines in windows through client-only sharding, prints progress on stderr and the
  * counts on stdout. Exit 0 when every pipeline succeeded (or was already done), 1 when some
- * failed, 130 when interrupted (admission stops; admitted pipelines go on on the runners, and
- * running the same command again follows them and admits the rest).
+ * failed (its own, or an earlier run's it followed), 130 when interrupted (admission stops;
+ * admitted pipelines go on on the runners, and running the same command again follows them:
+ * counted apart, as `followed`, since they stay filed under their run; and admits the rest).
  *
  * @since 0.7.0
  * @category commands
@@ -1002,7 +1027,10 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
         : Console.log(
           `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${
             interruptedText(report)
-          }${report.skipped} already done (${report.durationMs} ms)`
+          }${report.skipped} already done${
+            // on a stop signal: the admitted pipelines go on on the runners
+            report.running > 0 ? `, ${report.running} still running on the runners` : ""
+          }${followedText(report)} (${report.durationMs} ms)`
         )
     const { report, stopped } = yield* withStopSignals((onInterrupted) =>
       ClusterEngine.submit(experiment.pipelines(Option.getOrUndefined(args.limit)), {
@@ -1030,7 +1058,8 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
       return yield* Effect.fail(new ExitWith(ExitCode.Interrupted))
     }
     yield* stopSaid(report, stopAfterFailures, stopAfter)
-    if (report.failed > 0) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
+    // a followed pipeline of an earlier run that failed is a failure of the experiment too
+    if (report.failed > 0 || report.followed.failed > 0) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
   })
 
 // ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@
  * - a runner whose `--listen` address is in use names it and says so, exit 2 (not `error: Open`,
  *   exit 1, which a supervisor would restart forever).
  */
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, expect, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import * as net from "node:net"
 import * as path from "node:path"
@@ -132,7 +132,7 @@ describe("the submitter's progress line", () => {
       const spy = vi.spyOn(console, "error").mockImplementation((...xs: Array<unknown>) => {
         lines.push(xs.join(" "))
       })
-      const progress = { runId: "r1", admitted: 4, skipped: 0, succeeded: 0, failed: 0, interrupted: 0, refused: 0, running: 4, withheld: 0 }
+      const progress = { runId: "r1", admitted: 4, skipped: 0, succeeded: 0, failed: 0, interrupted: 0, refused: 0, running: 4, withheld: 0, followed: { running: 0, succeeded: 0, failed: 0, interrupted: 0, runIds: [] } }
       try {
         const { onProgress } = ClusterRun.followProgress({ quiet: false, config: "suite.yaml" }, url)
         for (
@@ -160,7 +160,7 @@ describe("the submitter's progress line", () => {
 })
 
 describe("pipelines the runners refused (F7): counted interrupted, as their rows are left (fix17ai)", () => {
-  const refused = { runId: "r2" as RunId, admitted: 3, skipped: 1, succeeded: 0, failed: 0, interrupted: 3, refused: 3, running: 0, withheld: 5 }
+  const refused = { runId: "r2" as RunId, admitted: 3, skipped: 1, succeeded: 0, failed: 0, interrupted: 3, refused: 3, running: 0, withheld: 5, followed: { running: 0, succeeded: 0, failed: 0, interrupted: 0, runIds: [] } }
   it.effect("the progress line says them interrupted and refused, not failed", () =>
     Effect.gen(function*() {
       const lines: Array<string> = []
@@ -173,6 +173,23 @@ describe("pipelines the runners refused (F7): counted interrupted, as their rows
         spy.mockRestore()
       }
       assert.deepStrictEqual(lines, ["cluster run r2: 3 admitted, 0 running, 0 succeeded, 0 failed, 3 interrupted (3 refused by the runners), 1 already done"])
+    }))
+  it.effect("pipelines of an earlier run a re-submission follows are said apart, with their run (newuser37)", () =>
+    Effect.gen(function*() {
+      const lines: Array<string> = []
+      const spy = vi.spyOn(console, "error").mockImplementation((...xs: Array<unknown>) => {
+        lines.push(xs.join(" "))
+      })
+      const followed = { ...refused, admitted: 0, interrupted: 0, refused: 0, withheld: 0, followed: { running: 2, succeeded: 880, failed: 2, interrupted: 0, runIds: ["r1" as RunId] } }
+      try {
+        yield* ClusterRun.followProgress({ quiet: false, config: "x.yaml" }, url).onProgress!(followed)
+      } finally {
+        spy.mockRestore()
+      }
+      assert.deepStrictEqual(lines, ["cluster run r2: 0 admitted, 0 running, 0 succeeded, 0 failed, 1 already done; followed 884 of run r1: 880 succeeded, 2 failed, 2 still running"])
+      const json = ClusterRun.clusterJson({ ...followed, status: "completed", stopReason: null, durationMs: 5, causes: [] }, url)
+      assert.deepInclude(json["cluster"] as object, { admitted: 0, running: 0 })
+      expect((json["cluster"] as { followed: unknown }).followed).toStrictEqual(followed.followed)
     }))
   it("the --summary json object counts them interrupted in stats.pipelines, refused under cluster", () => {
     const json = ClusterRun.clusterJson({ ...refused, status: "interrupted", stopReason: "submit_failed", durationMs: 5, causes: [] }, url)

@@ -258,6 +258,28 @@ export interface SubmitProgress {
   readonly running: number
   /** Specs read from the source but left out: `mayAdmit` said no, or admission stopped. */
   readonly withheld: number
+  /**
+   * Pipelines of earlier runs this submission found `running` (their submitter stopped, their
+   * windows going on on the runners) and followed to their end instead of admitting them:
+   * their rows, tasks and attempts stay filed under those runs (`followed.runIds`), so they are
+   * in none of the counts above (a re-submission after Ctrl-C says what it ran and what it
+   * only watched). `onAdmitted` and `onSettled` are told of them as of the others.
+   */
+  readonly followed: FollowedCounts
+}
+
+/**
+ * The pipelines of earlier runs a submission followed (see {@link SubmitProgress} `followed`):
+ * how many are still running, and how they ended; `runIds`: the runs they are filed under.
+ *
+ * @internal
+ */
+export interface FollowedCounts {
+  readonly running: number
+  readonly succeeded: number
+  readonly failed: number
+  readonly interrupted: number
+  readonly runIds: ReadonlyArray<RunId>
 }
 
 /**
@@ -570,7 +592,23 @@ export const submit = <SE, SR>(
     }
     const causes: Array<string> = []
     const refusals: Array<string> = []
-    const progress = (): SubmitProgress => ({ runId, ...counts, running: running.size })
+    /** Pipelines of earlier runs found running and followed (not admitted: see `SubmitProgress.followed`). */
+    const followedIds = new Set<PipelineId>()
+    const followedRuns = new Set<RunId>()
+    const followed = { running: 0, succeeded: 0, failed: 0, interrupted: 0 }
+    /** Counts a pipeline's end: the submission's own counts, or the followed ones'. */
+    const tally = (id: PipelineId, outcome: "succeeded" | "failed" | "interrupted") => {
+      if (followedIds.has(id)) {
+        followed.running--
+        followed[outcome]++
+      } else counts[outcome]++
+    }
+    const progress = (): SubmitProgress => ({
+      runId,
+      ...counts,
+      running: running.size - followed.running,
+      followed: { ...followed, runIds: Array.from(followedRuns) }
+    })
     const settled = (id: PipelineId, outcome: "succeeded" | "failed" | "interrupted" | "skipped") => options.onSettled?.(id, outcome)
     let polls = 0
     /** When the last whole follow ran (`Clock` ms): the rows alone are read in between. */
@@ -642,19 +680,19 @@ export const submit = <SE, SR>(
           running.delete(id)
           const state = states.get(id)
           if (state === "succeeded") {
-            counts.succeeded++
+            tally(id, "succeeded")
             settled(id, "succeeded")
             continue
           }
           if (state === "failed") {
-            counts.failed++
+            tally(id, "failed")
             tellStopped()
             settled(id, "failed")
             continue
           }
           // settled so by a runner on a cancel of this run (`cancelMarks.ts`)
           if (state === "interrupted" && ended._tag === "Verdict") {
-            counts.interrupted++
+            tally(id, "interrupted")
             settled(id, "interrupted")
             continue
           }
@@ -664,7 +702,7 @@ export const submit = <SE, SR>(
             // says (`refused` counts them among the `interrupted`)
             yield* store.updatePipeline(id, { state: "interrupted", updatedAt: yield* Clock.currentTimeMillis })
             counts.refused++
-            counts.interrupted++
+            tally(id, "interrupted")
             if (refusals.length < 20) refusals.push(ended.message)
             if (causes.length < 20) causes.push(`${id}: ${ended.message}`)
             tellStopped()
@@ -673,11 +711,11 @@ export const submit = <SE, SR>(
           }
           const verdict = ended._tag === "Verdict" ? ended.verdicts[w.ids.indexOf(id)] : undefined
           if (verdict === "succeeded") {
-            counts.succeeded++
+            tally(id, "succeeded")
             settled(id, "succeeded")
             continue
           }
-          counts.failed++
+          tally(id, "failed")
           tellStopped()
           settled(id, "failed")
           if (causes.length < 20) {
@@ -731,9 +769,7 @@ export const submit = <SE, SR>(
         // an `interrupted` row: a runner settled it so on a cancel of this run (`cancelMarks.ts`)
         if (state === "succeeded" || state === "failed" || state === "interrupted") {
           running.delete(id)
-          if (state === "succeeded") counts.succeeded++
-          else if (state === "failed") counts.failed++
-          else counts.interrupted++
+          tally(id, state)
           tellStopped()
           settled(id, state)
         }
@@ -1001,7 +1037,16 @@ export const submit = <SE, SR>(
             windows.add({ executionId, ids: specs.map((spec) => spec.pipelineId) })
             for (const spec of specs) {
               running.add(spec.pipelineId)
-              counts.admitted++
+              // a row running under an earlier run is followed, not taken over (its window
+              // writes its tasks under that run): counted apart
+              const row = stored.get(spec.pipelineId)
+              if (row?.state === "running" && row.runId !== runId) {
+                if (!followedIds.has(spec.pipelineId)) {
+                  followedIds.add(spec.pipelineId)
+                  followedRuns.add(row.runId)
+                  followed.running++
+                }
+              } else counts.admitted++
               options.onAdmitted?.(spec)
             }
           }

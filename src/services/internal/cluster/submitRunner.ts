@@ -169,7 +169,8 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
           interrupted: 0,
           refused: 0,
           running: 0,
-          withheld: 0
+          withheld: 0,
+          followed: { running: 0, succeeded: 0, failed: 0, interrupted: 0, runIds: [] }
         }
         const onFinished = overrides?.onPipelineFinished
         /** The pipelines settled since the last poll, to `onPipelineFinished` (each once). */

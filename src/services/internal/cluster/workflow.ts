@@ -444,7 +444,7 @@ const windowBody = (
       execute: Effect.map(
         claimed === undefined
           ? Effect.forEach(specs, (spec) => runPipeline(env, spec), { concurrency: "unbounded" })
-          : runWindow(env, claimed.claims, claimed.sql, windowKey({ pipelineIds, storeId }), specs),
+          : runWindow(env, claimed.claims, claimed.sql, windowKey({ pipelineIds, storeId }), specs, storeId),
         (verdicts) => ({ verdicts })
       )
     })

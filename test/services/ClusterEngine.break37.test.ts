@@ -14,7 +14,7 @@
  *   deleted, a second seed artifact): the rows stay `running` for good.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Duration, Effect, Fiber, FiberId, Option } from "effect"
+import { Deferred, Duration, Effect, Fiber, FiberId, Layer, Option } from "effect"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as PgStore from "../../src/layers/PgStore.js"
@@ -62,8 +62,11 @@ const onRunner = <A, E>(db: string, specs: ReadonlyArray<AnySpec>, body: Effect.
     createClusterDatabase(pg, db),
     Effect.suspend(() =>
       body.pipe(
-        Effect.provide(singleRunner(pg, db, { specs, workflow: { concurrency: 16, windowClaims: true } })),
-        Effect.provide(PgStore.layer({ url: pg.url(db), migrate: true }))
+        Effect.provide(
+          singleRunner(pg, db, { specs, workflow: { concurrency: 16, windowClaims: true } }).pipe(
+            Layer.provideMerge(PgStore.layer({ url: pg.url(db), migrate: true }))
+          )
+        )
       )
     )
   ) as Effect.Effect<A, unknown>

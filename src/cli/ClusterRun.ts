@@ -182,8 +182,10 @@ const LIBRARY_TABLES = ["cluster_messages", "cluster_replies", "cluster_runners"
 const CLUSTER_TABLES = [...LIBRARY_TABLES, InFlight.TABLE] as const
 
 /**
- * What the cluster migration creates: {@link CLUSTER_TABLES} and the window claims' table
- * (needed only by runners started with window claims, which check it themselves).
+ * What the cluster migration creates: {@link CLUSTER_TABLES} and the window claims' table,
+ * `assay_cluster_pipeline_claims` (needed only by runners started with window claims, which
+ * check it themselves; the per-window `assay_cluster_window_claims` of earlier versions is no
+ * longer created nor read).
  */
 const MIGRATED_TABLES = [...CLUSTER_TABLES, WindowClaims.TABLE] as const
 
@@ -236,8 +238,8 @@ const clusterTablesPresent = (sql: SqlClient.SqlClient) =>
 /**
  * Creates the cluster's tables (`cluster_messages`, `cluster_replies`, `cluster_runners`,
  * `cluster_locks`, and `cluster_migrations`, as `@effect/cluster`'s SQL storage defines them,
- * `assay_cluster_inflight`, the engine's in-flight markers, and `assay_cluster_window_claims`,
- * its window claims)
+ * `assay_cluster_inflight`, the engine's in-flight markers, and `assay_cluster_pipeline_claims`,
+ * its window claims, a row per pipeline)
  * in the database at `database`, under a session advisory lock of its own so that two
  * processes migrating at once wait for each other. What `assay migrate` runs after the store's
  * and the pools' tables. Returns the tables it created, as `[n, name]` (none when up to date);

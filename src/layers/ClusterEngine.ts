@@ -151,9 +151,10 @@ export const catalogStreamLayer = <E, R>(
  * (attempts record model, tokens and cost priced as the embedded engine prices them); `cache`,
  * the experiment's `run.cache` resolved (`CallCache.resolveRunCache`; default off), served from
  * the `CallCache` in context, else the store's own, else one in memory per process;
- * `windowClaims` (default off), each window claimed whole with local deadlines instead of a
- * claim, a fence and an input read per task (docs/scale-out.md "Window claims"; needs the
- * window claim table, `assay migrate`); `blockLeases` (`{ expectedRunners? }`, default off,
+ * `windowClaims` (default off), each window claimed whole (a row per pipeline: a pipeline is
+ * run by one execution at a time whatever window it is grouped in) with local deadlines instead
+ * of a claim, a fence and an input read per task (docs/scale-out.md "Window claims"; needs the
+ * pipeline claim table, `assay migrate`); `blockLeases` (`{ expectedRunners? }`, default off,
  * needs `windowClaims` and `PgPools` in the cluster's database), each global pool resource's
  * slots held as a block, renewed with the window claims, resized at each renewal to the
  * process's demand-proportional share of the capacity (`expectedRunners`, optional: the first

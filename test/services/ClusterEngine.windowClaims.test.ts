@@ -1,6 +1,6 @@
 /**
  * Issue 17, step 1 of docs/scale-out.md "Design: windows claimed whole": with window claims on,
- * a window of pipelines is claimed whole (one row, a token, a TTL on the database's clock),
+ * a window of pipelines is claimed whole (a row per pipeline, a token, a TTL on the database's clock),
  * read once, and its tasks run without a task claim, a fence statement or an input read; a
  * local deadline on the process's clock, checked in memory before each call, fences a runner
  * that froze or lost the database (`windowClaims.ts`, `window.ts`).
@@ -87,10 +87,10 @@ describe("cluster window claims", () => {
       const sql = yield* SqlClient.SqlClient
       const wc = yield* claimsOn({ ttl: "1 minute", heartbeat: "10 seconds" })
       const other = yield* claimsOn({ ttl: "1 minute", heartbeat: "10 seconds" })
-      const won = yield* wc.claim("w1", "A")
+      const won = yield* wc.claim(["w1"], "A")
       assert.deepStrictEqual(won, { won: true, tookOver: false })
       // a live claim is not won by another token
-      assert.isFalse((yield* other.claim("w1", "B")).won)
+      assert.isFalse((yield* other.claim(["w1"], "B")).won)
       // the deadline: the claim's start on the local clock, plus the TTL, less the margin (2 s)
       const start = yield* Clock.currentTimeMillis
       assert.strictEqual(wc.deadline("A"), start + 60_000 - 2_000)
@@ -111,15 +111,15 @@ describe("cluster window claims", () => {
       assert.strictEqual(wc.deadline("A"), start + 58_000 + 58_000)
       // taken over (its row expired in the database): the next renewal's answer is a loss at once
       yield* ageWindowClaims
-      const takeover = yield* other.claim("w1", "B")
+      const takeover = yield* other.claim(["w1"], "B")
       assert.deepStrictEqual(takeover, { won: true, tookOver: true })
       yield* wc.renewAll
       assert.isFalse(wc.live("A"))
       // the holder's release frees the row; another token's release is a no-op
-      yield* wc.release("w1", "A")
-      assert.isFalse((yield* wc.claim("w1", "C")).won)
-      yield* other.release("w1", "B")
-      assert.deepStrictEqual(yield* wc.claim("w1", "C"), { won: true, tookOver: false })
+      yield* wc.release("A")
+      assert.isFalse((yield* wc.claim(["w1"], "C")).won)
+      yield* other.release("B")
+      assert.deepStrictEqual(yield* wc.claim(["w1"], "C"), { won: true, tookOver: false })
     }).pipe(Effect.provide(pgLayer("window_l3"))), 180_000)
 
   it.scoped("a window claimed by one runner is not run by another while its claim is live; the other returns the holder's verdicts", () =>
@@ -193,8 +193,8 @@ describe("cluster window claims", () => {
       // the calls under way finish and commit; runner 1 calls nothing more and gives the claim up
       yield* until(() => !r1.env.windows.has(key))
       assert.strictEqual(count.calls.size, 2, "only the two calls of task a under way at the move")
-      const rows = yield* sql<{ token: string | null }>`SELECT token FROM ${sql(WindowClaims.TABLE)} WHERE window_key = ${key}`
-      assert.deepStrictEqual(rows.map((r) => r.token), [null], "the claim is free for the new owner")
+      const rows = yield* sql<{ token: string | null }>`SELECT token FROM ${sql(WindowClaims.TABLE)}`
+      assert.deepStrictEqual(rows.map((r) => r.token), [], "the claim is free for the new owner (its rows deleted)")
       for (const spec of specs) assert.strictEqual(Option.getOrThrow(yield* store.getPipeline(spec.pipelineId)).nTasksDone, 1)
       // the new owner's replay claims the window at once and runs only task b
       assert.deepStrictEqual(yield* drive(yield* Effect.fork(runWindow(r2.env, r2.claims, undefined, key, specs)), "1 second"), [
@@ -263,7 +263,7 @@ describe("cluster window claims", () => {
       yield* TestClock.adjust("3599 seconds")
       yield* ageWindowClaims
       const other = yield* claimsOn({ ttl: "1 hour", heartbeat: "10 seconds" })
-      assert.deepStrictEqual(yield* other.claim(key, "OTHER"), { won: true, tookOver: true })
+      assert.deepStrictEqual(yield* other.claim([spec.pipelineId], "OTHER"), { won: true, tookOver: true })
       // the slot frees: the zombie (first in line) gets the lease, finds its deadline passed and
       // does not call; it waits for the other's claim
       yield* Fiber.interrupt(blocker)
@@ -274,7 +274,7 @@ describe("cluster window claims", () => {
       assert.strictEqual(count.of("b"), 0, "no call past the deadline")
       // the other runner lets the window go without running it: the first claims it back, reads
       // the stored cursor (task a committed) and runs only task b
-      yield* other.release(key, "OTHER")
+      yield* other.release("OTHER")
       assert.deepStrictEqual(yield* drive(zombie, "10 seconds"), ["succeeded"])
       assert.deepStrictEqual([count.of("a"), count.of("b")], [1, 1])
       const final = Option.getOrThrow(yield* store.getArtifact(spec.pipelineId, 1))
@@ -542,12 +542,12 @@ describe("cluster window claims", () => {
       const { inflight, rows } = yield* Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         return {
-          rows: yield* sql.unsafe<{ window_key: string; token: string | null }>(`SELECT window_key, token FROM ${WindowClaims.TABLE}`),
+          rows: yield* sql.unsafe<{ pipeline_key: string; token: string | null }>(`SELECT pipeline_key, token FROM ${WindowClaims.TABLE}`),
           inflight: yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM assay_cluster_inflight`)
         }
       }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(pg.url("window_e2e")) })))
-      assert.strictEqual(rows.length, 2, "one claim row per window")
-      assert.isTrue(rows.every((r) => r.token === null), "released")
+      // a claim row per pipeline while its window runs, deleted when the window ends
+      assert.deepStrictEqual(rows, [], "released")
       // no task claim was taken
       assert.strictEqual(inflight[0]!.n, 0)
     }).pipe(Effect.provide(MemoryStore.layer()), Effect.scoped)

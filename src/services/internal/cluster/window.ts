@@ -3,10 +3,12 @@
  * docs/scale-out.md "Design: windows claimed whole"): what a window workflow's activity executes
  * in place of a task claim, a fence and an input read per task.
  *
- * 1. The window is claimed whole (`windowClaims.ts`: one row, a token, a TTL on the database's
- *    clock; the process renews all of its window claims in one statement per heartbeat).
- *    While another live execution holds it, this one waits (one heartbeat at a time), reading
- *    the window's rows: once they are all settled, it returns their verdicts without running.
+ * 1. The window's pipelines are claimed all at once (`windowClaims.ts`: a row per pipeline, a
+ *    token, a TTL on the database's clock; the process renews all of its claims in one
+ *    statement per heartbeat). While another live execution holds one of them (the same
+ *    window, another lane of it, or another window the pipeline was grouped in), this one
+ *    waits (one heartbeat at a time), reading the window's rows: once they are all settled,
+ *    it returns their verdicts without running; the next claim is of those not settled only.
  * 2. Its pipelines' rows and the last committed checkpoint of each are read in one statement
  *    (`pipeline_id = ANY($1)`, when the store lives in the cluster's database; through the
  *    store otherwise): L1 for the whole window; each pipeline resumes from its stored cursor.
@@ -37,7 +39,7 @@ import type { RunId } from "../../../domain/Ids.js"
 import type * as Pipeline from "../../../domain/Pipeline.js"
 import type * as Task from "../../../domain/Task.js"
 import { executionToken, inputOf, registryFor, retryOnFailure, runWindowedTask, type TaskEnv, type WindowedTask, type WindowRun } from "./task.js"
-import type { WindowClaims } from "./windowClaims.js"
+import { pipelineClaimKey, type WindowClaims } from "./windowClaims.js"
 import { runControlled } from "./controlled.js"
 import { installAttemptServices } from "../runner/attemptScope.js"
 
@@ -180,6 +182,9 @@ const runPipeline = (
  * Runs window `key` (its pipelines `specs`, in order) under a window claim to every
  * pipeline's verdict (see the module comment). `sql`: the cluster's client when the store
  * lives in its database (the window's read is then one statement), else `undefined`.
+ * `storeId`: the admitting store's identity (part of each pipeline's claim key,
+ * `pipelineClaimKey`). `key` names the execution in this process (`env.windows`); the
+ * claim is of the pipelines.
  *
  * The execution runs in a fiber of the process's scope (`env.scope`), not the caller's: an
  * activity interrupted by the engine stops waiting, not the window's calls under way; a
@@ -200,7 +205,8 @@ export const runWindow = (
   claims: WindowClaims,
   sql: SqlClient.SqlClient | undefined,
   key: string,
-  specs: ReadonlyArray<AnySpec>
+  specs: ReadonlyArray<AnySpec>,
+  storeId?: string | undefined
 ): Effect.Effect<ReadonlyArray<PipelineVerdict>, StoreUnavailable> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.suspend(() => {
@@ -225,8 +231,8 @@ export const runWindow = (
       }
       env.windows.set(key, run)
       const execution = Effect.interruptible(Effect.flatMap(executionToken, (token) =>
-        windowExecution(env, claims, sql, key, specs, token, run).pipe(
-          Effect.onInterrupt(() => Effect.ignore(claims.release(key, token))),
+        windowExecution(env, claims, sql, key, specs, storeId, token, run).pipe(
+          Effect.onInterrupt(() => Effect.ignore(claims.release(token))),
           Effect.ensuring(Effect.sync(() => claims.forget(token)))
         )))
       return Effect.zipRight(
@@ -276,10 +282,12 @@ const windowExecution = (
   sql: SqlClient.SqlClient | undefined,
   key: string,
   specs: ReadonlyArray<AnySpec>,
+  storeId: string | undefined,
   token: string,
   run: WindowRun
 ): Effect.Effect<ReadonlyArray<PipelineVerdict>, StoreUnavailable> =>
   Effect.gen(function*() {
+    const claimKeys = specs.map((spec) => pipelineClaimKey(spec.pipelineId, storeId))
     const verdicts: Array<PipelineVerdict | undefined> = specs.map(() => undefined)
     const read = (indices: ReadonlyArray<number>) => {
       const ids = indices.map((i) => specs[i]!.pipelineId)
@@ -294,11 +302,12 @@ const windowExecution = (
     const partial = () => verdicts as ReadonlyArray<PipelineVerdict>
     let pending: ReadonlyArray<number> = specs.map((_, i) => i)
     while (pending.length > 0) {
-      // 1. the claim; while another live execution holds it, its pipelines are waited for
+      // 1. the claim of the pipelines not ended; while another live execution holds one of
+      // them, they are waited for
       let tookOver = false
       while (true) {
         if (drained(env, key, run)) return partial()
-        const won = yield* claims.claim(key, token).pipe(Effect.retry(env.infraRetry))
+        const won = yield* claims.claim(pending.map((i) => claimKeys[i]!), token).pipe(Effect.retry(env.infraRetry))
         if (won.won) {
           tookOver = won.tookOver
           break
@@ -344,10 +353,10 @@ const windowExecution = (
       if (pending.length > 0 && run.draining) {
         // drained: the calls under way have committed; the claim is given up for the new owner
         // (an activity that came back meanwhile claims it again with the same token)
-        yield* Effect.ignore(claims.release(key, token))
+        yield* Effect.ignore(claims.release(token))
         if (drained(env, key, run)) return partial()
       }
     }
-    yield* Effect.ignore(claims.release(key, token))
+    yield* Effect.ignore(claims.release(token))
     return verdicts as ReadonlyArray<PipelineVerdict>
   })

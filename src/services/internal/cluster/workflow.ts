@@ -293,12 +293,14 @@ export interface WorkflowLayerOptions {
   readonly claimTtl?: Duration.DurationInput | undefined
   readonly claimHeartbeat?: Duration.DurationInput | undefined
   /**
-   * Window claims (issue 17, step 1; default off): a window's activity claims its window whole
-   * (`windowClaims.ts`, TTL `claimTtl`, all of the process's window claims renewed every
+   * Window claims (issue 17, step 1; default off): a window's activity claims its window's
+   * pipelines all at once (`windowClaims.ts`, a row per pipeline, so an execution runs a
+   * pipeline only while it holds it, whatever window it is grouped in; TTL `claimTtl`, all of
+   * the process's window claims renewed every
    * `claimHeartbeat` in one statement), reads its pipelines' rows and last checkpoints in one
    * statement, and runs their tasks without a task claim, a fence statement or an input read,
    * checking the window's local deadline in memory before each call (`window.ts`). Needs a
-   * Postgres `SqlClient` in context and the window claim table (`assay migrate`); without a
+   * Postgres `SqlClient` in context and the pipeline claim table (`assay migrate`); without a
    * Postgres client it is ignored.
    */
   readonly windowClaims?: boolean | undefined
@@ -444,7 +446,7 @@ const windowBody = (
       execute: Effect.map(
         claimed === undefined
           ? Effect.forEach(specs, (spec) => runPipeline(env, spec), { concurrency: "unbounded" })
-          : runWindow(env, claimed.claims, claimed.sql, windowKey({ pipelineIds, storeId }), specs),
+          : runWindow(env, claimed.claims, claimed.sql, windowKey({ pipelineIds, storeId }), specs, storeId),
         (verdicts) => ({ verdicts })
       )
     })

@@ -299,7 +299,9 @@ describe("ClusterEngine: three runners on PostgreSQL (in one process)", () => {
       const report = yield* ClusterEngine.submit(Stream.fromIterable(specs), options).pipe(
         Effect.provide(placingClientOf("rejoin"))
       )
-      assert.strictEqual(report.succeeded + report.skipped, 30)
+      assert.strictEqual(report.succeeded + report.followed.succeeded + report.skipped, 30)
+      // the ones still running were the first run's: followed, not taken over
+      expect(report.admitted).toBe(0)
       yield* assertAllDone(store, specs)
       // the windows still running when submitted again were joined, none started twice
       assert.isAbove(running, 0, "no window was still running at the re-submission")

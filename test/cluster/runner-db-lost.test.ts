@@ -55,4 +55,40 @@ describe("assay runner: the database lost for longer than ASSAY_RUNNER_DB_LOST_A
       // said once, before the close, not again as an `error:` line after it
       assert.notInclude(ran.stderr, "error: runner: the cluster database", ran.stderr)
     }), 120_000)
+
+  it.scopedLive("a database gone just after the start line is ridden out; the start line names what it serves and where it listens", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("runner-db-blip")
+      yield* Effect.promise(() => pg.createDatabase("blip"))
+      const url = pg.url("blip")
+      assert.strictEqual((yield* assay(["migrate", "--database", url])).code, 0)
+      const file = write(dir, "exp.json", { pipeline: { name: "p", tasks: [{ use: "echo" }] }, source: { range: { n: 2 } } })
+      const port = yield* Effect.promise(() => freePort())
+      // no --listen: the library's address, here from its HOST / PORT environment (newuser37 F6)
+      const runner = start(["runner", "-c", file, "--database", url], {
+        env: { ASSAY_RUNNER_DB_LOST_AFTER: "20 seconds", HOST: "127.0.0.1", PORT: String(port) }
+      })
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(async () => {
+          if (runner.child.exitCode === null && runner.child.signalCode === null) runner.child.kill("SIGKILL")
+          await pg.start().catch(() => undefined)
+        })
+      )
+      assert.isTrue(yield* stderrShows(runner, "runner: cluster database"), runner.stderr())
+      // at once after the start line (newuser37 F7: it ended the runner with a bare
+      // "error: PgClient: Failed to connect"), and back well within lostAfter
+      yield* Effect.promise(() => pg.shutdown())
+      yield* Effect.sleep("3 seconds")
+      yield* Effect.promise(() => pg.start())
+      yield* Effect.sleep("10 seconds")
+      assert.isNull(runner.child.exitCode, runner.stderr())
+      runner.child.kill("SIGTERM")
+      const ended = yield* within(runner.done, 60_000)
+      assert.isTrue(ended, runner.stderr())
+      const ran = yield* Effect.promise(() => runner.done)
+      assert.strictEqual(ran.code, 130, ran.stderr)
+      assert.notInclude(ran.stderr, "Failed to connect", ran.stderr)
+      assert.include(ran.stderr, `runner: experiment ${file}: serving the pipelines of "p"`)
+      assert.include(ran.stderr, `, listening on 127.0.0.1:${port};`)
+    }), 120_000)
 })

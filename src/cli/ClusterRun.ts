@@ -218,7 +218,7 @@ const unavailable = (database: string, what: string) => (e: unknown) =>
  */
 export const databaseFailure = (database: string, what: string) => (e: unknown): ConfigError | StoreUnavailable =>
   isLoginRefused(e)
-    ? new ConfigError({ message: connectionMessage(database, e), issues: [{ path: "--database", message: "the server refused the login" }] })
+    ? new ConfigError({ message: connectionMessage(database, e), issues: [{ path: "--database", message: "the server refused the login (the user, the password or the database name)" }] })
     : isConnectionProblem(e)
     ? new StoreUnavailable({ message: connectionMessage(database, e), path: redactUrl(database) })
     : unavailable(database, what)(e)

@@ -634,19 +634,20 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
         (scope, exit) => closeWithin(scope, exit, { deadline: CLOSE_DEADLINE, again: Deferred.await(again), code: ExitCode.Interrupted })
       )
       const served = yield* Effect.exit(Effect.gen(function*() {
-        const context = yield* Layer.buildWithScope(host, hostScope).pipe(
-          Effect.catchIf(isOpenFailure, (e) => Effect.fail(listenRefused(address, e.cause))),
-          Effect.mapError(startFailure(o.database))
-        )
         // the watchdogs' clients (one connection each, kept between pings: every 10 s with
         // pg's 10 s idle timeout each ping opened a new connection, tens of ms of Postgres's CPU:
-        // BENCHMARKS.md pgp17an), built before the start line: a database gone after it is a
-        // failed ping, ridden out up to `lostAfter` (newuser37 F7: built after it, a database
-        // gone at that moment ended the runner with a bare `PgClient: Failed to connect`)
+        // BENCHMARKS.md pgp17an), built before the runner (whose tasks start as soon as it is up,
+        // so that the start line follows at once): a database gone after the start line is a
+        // failed ping, ridden out up to `lostAfter` (newuser37 F7: built after that line, a
+        // database gone at that moment ended the runner with a bare `PgClient: Failed to connect`)
         const watchdogSql = yield* Effect.all([
           Layer.buildWithScope(PgClient.layer({ ...pgConfig(o.database), maxConnections: 1 }), hostScope),
           Layer.buildWithScope(PgClient.layer({ ...pgConfig(o.database), maxConnections: 1 }), hostScope)
         ]).pipe(Effect.mapError(startFailure(o.database)))
+        const context = yield* Layer.buildWithScope(host, hostScope).pipe(
+          Effect.catchIf(isOpenFailure, (e) => Effect.fail(listenRefused(address, e.cause))),
+          Effect.mapError(startFailure(o.database))
+        )
         // where it listens: `--listen`, else the library's default address it opened
         const listening = address !== undefined
           ? `${address.host}:${address.port}`

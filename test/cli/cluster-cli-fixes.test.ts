@@ -345,7 +345,7 @@ describe("assay report ROOT on a study root the cluster engine ran", () => {
 })
 
 describe("a -c file that does not exist (newuser37 F11)", () => {
-  it.live("is refused as `run` refuses it: `error: … no such file`, exit 2, not a bare `Path … must exist`", () =>
+  it.scopedLive("is refused as `run` refuses it: `error: … no such file`, exit 2, not a bare `Path … must exist`", () =>
     Effect.gen(function*() {
       const missing = path.join(yield* tempDir("missing-config"), "nope.yaml")
       for (

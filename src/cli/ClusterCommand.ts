@@ -167,7 +167,9 @@ export const leaseTiming = (ttl: Option.Option<string>, renew: Option.Option<str
 // ---------------------------------------------------------------------------------------------
 
 const runnerOptions = {
-  config: Options.file("config", { exists: "yes" }).pipe(
+  // no `exists: "yes"`: a missing file is refused by the loader, `error: … no such file` (exit 2), as `run`
+  // refuses it, not by @effect/cli's bare `Path … must exist` (newuser37 F11)
+  config: Options.file("config").pipe(
     Options.withAlias("c"),
     Options.withDescription("The experiment file, or the suite file (every member), whose pipelines this runner runs (the submitter's file).")
   ),

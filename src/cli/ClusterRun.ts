@@ -15,7 +15,7 @@ import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as path from "node:path"
-import { Cause, Chunk, Clock, Console, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Redacted, Stream } from "effect"
+import { Cause, Chunk, Clock, Console, Context, Deferred, Duration, Effect, Either, Exit, Fiber, Layer, Option, Redacted, Scope, Stream } from "effect"
 import * as StudyConfig from "../config/Study.js"
 import * as SuiteConfig from "../config/Suite.js"
 import type { RunId } from "../domain/Ids.js"
@@ -220,7 +220,7 @@ const unavailable = (database: string, what: string) => (e: unknown) =>
  */
 export const databaseFailure = (database: string, what: string) => (e: unknown): ConfigError | StoreUnavailable =>
   isLoginRefused(e)
-    ? new ConfigError({ message: connectionMessage(database, e), issues: [{ path: "--database", message: "the server refused the login" }] })
+    ? new ConfigError({ message: connectionMessage(database, e), issues: [{ path: "--database", message: "the server refused the login (the user, the password or the database name)" }] })
     : isConnectionProblem(e)
     ? new StoreUnavailable({ message: connectionMessage(database, e), path: redactUrl(database) })
     : unavailable(database, what)(e)
@@ -353,7 +353,7 @@ const hostedFile = (config: string, database: string) =>
         hosted: hostedOf(experiment),
         specs: experiment.pipelines() as Stream.Stream<AnySpec, { readonly message: string }, FileSystem.FileSystem>,
         reload: undefined,
-        serving: undefined
+        serving: `runner: experiment ${config}: serving the pipelines of "${experiment.template.name}"`
       }
     }
     const loaded = yield* SuiteConfig.load(config, { strictEnv: false })
@@ -572,9 +572,10 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
     const blockLeases = !windowClaims || o.blockLeases === false ? undefined : (o.blockLeases ?? {})
     // what the runner serves and where it listens, said once it does (its checks passed, its
     // socket open), never before a refusal (tester17af F11)
-    const started = Console.error(
+    const started = (listening: string | undefined) =>
+      Console.error(
       `runner: cluster database ${redactUrl(o.database)}${
-        address === undefined ? "" : `, listening on ${address.host}:${address.port}`
+        listening === undefined ? "" : `, listening on ${listening}`
       }; ${concurrency.n} attempt(s) at once in this process (${concurrency.from}); pool slots held ${Duration.format(lease.leaseTtl)} without renewal, renewed every ${Duration.format(lease.renewEvery)}${
         windowClaims ? "; window claims on" : "; window claims off (a claim per task)"
       }${
@@ -621,43 +622,147 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
     // the runner, and beside it two watchdogs whose failure ends the process with exit 1, so
     // that its supervisor restarts it (and the restart gives its shards back)
     return yield* Effect.scoped(Effect.gen(function*() {
-      const context = yield* Layer.build(host).pipe(Effect.catchIf(isOpenFailure, (e) => Effect.fail(listenRefused(address, e.cause))))
-      if (serving !== undefined) yield* Console.error(serving)
-      yield* started
-      const sharding = Context.get(context, Sharding.Sharding)
-      const ping = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe("SELECT 1"))
       // a stop signal (SIGTERM from a supervisor's rolling restart, Ctrl-C) closes the call gate
       // first, then stops the runner as an interruption (exit 130): its scopes close after no
       // task can start a call any more (a call started while the process winds down could not
-      // commit, and the task's next owner would call again: chaos C8)
+      // commit, and the task's next owner would call again: chaos C8). A signal while the
+      // runner is already stopping ends it at once (`again`): see `closeWithin`.
       const stopped = yield* Deferred.make<Signals.StopSignal>()
-      yield* (yield* Signals.Signals).handle((signal) =>
-        Effect.sync(callGate.close).pipe(
-          // said, as the embedded run says why it stopped: a signal is a stop, not a crash
-          // (exit 130 for every stop signal, as the embedded `assay run`)
-          Effect.zipRight(Console.error(
-            `runner: ${signal} received: stopping (no call starts any more; this runner leaves the cluster and ` +
-              `its shards go to the other runners; exit 130)`
-          )),
-          Effect.zipRight(Deferred.succeed(stopped, signal))
-        )
+      const again = yield* Deferred.make<Signals.StopSignal>()
+      // the host's own scope, closed by `closeWithin` (never as a plain finalizer: a close that
+      // hangs must not hang the process); when the runner is interrupted while it starts too
+      const hostScope = yield* Effect.acquireRelease(
+        Scope.make(),
+        (scope, exit) => closeWithin(scope, exit, { deadline: CLOSE_DEADLINE, again: Deferred.await(again), code: ExitCode.Interrupted })
       )
-      yield* Effect.raceFirst(
-        Deferred.await(stopped),
-        Effect.raceFirst(
-          // one connection each, kept between pings (every 10 s: with pg's 10 s idle timeout each
-          // ping opened a new connection, tens of ms of Postgres's CPU: BENCHMARKS.md pgp17an)
-          Watchdog.databaseLost(ping, watchdogs, redactUrl(o.database)).pipe(
-            Effect.provide(PgClient.layer({ ...pgConfig(o.database), maxConnections: 1 }))
-          ),
-          Watchdog.shardsStalled(unreadOnOwnedShards(sharding, defaultShardsPerGroup), watchdogs).pipe(
-            Effect.provide(PgClient.layer({ ...pgConfig(o.database), maxConnections: 1 }))
+      const served = yield* Effect.exit(Effect.gen(function*() {
+        // the watchdogs' clients (one connection each, kept between pings: every 10 s with
+        // pg's 10 s idle timeout each ping opened a new connection, tens of ms of Postgres's CPU:
+        // BENCHMARKS.md pgp17an), built before the runner (whose tasks start as soon as it is up,
+        // so that the start line follows at once): a database gone after the start line is a
+        // failed ping, ridden out up to `lostAfter` (newuser37 F7: built after that line, a
+        // database gone at that moment ended the runner with a bare `PgClient: Failed to connect`)
+        const watchdogSql = yield* Effect.all([
+          Layer.buildWithScope(PgClient.layer({ ...pgConfig(o.database), maxConnections: 1 }), hostScope),
+          Layer.buildWithScope(PgClient.layer({ ...pgConfig(o.database), maxConnections: 1 }), hostScope)
+        ]).pipe(Effect.mapError(startFailure(o.database)))
+        const context = yield* Layer.buildWithScope(host, hostScope).pipe(
+          Effect.catchIf(isOpenFailure, (e) => Effect.fail(listenRefused(address, e.cause))),
+          Effect.mapError(startFailure(o.database))
+        )
+        // where it listens: `--listen`, else the library's default address it opened
+        const listening = address !== undefined
+          ? `${address.host}:${address.port}`
+          : Option.getOrUndefined(Option.map(
+            Context.get(context, ShardingConfig.ShardingConfig).runnerAddress,
+            (a) => `${a.host}:${a.port}`
+          ))
+        yield* Console.error(serving)
+        yield* started(listening)
+        const sharding = Context.get(context, Sharding.Sharding)
+        const ping = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe("SELECT 1"))
+        yield* (yield* Signals.Signals).handle((signal) =>
+          Effect.flatMap(Deferred.isDone(stopped), (stopping) =>
+            stopping
+              ? Deferred.succeed(again, signal)
+              : Effect.sync(callGate.close).pipe(
+                // said, as the embedded run says why it stopped: a signal is a stop, not a crash
+                // (exit 130 for every stop signal, as the embedded `assay run`)
+                Effect.zipRight(Console.error(
+                  `runner: ${signal} received: stopping (no call starts any more; this runner leaves the cluster and ` +
+                    `its shards go to the other runners; exit 130)`
+                )),
+                Effect.zipRight(Deferred.succeed(stopped, signal))
+              )
           )
         )
-      )
+        // a stop signal (left), or a watchdog's verdict (right)
+        return yield* Effect.raceFirst(
+          Effect.map(Deferred.await(stopped), Either.left),
+          Effect.raceFirst(
+            Watchdog.databaseLost(ping, watchdogs, redactUrl(o.database)).pipe(Effect.provide(watchdogSql[0])),
+            Watchdog.shardsStalled(unreadOnOwnedShards(sharding, defaultShardsPerGroup), watchdogs).pipe(
+              Effect.provide(watchdogSql[1])
+            )
+          ).pipe(Effect.flip, Effect.map(Either.right))
+        )
+      }))
+      const verdict = Exit.isSuccess(served) ? Either.getRight(served.value) : Option.none()
+      if (Option.isSome(verdict)) {
+        // said now, before the runner closes (it was said only once the close was over, and a
+        // close that hung said nothing: newuser37 F1); a signal from now on ends a stuck close
+        yield* Deferred.succeed(stopped, "SIGTERM")
+        yield* Effect.sync(callGate.close)
+        yield* Console.error(verdict.value.message)
+      }
+      yield* closeWithin(hostScope, served, {
+        // nothing the close does can reach a database that is gone: short
+        deadline: Option.isSome(verdict) && verdict.value._tag === "StoreUnavailable" ? LOST_CLOSE_DEADLINE : CLOSE_DEADLINE,
+        again: Deferred.await(again),
+        code: Option.isSome(verdict) || (Exit.isFailure(served) && !Exit.isInterrupted(served))
+          ? ExitCode.Failures
+          : ExitCode.Interrupted
+      })
+      if (Option.isSome(verdict)) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
+      if (Exit.isFailure(served)) return yield* Effect.failCause(served.cause)
       return yield* Effect.interrupt
     }))
   })
+
+/**
+ * How long a stopping runner waits for its cluster part to close (entities stopped, shard
+ * locks released, the runner unregistered) before it exits anyway: 30 s, longer than
+ * `@effect/cluster`'s entity termination timeout (15 s) so that a busy runner's entities end
+ * first. When the watchdog found the database gone: 5 s (see {@link closeWithin}).
+ */
+const CLOSE_DEADLINE = Duration.seconds(30)
+const LOST_CLOSE_DEADLINE = Duration.seconds(5)
+
+/**
+ * Closes the runner's host scope (`exit`: why it stops) on a fiber of its own and waits for it
+ * at most `deadline`, or until a stop signal comes while it closes (`again`); past either it
+ * says so and returns, and the process exits with `code` while the close goes on unfinished.
+ *
+ * Why a close can hang for good (newuser37 F1, reproduced and traced): `@effect/cluster` 0.60's
+ * `Sharding` releases its shard locks in a scope finalizer (`runnerStorage.releaseAll`,
+ * SqlRunnerStorage). With the database away longer than a lock refresh (10 s), the lock
+ * connection's `ResourceRef` is left `Acquiring` after a failed rebuild (its latch closed), so
+ * the release waits on `lockConn.await` for a rebuild that only a later failed lock operation
+ * would start, and the library's own `Effect.timeout` around it cannot interrupt it: a
+ * finalizer runs uninterruptibly, and so does the fiber it forks. Nothing it holds outlives
+ * the exit: the shard locks are advisory locks of its (dead) session or rows that expire after
+ * `SHARD_LOCK_EXPIRATION`, pool slots and window claims expire after their TTLs.
+ */
+const closeWithin = (
+  scope: Scope.CloseableScope,
+  exit: Exit.Exit<unknown, unknown>,
+  o: { readonly deadline: Duration.Duration; readonly again: Effect.Effect<Signals.StopSignal>; readonly code: number }
+) =>
+  Effect.gen(function*() {
+    const closing = yield* Effect.forkDaemon(Scope.close(scope, exit))
+    // raced on a fiber of its own, interruptible: the caller may be uninterruptible (an
+    // interrupted runner closes from its finalizer), where a race could not stop its losers
+    const outcome = yield* Effect.raceAll([
+      Effect.as(Fiber.await(closing), Option.none<string>()),
+      Effect.as(
+        Effect.sleep(o.deadline),
+        Option.some(`runner: leaving the cluster did not finish within ${Duration.format(o.deadline)}; exiting anyway (exit ${o.code}); ` +
+          `the shard locks, pool slots and claims it held free themselves when their time runs out`)
+      ),
+      Effect.map(o.again, (signal) =>
+        Option.some(`runner: ${signal} received while stopping: exiting at once (exit ${o.code}); ` +
+          `the shard locks, pool slots and claims it held free themselves when their time runs out`))
+    ]).pipe(Effect.interruptible, Effect.forkDaemon, Effect.flatMap(Fiber.join))
+    if (Option.isSome(outcome)) yield* Console.error(outcome.value)
+  })
+
+/**
+ * A failure to start the runner's cluster part: a connection problem explained as
+ * {@link databaseFailure} explains it (the server, the cause in words, what to do), instead of
+ * the driver's bare `PgClient: Failed to connect`; any other failure as it is.
+ */
+const startFailure = (database: string) => <E>(e: E): E | ConfigError | StoreUnavailable =>
+  (e as { _tag?: unknown } | null)?._tag === "SqlError" || isConnectionProblem(e) ? databaseFailure(database, "cannot start")(e) : e
 
 /** Whether `e` is the runner's socket server failing to open (`SocketServerError`, reason `Open`). */
 const isOpenFailure = <E>(e: E): e is E & { readonly _tag: "SocketServerError"; readonly reason: "Open"; readonly cause: unknown } =>

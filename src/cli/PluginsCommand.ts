@@ -39,7 +39,8 @@ const pluginsOfFile = (file: string) =>
 export const plugins = Command.make(
   "plugins",
   {
-    config: Options.file("config", { exists: "yes" }).pipe(
+    // no `exists: "yes"`: a missing file is refused as `run` refuses it (newuser37 F11)
+    config: Options.file("config").pipe(
       Options.withAlias("c"),
       Options.optional,
       Options.withDescription("Also list the plugins this experiment file names.")

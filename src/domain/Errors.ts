@@ -373,8 +373,8 @@ export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>("assa
     locked: Schema.optional(Schema.Boolean),
     /**
      * The database server refused the login (SQLSTATE `28P01` / `28000`: a wrong user,
-     * password or `pg_hba.conf` rule): a configuration mistake, which the CLI exits 2 for
-     * (since 0.14.0).
+     * password or `pg_hba.conf` rule; `3D000`: the database does not exist): a configuration
+     * mistake, which the CLI exits 2 for (since 0.14.0).
      */
     loginRefused: Schema.optional(Schema.Boolean)
   }

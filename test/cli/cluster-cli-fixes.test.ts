@@ -360,3 +360,23 @@ describe("assay report ROOT on a study root the cluster engine ran", () => {
       assert.isUndefined(data.pipelines)
     }), 180_000)
 })
+
+describe("a -c file that does not exist (newuser37 F11)", () => {
+  it.scopedLive("is refused as `run` refuses it: `error: … no such file`, exit 2, not a bare `Path … must exist`", () =>
+    Effect.gen(function*() {
+      const missing = path.join(yield* tempDir("missing-config"), "nope.yaml")
+      for (
+        const args of [
+          ["runner", "-c", missing, "--database", "postgres://u@127.0.0.1:1/x"],
+          ["plugins", "-c", missing],
+          ["run", "-c", missing]
+        ]
+      ) {
+        const r = yield* assay(args)
+        assert.strictEqual(r.code, 2, `${args[0]}: ${r.stderr}`)
+        assert.include(r.stderr, `error: invalid experiment ${missing}`, `${args[0]}: ${r.stderr}`)
+        assert.include(r.stderr, `no such file: ${missing}`, `${args[0]}: ${r.stderr}`)
+        assert.notInclude(r.stderr, "must exist", `${args[0]}: ${r.stderr}`)
+      }
+    }), 60_000)
+})

@@ -151,10 +151,26 @@ describe("assay with a Postgres store (bin/assay)", { timeout: 180_000 }, () => 
       assert.include(down.stderr, "check the host and port")
       noSecret(down.stdout, down.stderr)
       const noDb = yield* assay(["run", "-c", EXPERIMENT, "--store", `postgres://${pg.user}:${SECRET}@127.0.0.1:${pg.port}/nosuchdb`])
-      assert.strictEqual(noDb.code, 1, noDb.stderr)
+      // only a person can create it: exit 2, as for a refused login, so that a supervisor's
+      // restart loop stops (newuser37 F8), on every command that connects
+      assert.strictEqual(noDb.code, 2, noDb.stderr)
       assert.include(noDb.stderr, `the database "nosuchdb" does not exist on 127.0.0.1:${pg.port}`)
       assert.include(noDb.stderr, "createdb nosuchdb")
       noSecret(noDb.stdout, noDb.stderr)
+      const noDbUrl = `postgres://${pg.user}:${SECRET}@127.0.0.1:${pg.port}/nosuchdb`
+      for (
+        const args of [
+          ["migrate", "--database", noDbUrl],
+          ["report", noDbUrl],
+          ["runner", "-c", EXPERIMENT, "--database", noDbUrl],
+          ["run", "-c", EXPERIMENT, "--engine", "cluster", "--database", noDbUrl]
+        ]
+      ) {
+        const r = yield* assay(args)
+        assert.strictEqual(r.code, 2, `${args[0]}: ${r.stderr}`)
+        assert.include(r.stderr, `the database "nosuchdb" does not exist`, `${args[0]}: ${r.stderr}`)
+        noSecret(r.stdout, r.stderr)
+      }
       const noRole = yield* assay(["report", `postgres://nobody_here:${SECRET}@127.0.0.1:${pg.port}/postgres`])
       // a refused login is a configuration mistake: exit 2 on every command (tester17af)
       assert.strictEqual(noRole.code, 2, noRole.stderr)

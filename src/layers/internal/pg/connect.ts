@@ -173,16 +173,18 @@ export const isConnectionProblem = (cause: unknown): boolean => {
 
 /**
  * Whether `cause` is the server refusing the login (SQLSTATE `28P01`, authentication failed,
- * or `28000`, no such role / not allowed by `pg_hba.conf`): a configuration error (the user,
- * password or server rules are wrong), which trying again will not mend.
+ * `28000`, no such role / not allowed by `pg_hba.conf`, or `3D000`, the database named in the
+ * URL does not exist): a configuration error (the user, password, server rules or database
+ * name are wrong), which trying again will not mend: only a person can (newuser37 F8: a
+ * supervisor restarted a runner on a missing database every 5 s, for ever).
  *
  * @param cause - an `SqlError` or what it wraps.
- * @returns `true` for the `28` class SQLSTATEs.
+ * @returns `true` for the `28` class SQLSTATEs and `3D000`.
  *
  * @since 0.14.0
  * @category errors
  */
 export const isLoginRefused = (cause: unknown): boolean => {
   const { code } = detailOf(cause)
-  return code === "28P01" || code === "28000"
+  return code === "28P01" || code === "28000" || code === "3D000"
 }

@@ -6,7 +6,7 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Redacted } from "effect"
+import { Deferred, Effect, Fiber, Layer, Option, Redacted } from "effect"
 import * as WindowClaims from "../../src/services/internal/cluster/windowClaims.js"
 import { usePostgres } from "../support/postgres.js"
 
@@ -185,4 +185,57 @@ describe("window claims per pipeline (claims37)", () => {
     assert.strictEqual(WindowClaims.pipelineClaimKey("p1", "store-a"), "store-a/p1")
     assert.notStrictEqual(WindowClaims.pipelineClaimKey("p1", "store-a"), WindowClaims.pipelineClaimKey("p1", "store-b"))
   })
+
+  it.scoped("a waiter's claim while the holder lives locks nothing: it is lost at once even while another session holds a lock on one of the rows (review37 F1)", () =>
+    Effect.gen(function*() {
+      const a = yield* claimsOn
+      const b = yield* claimsOn
+      assert.isTrue((yield* a.claim(["w1", "w2"], "A")).won)
+      const sql = yield* SqlClient.SqlClient
+      // another session holds w1's row lock (as a renewal or a release of A would, mid-statement)
+      const locked = yield* Deferred.make<void>()
+      const done = yield* Deferred.make<void>()
+      const holder = yield* Effect.fork(sql.withTransaction(Effect.gen(function*() {
+        yield* sql.unsafe(`SELECT 1 FROM ${WindowClaims.TABLE} WHERE pipeline_key = 'w1' FOR UPDATE`)
+        yield* Deferred.succeed(locked, undefined)
+        yield* Deferred.await(done)
+      })))
+      yield* Deferred.await(locked)
+      // B waits for A's pipelines: its claim must not queue on the lock (it would have locked
+      // w1 and w2 in key order and waited, and a renewal of A's could then wait on B)
+      const out = yield* b.claim(["w2", "w1"], "B").pipe(Effect.timeout("10 seconds"), Effect.option)
+      yield* Deferred.succeed(done, undefined)
+      yield* Fiber.join(holder)
+      assert.deepStrictEqual(Option.getOrUndefined(out), { won: false, tookOver: false })
+      assert.deepStrictEqual(yield* rows, ["w1=A", "w2=A"])
+    }).pipe(Effect.provide(pgLayer("pclaims_waiter"))), 120_000)
+
+  it.scoped("a claim lost wholly to a concurrent claimer leaves the token holding nothing, its older rows freed too (review37 F2)", () =>
+    Effect.gen(function*() {
+      const a = yield* claimsOn
+      const sql = yield* SqlClient.SqlClient
+      // Z holds c
+      assert.isTrue((yield* a.claim(["c"], "Z")).won)
+      // W's claim of {d, e} is under way in another session: its rows inserted, not committed
+      const inserted = yield* Deferred.make<void>()
+      const commit = yield* Deferred.make<void>()
+      const w = yield* Effect.fork(sql.withTransaction(Effect.gen(function*() {
+        yield* sql.unsafe(
+          `INSERT INTO ${WindowClaims.TABLE} (pipeline_key, token, expires_at) VALUES ('d', 'W', now() + interval '1 hour'), ('e', 'W', now() + interval '1 hour')`
+        )
+        yield* Deferred.succeed(inserted, undefined)
+        yield* Deferred.await(commit)
+      })))
+      yield* Deferred.await(inserted)
+      // Z claims {d, e}: unseen by its snapshot, they conflict on insert and it waits for W
+      const z = yield* Effect.fork(a.claim(["d", "e"], "Z"))
+      const waiting = sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'`)
+      yield* Effect.repeat(waiting, { until: (r) => (r[0]?.n ?? 0) > 0 })
+      yield* Deferred.succeed(commit, undefined)
+      yield* Fiber.join(w)
+      // W won both: Z won nothing, and holds nothing (c freed), as a lost claim promises
+      assert.deepStrictEqual(yield* Fiber.join(z), { won: false, tookOver: false })
+      assert.deepStrictEqual(yield* rows, ["d=W", "e=W"])
+      assert.isFalse(a.live("Z"))
+    }).pipe(Effect.provide(pgLayer("pclaims_lostwhole"))), 120_000)
 })

@@ -15,8 +15,13 @@
  * side by side: break37 R1.) The claim is a lease:
  *
  * - an execution {@link WindowClaims.claim claims} its window's pipelines in one statement,
- *   all or none: won when every row is free, is its own, or has expired; the existing rows
- *   are locked in key order first (no deadlock between two claimers of shared pipelines);
+ *   all or none: won when every row is free, is its own, or has expired; a claim that sees
+ *   a row held live by another token locks nothing and is lost at once; otherwise the
+ *   existing rows are locked in key order first, as the renewal and the release lock theirs
+ *   (statements over shared rows wait on each other in one order, not in a cycle; a token
+ *   re-claiming a subset of its own rows while its renewal runs is the one case left to the
+ *   server's deadlock detection, whose victim is retried or, for a renewal, runs to its
+ *   deadline: L3);
  *   a row inserted meanwhile by another claimer is caught by `ON CONFLICT … WHERE`, and a
  *   statement that won only part of the rows undoes itself (it fails on purpose). Two
  *   executions whose windows share a pipeline never both win;
@@ -184,19 +189,30 @@ const unavailable = (what: string) => (e: { readonly message: string }) =>
 const PARTIAL = "assay-claim-partly-won"
 
 /**
- * The claim statement ($1 the keys, $2 the token, $3 the TTL in ms): `locked` reads and locks
- * the existing rows of the keys in key order (two claimers lock shared rows in one order);
- * `seen` counts those held live by another token (`held`) and those naming another token at
- * all (`others`: a takeover when won). Only when `held` is 0 does `up` write the keys (a row
- * inserted meanwhile by another claimer, unseen by `locked`, is caught by `ON CONFLICT … WHERE`
- * and not counted); `dropped` frees the token's other rows when every key was won, or all of
- * them when one was held live by another token. Won in part (a row inserted by a concurrent
- * claimer), the statement fails on a cast, which undoes everything it wrote.
+ * The claim statement ($1 the keys, $2 the token, $3 the TTL in ms). `pre` reads the keys'
+ * rows without a lock: when one is held live by another token (the common case of a waiting
+ * execution, once per heartbeat), nothing is locked or written and the claim is lost at once,
+ * so a waiter never queues on the holder's rows (nor the holder's renewal on the waiter's
+ * locks: review37 F1). Otherwise `locked` locks the existing rows of the keys in key order
+ * (every statement that writes this table locks its rows in key order: two of them never wait
+ * on each other in a cycle) and `seen` counts, on the locked (latest) rows, those held live by
+ * another token (`held`) and those naming another token at all (`others`: a takeover when
+ * won). Only when `held` is 0 does `up` write the keys (a row inserted meanwhile by another
+ * claimer, unseen by `locked`, is caught by `ON CONFLICT … WHERE` and not counted). `mine` and
+ * `dropped` free the token's rows of other pipelines when every key was won, and every row of
+ * the token when not (review37 F2: a claim lost wholly to a concurrent claimer held its older
+ * rows on). Won in part (a row inserted by a concurrent claimer), the statement fails on a
+ * cast, which undoes everything it wrote.
  */
-const CLAIM = `WITH locked AS (
-    SELECT pipeline_key, token, expires_at FROM ${TABLE} WHERE pipeline_key = ANY($1::text[]) ORDER BY pipeline_key FOR UPDATE
+const CLAIM = `WITH pre AS (
+    SELECT count(*) FILTER (WHERE token IS NOT NULL AND token <> $2 AND expires_at IS NOT NULL AND expires_at >= now()) AS held
+    FROM ${TABLE} WHERE pipeline_key = ANY($1::text[])
+  ), locked AS MATERIALIZED (
+    SELECT pipeline_key, token, expires_at FROM ${TABLE}
+    WHERE pipeline_key = ANY($1::text[]) AND (SELECT held FROM pre) = 0 ORDER BY pipeline_key FOR UPDATE
   ), seen AS (
-    SELECT count(*) FILTER (WHERE token IS NOT NULL AND token <> $2 AND expires_at IS NOT NULL AND expires_at >= now()) AS held,
+    SELECT GREATEST((SELECT held FROM pre),
+        count(*) FILTER (WHERE token IS NOT NULL AND token <> $2 AND expires_at IS NOT NULL AND expires_at >= now())) AS held,
       count(*) FILTER (WHERE token IS NOT NULL AND token <> $2) AS others
     FROM locked
   ), up AS (
@@ -209,17 +225,28 @@ const CLAIM = `WITH locked AS (
     RETURNING 1
   ), won AS (
     SELECT count(*) AS n FROM up
+  ), mine AS MATERIALIZED (
+    SELECT pipeline_key FROM ${TABLE}
+    WHERE token = $2 AND ((SELECT n FROM won) < cardinality($1::text[]) OR NOT (pipeline_key = ANY($1::text[])))
+    ORDER BY pipeline_key FOR UPDATE
   ), dropped AS (
-    DELETE FROM ${TABLE} WHERE token = $2 AND (
-      ((SELECT n FROM won) = cardinality($1::text[]) AND NOT (pipeline_key = ANY($1::text[]))) OR (SELECT held FROM seen) > 0
-    ) RETURNING 1
+    DELETE FROM ${TABLE} AS d USING mine WHERE d.pipeline_key = mine.pipeline_key AND d.token = $2 RETURNING 1
   )
   SELECT won.n::int AS won, seen.others::int AS others, (SELECT count(*) FROM dropped)::int AS dropped,
     CASE WHEN won.n > 0 AND won.n < cardinality($1::text[]) THEN CAST('${PARTIAL} ' || won.n AS int) ELSE 0 END AS partial
   FROM won, seen`
 
-/** The renewal of every row of the tokens $2 by $1 ms: the count of rows renewed per token. */
-const RENEW = `UPDATE ${TABLE} SET expires_at = now() + $1::int * interval '1 millisecond' WHERE token = ANY($2::text[]) RETURNING token`
+/**
+ * The renewal's CTEs: every row of the tokens $2 locked in key order (`window_lock`), then its
+ * expiry moved $1 ms past now (`window_renew`, returning each row's token: the count of rows
+ * renewed per token).
+ */
+const RENEW_CTES = `window_lock AS MATERIALIZED (
+    SELECT pipeline_key FROM ${TABLE} WHERE token = ANY($2::text[]) ORDER BY pipeline_key FOR UPDATE
+  ), window_renew AS (
+    UPDATE ${TABLE} AS r SET expires_at = now() + $1::int * interval '1 millisecond' FROM window_lock
+    WHERE r.pipeline_key = window_lock.pipeline_key AND r.token = ANY($2::text[]) RETURNING r.token
+  )`
 
 /**
  * The window claims over a Postgres client (`undefined` on another dialect).
@@ -252,7 +279,7 @@ export const make = (sql: SqlClient.SqlClient, options: WindowClaimOptions): Win
     Effect.suspend(() => {
       const sent = clock.unsafeCurrentTimeMillis()
       return sql.unsafe<Record<string, unknown>>(
-        PREPARED + `WITH window_renew AS (${RENEW}), ${rider.ctes.join(", ")}
+        PREPARED + `WITH ${RENEW_CTES}, ${rider.ctes.join(", ")}
         SELECT (SELECT COALESCE(json_object_agg(token, n), '{}'::json)
           FROM (SELECT token, count(*) AS n FROM window_renew GROUP BY token) AS g) AS window_renewed, ${rider.cols.join(", ")}`,
         [ttlMs, tokens, ...rider.params]
@@ -269,7 +296,12 @@ export const make = (sql: SqlClient.SqlClient, options: WindowClaimOptions): Win
   const release = (token: string) =>
     Effect.suspend(() => {
       held.delete(token)
-      return Effect.asVoid(sql`${sql.literal(PREPARED)}DELETE FROM ${sql(TABLE)} WHERE token = ${token}`).pipe(
+      // its rows locked in key order first, as every writer of the table locks them
+      return Effect.asVoid(sql.unsafe(
+        PREPARED + `WITH l AS MATERIALIZED (SELECT pipeline_key FROM ${TABLE} WHERE token = $1 ORDER BY pipeline_key FOR UPDATE)
+          DELETE FROM ${TABLE} AS d USING l WHERE d.pipeline_key = l.pipeline_key AND d.token = $1`,
+        [token]
+      )).pipe(
         Effect.mapError(unavailable("release"))
       )
     })
@@ -308,7 +340,7 @@ export const make = (sql: SqlClient.SqlClient, options: WindowClaimOptions): Win
         if (tokens.length === 0) return Effect.void
         const sent = clock.unsafeCurrentTimeMillis()
         return sql.unsafe<{ token: string; n: number }>(
-          PREPARED + `WITH window_renew AS (${RENEW}) SELECT token, count(*)::int AS n FROM window_renew GROUP BY token`,
+          PREPARED + `WITH ${RENEW_CTES} SELECT token, count(*)::int AS n FROM window_renew GROUP BY token`,
           [ttlMs, tokens]
         ).pipe(
           Effect.map((rows) => renewedAs(tokens, new Map(rows.map((r) => [r.token, Number(r.n)])), sent)),

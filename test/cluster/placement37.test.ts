@@ -9,7 +9,7 @@
  *
  * Fails on break37's base (main 74312e35): each task of the window called twice, two artifacts
  * per seq. (Without lanes, both submitters' window was one execution: the rows stayed
- * `running` instead: `test/services/ClusterEngine.twoSubmitters.test.ts`.) Passes since the submitter admits with `Store.claimAdmissions`: the stale admission loses, and starts no window.
+ * `running` instead: `test/services/ClusterEngine.submitRaces.test.ts`.) Passes since the submitter admits with `Store.claimAdmissions`: the stale admission loses, and starts no window.
  */
 import { NodeContext } from "@effect/platform-node"
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"

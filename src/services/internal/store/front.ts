@@ -24,6 +24,7 @@ import { Effect, type Exit, FiberRef, Stream } from "effect"
 import { type ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { ArtifactBackend } from "../../ArtifactBackend.js"
 import type {
+  AdmissionWrite,
   CheckpointUnit,
   Limit,
   NewArtifact,
@@ -386,6 +387,18 @@ export const makeWith = (
       }
       return writer.submit({ _tag: "Admit", pipelines: ps, seeds: placed, traversals })
     }
+    /**
+     * An admission claim's write as the driver takes it: refused when it carries traversal
+     * states and the store keeps none, or when the store refuses writes; its seeds placed first.
+     */
+    const placedAdmission = <A>(
+      write: AdmissionWrite,
+      claim: (op: Extract<WriteOp, { readonly _tag: "Admit" }>) => Effect.Effect<A, StoreUnavailable>
+    ): Effect.Effect<A, StoreUnavailable> =>
+      (write.traversals ?? []).length > 0 && driver.traversal === undefined
+        ? Effect.fail(noTraversal)
+        : refuse(Effect.flatMap(placeAll(write.seeds ?? [], journal, backend), (placed) =>
+          claim({ _tag: "Admit", pipelines: write.pipelines, seeds: placed, traversals: write.traversals ?? [] })))
     const traversal = driver.traversal
     const service: StoreService = {
       kind: driver.kind,
@@ -409,21 +422,9 @@ export const makeWith = (
       consistentReads: consistentReads === undefined ? undefined : (reads) =>
         Effect.zipRight(wb.flush, consistentReads(Effect.locally(reads, inView, true))),
       claimAdmission: driver.claimAdmission === undefined ? undefined : ((claim) => (write, expected) =>
-        (write.traversals ?? []).length > 0 && driver.traversal === undefined
-          ? Effect.fail(noTraversal)
-          : refuse(Effect.flatMap(placeAll(write.seeds ?? [], journal, backend), (placed) =>
-            claim(
-              { _tag: "Admit", pipelines: write.pipelines, seeds: placed, traversals: write.traversals ?? [] },
-              expected
-            ))))(driver.claimAdmission),
+        placedAdmission(write, (op) => claim(op, expected)))(driver.claimAdmission),
       claimAdmissions: driver.claimAdmissions === undefined ? undefined : ((claim) => (write, expected) =>
-        (write.traversals ?? []).length > 0 && driver.traversal === undefined
-          ? Effect.fail(noTraversal)
-          : refuse(Effect.flatMap(placeAll(write.seeds ?? [], journal, backend), (placed) =>
-            claim(
-              { _tag: "Admit", pipelines: write.pipelines, seeds: placed, traversals: write.traversals ?? [] },
-              expected
-            ))))(driver.claimAdmissions),
+        placedAdmission(write, (op) => claim(op, expected)))(driver.claimAdmissions),
 
       openRun: (run) =>
         refuse(

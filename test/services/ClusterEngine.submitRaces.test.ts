@@ -1,14 +1,17 @@
 /**
- * break37 R1: a fault found while trying to break the cluster submitter with window placement
- * on (lanes, lead36b), fixed by per-pipeline window claims (claims37); it failed on break37's
- * base (main 74312e35). One runner (`SingleRunner`, SQL message storage) with window
- * claims on (the runners' default since pg17af), the Postgres store in the cluster's database.
+ * Races between submissions of the same pipelines on the cluster engine (found by break37),
+ * one runner (`SingleRunner`, SQL message storage) with window claims on (the runners'
+ * default), the Postgres store in the cluster's database:
  *
- * - R1: a re-submission after Ctrl-C while a window still runs, once one of the window's
- *   pipelines has succeeded, groups the rest into another window (another key, so another
- *   window claim) and runs them beside the first execution: every task not yet committed is
- *   called twice, with no runner fault at all.
- * (R2, two submitters at once, is test/services/ClusterEngine.twoSubmitters.test.ts.)
+ * - a re-submission after Ctrl-C while a window still runs, once one of the window's pipelines
+ *   has succeeded, groups the rest into another window (another execution): the window claims
+ *   are per pipeline (claims37), so it waits for the first execution instead of calling every
+ *   task not yet committed a second time (before: b and c of 3 pipelines called twice);
+ * - two submitters at once: the second admits a batch with the rows it read before it waited
+ *   for room, by when the first submitter may have run those pipelines to the end. Its
+ *   admission is a claim (`Store.claimAdmissions`): written only where the row is still as
+ *   read, so it leaves them to the first (before: the rows were put back to `running` at
+ *   cursor 0, checkpoint keys deleted, a second seed artifact, and stayed `running` for good).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Fiber, FiberId, Layer, Option } from "effect"
@@ -68,8 +71,8 @@ const onRunner = <A, E>(db: string, specs: ReadonlyArray<AnySpec>, body: Effect.
     )
   ) as Effect.Effect<A, unknown>
 
-describe("break37: the cluster submitter with window placement", () => {
-  it.live("R1: a re-submission after Ctrl-C, one pipeline of a running window succeeded: no task is called twice", () => {
+describe("ClusterEngine: submissions of the same pipelines racing", () => {
+  it.live("a re-submission after Ctrl-C, one pipeline of a running window succeeded: no task is called twice", () => {
     const count = counter()
     const gate = Deferred.unsafeMake<void>(FiberId.none)
     // pipeline 0 runs through at once; the others' task b waits at the gate (a long call)
@@ -114,4 +117,48 @@ describe("break37: the cluster submitter with window placement", () => {
     }))
   }, 120_000)
 
+
+  it.live("two submitters at once: the second's admission with rows read before its wait for room leaves no row running", () => {
+    const count = counter()
+    const gate = Deferred.unsafeMake<void>(FiberId.none)
+    // pipelines 0 and 1 wait at the gate in task b; 2 and 3 run through at once
+    const template = Pipeline.make(
+      "twosubmitters",
+      Task.make("a", (n: number, ctx) => Effect.sync(() => (count.add(`${ctx.pipelineId}/a`), n + 1))),
+      Task.make("b", (n: number, ctx) =>
+        Effect.suspend(() => {
+          count.add(`${ctx.pipelineId}/b`)
+          return n <= 2 ? Effect.as(Deferred.await(gate), n * 2) : Effect.succeed(n * 2)
+        })),
+      Task.make("c", (n: number, ctx) => Effect.sync(() => (count.add(`${ctx.pipelineId}/c`), n + 1)))
+    )
+    const specs = Array.from({ length: 4 }, (_, i) => template.bind(i))
+    const ids = specs.map((s) => s.pipelineId as string)
+    return onRunner("break37_two", specs, Effect.gen(function*() {
+      const store = yield* Store
+      // submitter B: room for one window of 2: admits 0 and 1, reads the rows of 2 and 3 (none
+      // yet) and waits for room
+      const b = yield* Effect.fork(submitSpecs(specs, { window: 2, maxAdmitted: 2 }))
+      yield* waitFor("B's first window inside b", Effect.sync(() => count.of(`${ids[0]}/b`) === 1 && count.of(`${ids[1]}/b`) === 1))
+      yield* Effect.sleep("500 millis") // B's read of the next batch's rows (none yet) is done
+      // submitter A: room for both windows: runs 2 and 3 to the end
+      const a = yield* Effect.fork(submitSpecs(specs, { window: 2, maxAdmitted: 4 }))
+      yield* waitFor(
+        "pipelines 2 and 3 succeeded",
+        Effect.map(
+          Effect.forEach(specs.slice(2), (s) => store.getPipeline(s.pipelineId)),
+          (rows) => rows.every((r) => Option.isSome(r) && r.value.state === "succeeded")
+        )
+      )
+      // B's room comes: it admits 2 and 3 with the rows it read before
+      yield* Deferred.succeed(gate, undefined)
+      yield* Fiber.join(a)
+      yield* Fiber.join(b)
+      const rows = yield* stored(specs)
+      // every pipeline terminal, one artifact per seq (the seed's included), each task called once
+      for (const r of rows) assert.deepInclude(r, { state: "succeeded", nTasksDone: 3, seqs: [-1, 0, 1, 2] }, JSON.stringify(r))
+      const repeated = Array.from(count.calls).filter(([, n]) => n > 1)
+      assert.deepStrictEqual(repeated, [], `tasks called more than once: ${JSON.stringify(repeated)}`)
+    }))
+  }, 120_000)
 })

@@ -699,8 +699,15 @@ export const runnerMain = (o: RunnerArgs): Effect.Effect<never, unknown, FileSys
         // nothing the close does can reach a database that is gone: short
         deadline: Option.isSome(verdict) && verdict.value._tag === "StoreUnavailable" ? LOST_CLOSE_DEADLINE : CLOSE_DEADLINE,
         again: Deferred.await(again),
-        code: Option.isSome(verdict) || (Exit.isFailure(served) && !Exit.isInterrupted(served))
+        // the code the process exits with (only said in the close's message): a watchdog's
+        // verdict 1, a configuration mistake at start 2 (e.g. no such database), another
+        // failure 1, a stop signal 130
+        code: Option.isSome(verdict)
           ? ExitCode.Failures
+          : Exit.isFailure(served) && !Exit.isInterrupted(served)
+          ? (Option.getOrUndefined(Cause.failureOption(served.cause)) as { _tag?: unknown } | undefined)?._tag === "ConfigError"
+            ? ExitCode.Invalid
+            : ExitCode.Failures
           : ExitCode.Interrupted
       })
       if (Option.isSome(verdict)) return yield* Effect.fail(new ExitWith(ExitCode.Failures))

@@ -1019,10 +1019,15 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
       }
       if (taken.length > 0) {
         const updated = yield* rows(
-          `UPDATE assay_pipelines AS p SET run_id = e.new_run, updated_at = e.new_at
+          // the rows locked in id order first (an UPDATE's join locks in its own order)
+          `WITH l AS MATERIALIZED (
+               SELECT pipeline_id FROM assay_pipelines WHERE pipeline_id = ANY($1::text[]) ORDER BY pipeline_id FOR UPDATE
+             )
+           UPDATE assay_pipelines AS p SET run_id = e.new_run, updated_at = e.new_at
              FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::int[], $7::bigint[])
-               AS e(id, new_run, new_at, run, state, n, at)
-             WHERE p.pipeline_id = e.id AND p.run_id = e.run AND p.state = e.state AND p.n_tasks_done = e.n AND p.updated_at = e.at
+               AS e(id, new_run, new_at, run, state, n, at), l
+             WHERE p.pipeline_id = e.id AND l.pipeline_id = e.id AND p.run_id = e.run AND p.state = e.state
+               AND p.n_tasks_done = e.n AND p.updated_at = e.at
              RETURNING p.pipeline_id`,
           [
             taken.map(({ p }) => p.pipelineId),

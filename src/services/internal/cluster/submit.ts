@@ -569,7 +569,10 @@ export const submit = <SE, SR>(
     const failuresReached = () => stopAfterFailures !== undefined && counts.failed >= stopAfterFailures
     /** Set by the `stopAfter` timer (a fiber sleeping on the `Clock`) once the time has passed. */
     let timeUp = false
-    const stopped = () => counts.refused > 0 || failuresReached() || timeUp
+    /** Followed pipelines (see `followedIds`) runners refused: not in `counts.refused`, which counts the submission's own. */
+    let refusedFollowed = 0
+    const refusedAll = () => counts.refused + refusedFollowed
+    const stopped = () => refusedAll() > 0 || failuresReached() || timeUp
     let stopTold = false
     /**
      * Tells `onAdmissionStopped`, once, as soon as a stop rule holds (`stopped`): called where
@@ -588,7 +591,7 @@ export const submit = <SE, SR>(
      */
     let haltedBy: "stop_after_failures" | "stop_after" | null = null
     const halt = () => {
-      if (haltedBy === null && counts.refused === 0) haltedBy = failuresReached() ? "stop_after_failures" : timeUp ? "stop_after" : null
+      if (haltedBy === null && refusedAll() === 0) haltedBy = failuresReached() ? "stop_after_failures" : timeUp ? "stop_after" : null
     }
     const causes: Array<string> = []
     const refusals: Array<string> = []
@@ -701,7 +704,10 @@ export const submit = <SE, SR>(
             // not running with no runner running it (tester17af F7); counted so, as its row
             // says (`refused` counts them among the `interrupted`)
             yield* store.updatePipeline(id, { state: "interrupted", updatedAt: yield* Clock.currentTimeMillis })
-            counts.refused++
+            // `refused` counts the submission's own among its `interrupted`; a followed one's
+            // refusal stops admission and ends the submission the same way (`refusedAll`)
+            if (followedIds.has(id)) refusedFollowed++
+            else counts.refused++
             tally(id, "interrupted")
             if (refusals.length < 20) refusals.push(ended.message)
             if (causes.length < 20) causes.push(`${id}: ${ended.message}`)
@@ -1115,12 +1121,12 @@ export const submit = <SE, SR>(
         body: () => Effect.zipRight(Effect.sleep(poll), refresh),
         step: () => {}
       })
-      if (counts.refused > 0) {
+      if (refusedAll() > 0) {
         if (options.onRefused !== undefined) {
           const at = yield* Clock.currentTimeMillis
           yield* options.onRefused({ ...progress(), status: "interrupted", stopReason: null, durationMs: at - startedAt, causes })
         }
-        return yield* refusedError(counts.refused, refusals)
+        return yield* refusedError(refusedAll(), refusals)
       }
       const endedAt = yield* Clock.currentTimeMillis
       // the failures' count stops the run even when nothing was left out (as before); a

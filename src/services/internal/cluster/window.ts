@@ -307,9 +307,16 @@ const windowExecution = (
       let tookOver = false
       while (true) {
         if (drained(env, key, run)) return partial()
-        const won = yield* claims.claim(pending.map((i) => claimKeys[i]!), token).pipe(Effect.retry(env.infraRetry))
+        // a claim retried (its answer lost with the connection) may have taken rows over in
+        // the attempt whose answer was lost: the retry finds them its own and cannot tell, so
+        // it counts as a takeover (the first outputs read back: one read per pipeline)
+        let attempts = 0
+        const won = yield* Effect.suspend(() => {
+          attempts++
+          return claims.claim(pending.map((i) => claimKeys[i]!), token)
+        }).pipe(Effect.retry(env.infraRetry))
         if (won.won) {
-          tookOver = won.tookOver
+          tookOver = won.tookOver || attempts > 1
           break
         }
         const rows = yield* read(pending)

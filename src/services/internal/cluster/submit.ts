@@ -1012,6 +1012,8 @@ export const submit = <SE, SR>(
             const anyStored = rowsOf.some((row) => row !== undefined)
             const lookUp = anyStored && Option.isSome(messages)
             let lane = 0
+            // the lanes' execution ids, when computed (placement or a lane lookup)
+            let laneIds: ReadonlyArray<string> | undefined = undefined
             if (shardsNow !== undefined || lookUp) {
               const ids: Array<string> = []
               for (let l = 0; l < WINDOW_LANES; l++) ids.push(yield* WindowWorkflow.executionId(payloadOf(specs, l)))
@@ -1022,8 +1024,9 @@ export const submit = <SE, SR>(
               }
               const runner = shardsNow === undefined ? undefined : runnerOfExecution(shardsNow, ids[lane]!)
               if (runner !== undefined) load.set(runner, (load.get(runner) ?? 0) + specs.length)
+              laneIds = ids
             }
-            const executionId = yield* WindowWorkflow.executionId(payloadOf(specs, lane))
+            const executionId = laneIds?.[lane] ?? (yield* WindowWorkflow.executionId(payloadOf(specs, lane)))
             if (anyStored) {
               // (a row settled `interrupted` by a cancel is settled before its workflow ends, as a failed one)
               yield* clearEnded(

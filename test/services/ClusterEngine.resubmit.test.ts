@@ -11,7 +11,7 @@
  *   task (as `resume` would), committed tasks are not called again.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Either, Layer, Option, Stream } from "effect"
+import { Deferred, Duration, Effect, Either, Fiber, Layer, Option, Stream } from "effect"
 import { FatalError } from "../../src/domain/Errors.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
@@ -147,5 +147,56 @@ describe("ClusterEngine: submitting again", () => {
       yield* assertSucceeded(specs)
       for (const spec of specs) assert.strictEqual(calls.get(spec.pipelineId), 2)
     }).pipe(Effect.provide(runnerOf("slowend", ClusterEngine.catalogLayer(specs))))), Effect.provide(slowEnd))
+  }, 60_000)
+
+  it.live("a re-submit stopped while it waits for a failed window's workflow to end writes nothing: the rows stay failed, resumable (review37 F4)", () => {
+    const calls = new Map<string, number>()
+    let broken = true
+    const b = Task.make("b", (n: number, ctx) =>
+      Effect.suspend(() => {
+        calls.set(ctx.pipelineId, (calls.get(ctx.pipelineId) ?? 0) + 1)
+        return broken ? Effect.fail(new FatalError({ message: "broken" })) : Effect.succeed(n * 2)
+      }))
+    const template = Pipeline.make("stuckend", Task.make("a", (n: number) => Effect.succeed(n + 1)), b)
+    const specs = Array.from({ length: 3 }, (_, i) => template.bind(i))
+    return Effect.gen(function*() {
+      // the workflow settles the row `failed`, then cannot end until `ended` is opened
+      const ended = yield* Deferred.make<void>()
+      const stuckEnd = Layer.effect(
+        Store,
+        Effect.map(Store, (store) => ({
+          ...store,
+          checkpoint: (unit: Parameters<typeof store.checkpoint>[0]) =>
+            unit.pipeline?.state === "failed"
+              ? Effect.zipLeft(store.checkpoint(unit), Deferred.await(ended))
+              : store.checkpoint(unit)
+        }))
+      ).pipe(Layer.provide(MemoryStore.layer()))
+      yield* createDatabase("stuckend").pipe(Effect.zipRight(Effect.gen(function*() {
+        const store = yield* Store
+        const first = yield* submitSpecs(specs)
+        assert.strictEqual(first.failed, 3)
+        broken = false
+        // the re-submit waits for the ending workflow; the user stops it (Ctrl-C) meanwhile
+        const second = yield* Effect.fork(submitSpecs(specs))
+        yield* Effect.sleep(Duration.millis(1500))
+        yield* Fiber.interrupt(second)
+        // nothing was written for them: still failed under the first run, not `running` with no window
+        for (const spec of specs) {
+          const row = Option.getOrThrow(yield* store.getPipeline(spec.pipelineId))
+          assert.strictEqual(row.state, "failed", spec.pipelineId)
+        }
+        // the old workflow ends; a third submission runs them once more and they succeed
+        yield* Deferred.succeed(ended, undefined)
+        const third = yield* submitSpecs(specs)
+        assert.deepInclude(third, { admitted: 3, succeeded: 3 })
+        yield* assertSucceeded(specs)
+        for (const spec of specs) assert.strictEqual(calls.get(spec.pipelineId), 2)
+      }).pipe(
+        // on any exit (a failed assertion included) the old workflow may end: the runner can close
+        Effect.ensuring(Deferred.succeed(ended, undefined)),
+        Effect.provide(runnerOf("stuckend", ClusterEngine.catalogLayer(specs)))
+      )), Effect.provide(stuckEnd))
+    })
   }, 60_000)
 })

@@ -938,6 +938,61 @@ export const submit = <SE, SR>(
             group = admissible(group)
             if (group.length === 0) continue
           }
+          // the windows are planned before any row is written: a window with stored rows joins
+          // its live execution (in whichever lane), or first waits for an ending one of the same
+          // pipelines to end and be cleared (`clearEnded`); a stop or a Ctrl-C during that wait
+          // leaves the rows as they were (failed, interrupted), never `running` with no window
+          const shardsNow = yield* placementNow
+          // each window goes to the runner with the least work in flight (a lane each), the
+          // windows in flight counted against the runner their shard has now
+          const load = new Map<string, number>()
+          if (shardsNow !== undefined) {
+            for (const w of windows) {
+              const runner = runnerOfExecution(shardsNow, w.executionId)
+              if (runner === undefined) continue
+              load.set(runner, (load.get(runner) ?? 0) + w.ids.reduce((n, id) => n + (running.has(id) ? 1 : 0), 0))
+            }
+          }
+          const planWindow = (specs: ReadonlyArray<AnySpec>) =>
+            Effect.gen(function*() {
+              const rowsOf = specs.map((spec) => stored.get(spec.pipelineId))
+              const anyStored = rowsOf.some((row) => row !== undefined)
+              const lookUp = anyStored && Option.isSome(messages)
+              let lane = 0
+              let runner: string | undefined = undefined
+              // the lanes' execution ids, when computed (placement or a lane lookup)
+              let laneIds: ReadonlyArray<string> | undefined = undefined
+              if (shardsNow !== undefined || lookUp) {
+                const ids: Array<string> = []
+                for (let l = 0; l < WINDOW_LANES; l++) ids.push(yield* WindowWorkflow.executionId(payloadOf(specs, l)))
+                const live = lookUp ? yield* liveLanes(ids, specs[0]!.pipelineId) : []
+                if (live.length > 0) lane = live[0]!
+                else if (shardsNow !== undefined && (!anyStored || lookUp)) {
+                  lane = chooseLane(ids.map((id) => runnerOfExecution(shardsNow, id)), load)
+                }
+                runner = shardsNow === undefined ? undefined : runnerOfExecution(shardsNow, ids[lane]!)
+                if (runner !== undefined) load.set(runner, (load.get(runner) ?? 0) + specs.length)
+                laneIds = ids
+              }
+              const executionId = laneIds?.[lane] ?? (yield* WindowWorkflow.executionId(payloadOf(specs, lane)))
+              if (anyStored) {
+                // (a row settled `interrupted` by a cancel is settled before its workflow ends, as a failed one)
+                yield* clearEnded(
+                  executionId,
+                  specs[0]!.pipelineId,
+                  rowsOf.some((row) => row?.state === "failed" || row?.state === "interrupted")
+                )
+              }
+              return { specs, executionId, lane, runner }
+            })
+          let started: Array<{ readonly specs: ReadonlyArray<AnySpec>; readonly executionId: string; readonly lane: number; readonly runner: string | undefined }> = []
+          for (let i = 0; i < group.length; i += windowSize) started.push(yield* planWindow(group.slice(i, i + windowSize)))
+          // a stop that came while an ending execution was awaited: nothing is written yet
+          if (stopped()) {
+            halt()
+            withhold([...group, ...pending])
+            return
+          }
           const now = yield* Clock.currentTimeMillis
           const rows: Array<ReturnType<typeof Rows.admissionRow>> = []
           const seeds: Array<ReturnType<typeof Rows.seedArtifact>> = []
@@ -991,51 +1046,19 @@ export const submit = <SE, SR>(
             }
             withhold(withheldNow)
             group = group.filter((spec) => !lost.has(spec.pipelineId))
-            if (group.length === 0) continue
-          }
-          const started: Array<{ readonly specs: ReadonlyArray<AnySpec>; readonly executionId: string; readonly lane: number }> = []
-          // each window goes to the runner with the least work in flight (a lane each), the
-          // windows in flight counted against the runner their shard has now; a window with
-          // stored rows joins its live execution, in whichever lane it is
-          const shardsNow = yield* placementNow
-          const load = new Map<string, number>()
-          if (shardsNow !== undefined) {
-            for (const w of windows) {
-              const runner = runnerOfExecution(shardsNow, w.executionId)
-              if (runner === undefined) continue
-              load.set(runner, (load.get(runner) ?? 0) + w.ids.reduce((n, id) => n + (running.has(id) ? 1 : 0), 0))
-            }
-          }
-          for (let i = 0; i < group.length; i += windowSize) {
-            const specs = group.slice(i, i + windowSize)
-            const rowsOf = specs.map((spec) => stored.get(spec.pipelineId))
-            const anyStored = rowsOf.some((row) => row !== undefined)
-            const lookUp = anyStored && Option.isSome(messages)
-            let lane = 0
-            // the lanes' execution ids, when computed (placement or a lane lookup)
-            let laneIds: ReadonlyArray<string> | undefined = undefined
-            if (shardsNow !== undefined || lookUp) {
-              const ids: Array<string> = []
-              for (let l = 0; l < WINDOW_LANES; l++) ids.push(yield* WindowWorkflow.executionId(payloadOf(specs, l)))
-              const live = lookUp ? yield* liveLanes(ids, specs[0]!.pipelineId) : []
-              if (live.length > 0) lane = live[0]!
-              else if (shardsNow !== undefined && (!anyStored || lookUp)) {
-                lane = chooseLane(ids.map((id) => runnerOfExecution(shardsNow, id)), load)
+            // a window that lost some of its pipelines is another window (another execution id):
+            // planned again from the ones won (rows written already; a lost race is rare)
+            const replanned: typeof started = []
+            for (const w of started) {
+              const kept = w.specs.filter((spec) => !lost.has(spec.pipelineId))
+              if (kept.length === w.specs.length) replanned.push(w)
+              else {
+                if (w.runner !== undefined) load.set(w.runner, (load.get(w.runner) ?? 0) - w.specs.length)
+                if (kept.length > 0) replanned.push(yield* planWindow(kept))
               }
-              const runner = shardsNow === undefined ? undefined : runnerOfExecution(shardsNow, ids[lane]!)
-              if (runner !== undefined) load.set(runner, (load.get(runner) ?? 0) + specs.length)
-              laneIds = ids
             }
-            const executionId = laneIds?.[lane] ?? (yield* WindowWorkflow.executionId(payloadOf(specs, lane)))
-            if (anyStored) {
-              // (a row settled `interrupted` by a cancel is settled before its workflow ends, as a failed one)
-              yield* clearEnded(
-                executionId,
-                specs[0]!.pipelineId,
-                rowsOf.some((row) => row?.state === "failed" || row?.state === "interrupted")
-              )
-            }
-            started.push({ specs, executionId, lane })
+            started = replanned
+            if (group.length === 0) continue
           }
           yield* Effect.forEach(
             started,

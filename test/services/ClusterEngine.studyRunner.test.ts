@@ -313,11 +313,14 @@ const stopsAtFailures = (maxAdmitted: number) =>
       // the trials after the broken one never ran: nothing of theirs was admitted
       const ran = [...cluster.executions.keys()].map((k) => k.split("/")[0])
       assert.deepStrictEqual([...new Set(ran)].sort(), ["p1-v01-r1", "p1-v02-r1"], JSON.stringify([...cluster.executions]))
-      // v01 r1's three, and v02 r1's first two (one at a time: its third was withheld, no row) or all three
-      assert.deepStrictEqual(
-        [...rows.values()].map((r) => r.state).sort(),
-        maxAdmitted === 1 ? ["failed", "failed", "succeeded", "succeeded", "succeeded"] : ["failed", "failed", "failed", "succeeded", "succeeded", "succeeded"]
-      )
+      // v01 r1's three, and v02 r1's first two (one at a time: its third was withheld, no row);
+      // with 8 admitted at a time, all three, or two when the second failure is seen while the
+      // third is being admitted (a stop known before its row is written withholds it)
+      const states = [...rows.values()].map((r) => r.state).sort()
+      const two = ["failed", "failed", "succeeded", "succeeded", "succeeded"]
+      const three = ["failed", "failed", "failed", "succeeded", "succeeded", "succeeded"]
+      if (maxAdmitted === 1) assert.deepStrictEqual(states, two)
+      else assert.oneOf(JSON.stringify(states), [JSON.stringify(two), JSON.stringify(three)])
     })
 
 describe("ClusterEngine: a runner's study catalog grows with the recorded confirmation trials", () => {

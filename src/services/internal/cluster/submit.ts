@@ -203,9 +203,12 @@ export interface SubmitOptions {
    * Told synchronously of each spec the submission admitted (its row written and its workflow
    * started: the ones counted in {@link SubmitProgress} `admitted`). A suite's submitter counts
    * them per member, so that what a member read and neither admitted, skipped nor withheld
-   * (specs in hand when Ctrl-C interrupted the submission) is known too.
+   * (specs in hand when Ctrl-C interrupted the submission) is known too. `runsUnder` is the
+   * run its row, tasks and attempts are filed under: this submission's, or, for a pipeline it
+   * follows (`SubmitProgress.followed`: running under an earlier run), that run's; a cancel
+   * mark for it (`cancelMarks.ts`) and a read of its attempts must name that run.
    */
-  readonly onAdmitted?: ((spec: AnySpec) => void) | undefined
+  readonly onAdmitted?: ((spec: AnySpec, runsUnder: RunId) => void) | undefined
   /**
    * Run once when the submission ends with no stop of its own (`stopReason` null): a reason
    * closes the run `interrupted` with that `stopReason` (its row and its `run.finished` event)
@@ -451,6 +454,11 @@ const firstOf = <A>(set: ReadonlySet<A>, n: number): Array<A> => {
  * How long the submitter waits for the cluster's runner storage (`getRunners`: placement, the
  * no-runner warning) before it goes on without the answer: 2 s (@effect/cluster's own
  * runner-storage sync allows 5 s, but admission and the follow must not stall on it).
+ * A read cut short by it is cancelled on its connection (`@effect/sql-pg` sends
+ * `pg_cancel_backend`), and a late cancel may hit the next statement on that connection
+ * (SQLSTATE 57014): that is the cluster client's pool (`ClusterEngine.clientLayer`), whose
+ * callers here ride 57014 out (`ridingOut`), never the store's, which has its own client
+ * (`PgStore.makeClient`) and does not retry a cancelled statement (review37 F7, checked).
  */
 const runnersReadTimeout = Duration.seconds(2)
 
@@ -1072,14 +1080,15 @@ export const submit = <SE, SR>(
               // a row running under an earlier run is followed, not taken over (its window
               // writes its tasks under that run): counted apart
               const row = stored.get(spec.pipelineId)
-              if (row?.state === "running" && row.runId !== runId) {
+              const follows = row?.state === "running" && row.runId !== runId
+              if (follows) {
                 if (!followedIds.has(spec.pipelineId)) {
                   followedIds.add(spec.pipelineId)
                   followedRuns.add(row.runId)
                   followed.running++
                 }
               } else counts.admitted++
-              options.onAdmitted?.(spec)
+              options.onAdmitted?.(spec, follows ? row.runId : runId)
             }
           }
         }

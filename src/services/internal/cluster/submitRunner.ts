@@ -15,9 +15,11 @@
  *   so a gate closes admission, and the pipelines admitted before it closed still run (at
  *   most `maxAdmitted`);
  * - `accounting(read)`: told at the start, `read` summing this run's stored attempts of the
- *   pipelines it is given (`store.pipelineAccounting`, one query per call);
+ *   pipelines it is given (`store.pipelineAccounting`, one query per call; a pipeline this run
+ *   follows, running under an earlier run when admitted, is read under that run);
  * - `settledAttempts(spec, attempts)`: when given (a study with budgets), a settled
- *   pipeline's attempts of this run are read from the store (one query) and told before its
+ *   pipeline's attempts of this run (of its earlier run, for a followed one) are read from
+ *   the store (one query) and told before its
  *   `failureDecided` / `ended`, at the next follow or before the next start gate;
  * - `admissionStopped()`: told at the first stop, or when a stop rule of the submitter stops
  *   admission (`Submit.SubmitOptions.onAdmissionStopped`: `stopAfterFailures` reached before the
@@ -34,7 +36,8 @@
  * - `memberPools`, `memberMetric`: not called: the leases and metrics are the runners';
  * - `cancelWhen(spec)`: asked when the spec is admitted; when its Effect completes before the
  *   pipeline settled, the pipeline is marked cancelled for the runners (`cancelMarks.ts`,
- *   `assay_meta` key `cancel/<runId>/<pipelineId>`) and a `pipeline.cancelled` event records the
+ *   `assay_meta` key `cancel/<runId>/<pipelineId>`, `runId` the run the pipeline runs under:
+ *   an earlier one for a followed pipeline) and a `pipeline.cancelled` event records the
  *   reason: the runners stop it at its next task boundary (a call under way commits first),
  *   `interrupted` and resumable, at most one read of the marks later (a trial's time budget).
  *   Without marks that can mark a pipeline it is not asked;
@@ -203,6 +206,13 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
          * a study's budgets meter them): told in order, the attempts first, then the failure
          * and the end, so that the window's next decision sees what they used.
          */
+        /**
+         * The run each followed pipeline runs under (`onAdmitted`'s `runsUnder`: a pipeline
+         * running under an earlier run when admitted); the others run under `runId`. Its cancel
+         * mark and its attempts are that run's (review37 F5).
+         */
+        const runsUnder = new Map<PipelineId, RunId>()
+        const runOf = (id: PipelineId): RunId => runsUnder.get(id) ?? runId
         const meterAttempts = hooks?.settledAttempts
         const toMeter: Array<{ readonly spec: AnySpec; readonly failed: boolean }> = []
         const metering = yield* Effect.makeSemaphore(1)
@@ -210,7 +220,7 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
           if (meterAttempts === undefined) return
           while (toMeter.length > 0) {
             const { failed, spec } = toMeter.shift()!
-            const attempts = yield* Stream.runCollect(store.streamAttempts({ pipelineId: spec.pipelineId, runId })).pipe(
+            const attempts = yield* Stream.runCollect(store.streamAttempts({ pipelineId: spec.pipelineId, runId: runOf(spec.pipelineId) })).pipe(
               Effect.map(Chunk.toReadonlyArray),
               Effect.catchAll((e) =>
                 Effect.as(Effect.logWarning(`could not read the attempts of ${spec.pipelineId} (its usage is not metered): ${e.message}`), [])
@@ -255,7 +265,7 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
             Deferred.await(settled),
             Effect.flatMap(cancel, (reason) =>
               Effect.zipRight(
-                markPipeline!(runId, id, reason),
+                markPipeline!(runOf(id), id, reason),
                 Effect.flatMap(Clock.currentTimeMillis, (ts) => store.emitEvent({ kind: "pipeline.cancelled", pipelineId: id, runId, data: { reason }, ts }))
               ).pipe(
                 Effect.catchAll((e) => Effect.logWarning(`pipeline ${id} cannot be cancelled (it runs to its end): ${e.message}`))
@@ -285,7 +295,10 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
             if (!specOf.delete(spec.pipelineId)) return
             hooks?.ended?.(spec)
           },
-          ...(watchCancel === undefined ? {} : { onAdmitted: watchCancel }),
+          onAdmitted: (spec, under) => {
+            if (under !== runId) runsUnder.set(spec.pipelineId, under)
+            watchCancel?.(spec)
+          },
           // a stop, or a source its owner ended early (a study's drain), closes the run
           // interrupted, its `run.finished` event saying so
           // (asked once every settled pipeline's end was told: the owner's view is final)
@@ -324,10 +337,21 @@ export const make = (base: SubmitRunnerOptions = {}): Effect.Effect<Runner.Runne
               )
             )
         }).pipe(Effect.provide(env))
-        // a reader of this run's stored usage (a study without budgets: one query per trial)
-        hooks?.accounting?.((ids) =>
-          Effect.map(store.pipelineAccounting({ runId, pipelineIds: ids }), (rows) => rows.reduce(sumFigures, zeroFigures()))
-        )
+        // a reader of this run's stored usage (a study without budgets: one query per trial;
+        // one per earlier run when some of the pipelines are followed ones of that run)
+        hooks?.accounting?.((ids) => {
+          const byRun = new Map<RunId, Array<PipelineId>>()
+          for (const id of ids) {
+            const run = runOf(id)
+            const group = byRun.get(run)
+            if (group === undefined) byRun.set(run, [id])
+            else group.push(id)
+          }
+          return Effect.map(
+            Effect.forEach(Array.from(byRun), ([run, pipelineIds]) => store.pipelineAccounting({ runId: run, pipelineIds })),
+            (groups) => groups.flat().reduce(sumFigures, zeroFigures())
+          )
+        })
         const fiber = yield* Effect.forkScoped(submission)
         /**
          * A cancel (the hooks' owner says so at the stop: `RunHooks.stopCancels`): the run is

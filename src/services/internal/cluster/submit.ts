@@ -1023,74 +1023,80 @@ export const submit = <SE, SR>(
               }
             }
           }
-          // on a store other processes write (Postgres), each row is written only if it is still
-          // as this admission read it (before it waited for room): of two submitters of the same
-          // pipelines, the one whose read is stale leaves them to the other (never puts a finished
-          // row back to `running` at its old cursor, nor starts a second window for them)
-          const lost = new Set<PipelineId>()
-          if (store.claimAdmissions !== undefined && rows.length > 0) {
-            const outcomes = yield* store.claimAdmissions({
-              pipelines: rows,
-              seeds,
-              ...(traversals.length === 0 ? {} : { traversals })
-            }, expected)
-            outcomes.forEach((outcome, k) => {
-              if (outcome._tag === "Lost") lost.add(rows[k]!.pipelineId)
-            })
-          } else {
-            yield* store.admit(rows, seeds, traversals.length === 0 ? undefined : traversals)
-          }
-          if (lost.size > 0) {
-            // admitted by another submission meanwhile: skipped when it already succeeded,
-            // withheld otherwise (its own submitter follows it; submitting again admits it)
-            const after = yield* statesOf(Array.from(lost))
-            const withheldNow: Array<AnySpec> = []
-            for (const spec of group) {
-              if (!lost.has(spec.pipelineId)) continue
-              if (after.get(spec.pipelineId) === "succeeded") {
-                counts.skipped++
-                settled(spec.pipelineId, "skipped")
-              } else withheldNow.push(spec)
+          // from the admission's write to its windows' starts and their counting: one step a
+          // Ctrl-C cannot cut in half (cut after the write, the rows won stayed `running` with
+          // no window started for them, and the submission said it admitted none: break38 F1);
+          // the waits that may be long (room, an ending execution) all come before the write
+          yield* Effect.uninterruptible(Effect.gen(function*() {
+            // on a store other processes write (Postgres), each row is written only if it is still
+            // as this admission read it (before it waited for room): of two submitters of the same
+            // pipelines, the one whose read is stale leaves them to the other (never puts a finished
+            // row back to `running` at its old cursor, nor starts a second window for them)
+            const lost = new Set<PipelineId>()
+            if (store.claimAdmissions !== undefined && rows.length > 0) {
+              const outcomes = yield* store.claimAdmissions({
+                pipelines: rows,
+                seeds,
+                ...(traversals.length === 0 ? {} : { traversals })
+              }, expected)
+              outcomes.forEach((outcome, k) => {
+                if (outcome._tag === "Lost") lost.add(rows[k]!.pipelineId)
+              })
+            } else {
+              yield* store.admit(rows, seeds, traversals.length === 0 ? undefined : traversals)
             }
-            withhold(withheldNow)
-            group = group.filter((spec) => !lost.has(spec.pipelineId))
-            // a window that lost some of its pipelines is another window (another execution id):
-            // planned again from the ones won (rows written already; a lost race is rare)
-            const replanned: typeof started = []
-            for (const w of started) {
-              const kept = w.specs.filter((spec) => !lost.has(spec.pipelineId))
-              if (kept.length === w.specs.length) replanned.push(w)
-              else {
-                if (w.runner !== undefined) load.set(w.runner, (load.get(w.runner) ?? 0) - w.specs.length)
-                if (kept.length > 0) replanned.push(yield* planWindow(kept))
+            if (lost.size > 0) {
+              // admitted by another submission meanwhile: skipped when it already succeeded,
+              // withheld otherwise (its own submitter follows it; submitting again admits it)
+              const after = yield* statesOf(Array.from(lost))
+              const withheldNow: Array<AnySpec> = []
+              for (const spec of group) {
+                if (!lost.has(spec.pipelineId)) continue
+                if (after.get(spec.pipelineId) === "succeeded") {
+                  counts.skipped++
+                  settled(spec.pipelineId, "skipped")
+                } else withheldNow.push(spec)
+              }
+              withhold(withheldNow)
+              group = group.filter((spec) => !lost.has(spec.pipelineId))
+              // a window that lost some of its pipelines is another window (another execution id):
+              // planned again from the ones won (rows written already; a lost race is rare)
+              const replanned: typeof started = []
+              for (const w of started) {
+                const kept = w.specs.filter((spec) => !lost.has(spec.pipelineId))
+                if (kept.length === w.specs.length) replanned.push(w)
+                else {
+                  if (w.runner !== undefined) load.set(w.runner, (load.get(w.runner) ?? 0) - w.specs.length)
+                  if (kept.length > 0) replanned.push(yield* planWindow(kept))
+                }
+              }
+              started = replanned
+              if (group.length === 0) return
+            }
+            yield* Effect.forEach(
+              started,
+              ({ lane, specs }) => ridingOut(WindowWorkflow.execute(payloadOf(specs, lane), { discard: true }), "start the workflow of a window"),
+              { concurrency: startConcurrency, discard: true }
+            )
+            for (const { executionId, specs } of started) {
+              windows.add({ executionId, ids: specs.map((spec) => spec.pipelineId) })
+              for (const spec of specs) {
+                running.add(spec.pipelineId)
+                // a row running under an earlier run is followed, not taken over (its window
+                // writes its tasks under that run): counted apart
+                const row = stored.get(spec.pipelineId)
+                const follows = row?.state === "running" && row.runId !== runId
+                if (follows) {
+                  if (!followedIds.has(spec.pipelineId)) {
+                    followedIds.add(spec.pipelineId)
+                    followedRuns.add(row.runId)
+                    followed.running++
+                  }
+                } else counts.admitted++
+                options.onAdmitted?.(spec, follows ? row.runId : runId)
               }
             }
-            started = replanned
-            if (group.length === 0) continue
-          }
-          yield* Effect.forEach(
-            started,
-            ({ lane, specs }) => ridingOut(WindowWorkflow.execute(payloadOf(specs, lane), { discard: true }), "start the workflow of a window"),
-            { concurrency: startConcurrency, discard: true }
-          )
-          for (const { executionId, specs } of started) {
-            windows.add({ executionId, ids: specs.map((spec) => spec.pipelineId) })
-            for (const spec of specs) {
-              running.add(spec.pipelineId)
-              // a row running under an earlier run is followed, not taken over (its window
-              // writes its tasks under that run): counted apart
-              const row = stored.get(spec.pipelineId)
-              const follows = row?.state === "running" && row.runId !== runId
-              if (follows) {
-                if (!followedIds.has(spec.pipelineId)) {
-                  followedIds.add(spec.pipelineId)
-                  followedRuns.add(row.runId)
-                  followed.running++
-                }
-              } else counts.admitted++
-              options.onAdmitted?.(spec, follows ? row.runId : runId)
-            }
-          }
+          }))
         }
         if (control !== -1) return yield* refuseControl(batch[control]!, store)!
       })

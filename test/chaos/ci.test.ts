@@ -60,7 +60,10 @@ describe("chaos: three assay runner processes on PostgreSQL", () => {
   // 2026-12-02 and at once on a quiet machine: the frozen runner's attempts waiting for a pool
   // lease got one when it woke up and called tasks the new owner was running (two starts ~80 ms
   // apart, neither in flight at the fault). Fixed by the task claims (cluster/inflight.ts):
-  // passed 3 of 3 right after, repeats 0–2, all within the allowance.
+  // passed 3 of 3 right after, repeats 0–2, all within the allowance. Failed once more (CI of
+  // 2026-12-06) on the test's own second reading of the lock table: the takeover seen at 9.6 s,
+  // then 28 of 30 shards locked while the two others rebalanced; it is now decided and asserted
+  // on one reading (chaos38: takeover 8.3–14.1 s at load 1–12, within a bound of 17.8 s).
   it("C5 (lock rows): SIGSTOP of one runner past the lock expiry, its shards taken over, then SIGCONT: a zombie is fenced", async () => {
     await pauseScenario(pg, true)
   }, 240_000)

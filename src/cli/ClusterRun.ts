@@ -1002,6 +1002,25 @@ const followedText = (p: Pick<InternalSubmit.SubmitProgress, "followed">): strin
 }
 
 /**
+ * The last line of a cluster submission (`--summary text`, stdout): its own pipelines by
+ * outcome, those already done, those still running on the runners after a stop signal, those
+ * withheld (read and not admitted: a stop rule stopped admission first, or another submission
+ * of the same pipelines admitted them: that one follows them, break38 F3), then the followed
+ * ones of earlier runs, and the time taken (ms).
+ */
+export const summaryLine = (report: Shown): string =>
+  `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${
+    interruptedText(report)
+  }${report.skipped} already done${
+    // on a stop signal: the admitted pipelines go on on the runners
+    report.running > 0 ? `, ${report.running} still running on the runners` : ""
+  }${
+    report.withheld > 0
+      ? `, ${report.withheld} not admitted (a stop came first, or another submission admitted them)`
+      : ""
+  }${followedText(report)} (${report.durationMs} ms)`
+
+/**
  * The `--summary json` object of a cluster submission: the embedded run's fields that exist on
  * the cluster (`runId`, `status`, `durationMs`, `stopReason`, `skipped`, `stats.pipelines`: this
  * submission's pipelines by outcome, `succeeded` / `failed` / `interrupted`, as their rows
@@ -1138,14 +1157,7 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
     const summarize = (report: Shown) =>
       args.summary === "json"
         ? Console.log(JSON.stringify(clusterJson(report, storeShown)))
-        : Console.log(
-          `cluster run ${report.runId}: ${report.succeeded} succeeded, ${report.failed} failed, ${
-            interruptedText(report)
-          }${report.skipped} already done${
-            // on a stop signal: the admitted pipelines go on on the runners
-            report.running > 0 ? `, ${report.running} still running on the runners` : ""
-          }${followedText(report)} (${report.durationMs} ms)`
-        )
+        : Console.log(summaryLine(report))
     const { report, stopped } = yield* withStopSignals((onInterrupted) =>
       ClusterEngine.submit(experiment.pipelines(Option.getOrUndefined(args.limit)), {
         maxAdmitted,

@@ -191,6 +191,15 @@ describe("pipelines the runners refused (F7): counted interrupted, as their rows
       assert.deepInclude(json["cluster"] as object, { admitted: 0, running: 0 })
       expect((json["cluster"] as { followed: unknown }).followed).toStrictEqual(followed.followed)
     }))
+  it("the text summary says the pipelines read and not admitted (withheld), with why (break38 F3)", () => {
+    const done = { ...refused, admitted: 48, interrupted: 0, refused: 0, succeeded: 44, failed: 4, skipped: 0, withheld: 12, status: "completed" as const, stopReason: null, durationMs: 7, causes: [] }
+    assert.strictEqual(
+      ClusterRun.summaryLine(done),
+      "cluster run r2: 44 succeeded, 4 failed, 0 already done, 12 not admitted (a stop came first, or another submission admitted them) (7 ms)"
+    )
+    // none withheld: nothing said of them
+    assert.strictEqual(ClusterRun.summaryLine({ ...done, withheld: 0 }), "cluster run r2: 44 succeeded, 4 failed, 0 already done (7 ms)")
+  })
   it("the --summary json object counts them interrupted in stats.pipelines, refused under cluster", () => {
     const json = ClusterRun.clusterJson({ ...refused, status: "interrupted", stopReason: "submit_failed", durationMs: 5, causes: [] }, url)
     assert.deepStrictEqual(json["stats"], { pipelines: { total: 3, byState: { succeeded: 0, failed: 0, interrupted: 3 } } })

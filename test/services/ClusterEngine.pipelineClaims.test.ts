@@ -7,6 +7,7 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Deferred, Effect, Fiber, Layer, Option, Redacted, TestClock } from "effect"
+import { migrateCluster } from "../../src/cli/ClusterRun.js"
 import { FatalError, StoreUnavailable } from "../../src/domain/Errors.js"
 import type { RunId } from "../../src/domain/Ids.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
@@ -294,6 +295,23 @@ const refusing = (on: boolean) =>
     sql.unsafe(on ? `INSERT INTO assay_h38_refuse VALUES (1)` : `DELETE FROM assay_h38_refuse`))
 
 describe("window claims released per pipeline, swept (hygiene38)", () => {
+  it.scoped("assay migrate's cluster step drops the per-window claim table of earlier versions, and runs again harmlessly", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      // a database migrated by a version before claims37, with a claim of an old runner in it
+      yield* sql.unsafe(`CREATE TABLE ${WindowClaims.OLD_TABLE} (window_key text PRIMARY KEY, token text, expires_at timestamptz)`)
+      yield* sql.unsafe(`INSERT INTO ${WindowClaims.OLD_TABLE} VALUES ('w', 'T', now() + interval '1 minute')`)
+      const present = (table: string) =>
+        Effect.map(sql<{ p: boolean }>`SELECT to_regclass(${table}) IS NOT NULL AS p`, (r) => r[0]!.p)
+      const url = pg.url("h38_migrate")
+      const created = yield* migrateCluster(url)
+      assert.isTrue(created.some(([, t]) => t === WindowClaims.TABLE))
+      assert.isFalse(yield* present(WindowClaims.OLD_TABLE), "dropped")
+      assert.isTrue(yield* present(WindowClaims.TABLE))
+      assert.deepStrictEqual(yield* migrateCluster(url), [], "up to date")
+      assert.isFalse(yield* present(WindowClaims.OLD_TABLE))
+    }).pipe(Effect.provide(pgLayer("h38_migrate"))), 120_000)
+
   it.scoped("a pipeline released alone is free for another claim at once; the holder's renewal counts the rows it still holds (no loss), and a later takeover is still a loss", () =>
     Effect.gen(function*() {
       const a = yield* claimsOn

@@ -85,6 +85,26 @@ export const createTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   ))
 
 /**
+ * The per-window claim table of the versions before claims37 (`window_key`, `token`,
+ * `expires_at`), read by no runner of this version.
+ */
+export const OLD_TABLE = "assay_cluster_window_claims"
+
+/**
+ * What `assay migrate` runs for window claims (idempotent): {@link createTable}, then drops
+ * {@link OLD_TABLE} when present (hygiene38). Its rows are leases, nothing to keep; and since
+ * every runner of a database is upgraded together ("upgrade all runners together", before
+ * `assay migrate`), no runner of this version reads it, while a runner of an earlier version
+ * still running against the rule fails loudly on it (its claims cannot be written) instead of
+ * claiming windows that this version's runners do not see. Going back to an earlier version
+ * means running that version's `assay migrate`, which creates it again.
+ */
+export const migrate = Effect.zipRight(
+  createTable,
+  Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`DROP TABLE IF EXISTS ${OLD_TABLE}`))
+)
+
+/**
  * Fails with a {@link StoreUnavailable} naming `assay migrate` when the client is PostgreSQL and
  * the pipeline claim table is missing (a database migrated by a version before it); succeeds
  * at once on another dialect.

@@ -336,6 +336,49 @@ describe("window claims released per pipeline, swept (hygiene38)", () => {
       assert.isFalse(a.live("A"))
     }).pipe(Effect.provide(pgLayer("h38_release_one"))), 120_000)
 
+  it.scoped("a pipeline released while a renewal is under way: the release waits for it, the renewal's count is of the rows held when it was sent (no loss)", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const a = yield* claimsOn
+      assert.isTrue((yield* a.claim(["p1", "p2", "p3"], "A")).won)
+      // another session holds p1's row: A's renewal (p1, p2, p3 locked in key order) waits on
+      // it before it locks p2
+      const locked = yield* Deferred.make<void>()
+      const done = yield* Deferred.make<void>()
+      const holder = yield* Effect.fork(sql.withTransaction(Effect.gen(function*() {
+        yield* sql.unsafe(`SELECT 1 FROM ${WindowClaims.TABLE} WHERE pipeline_key = 'p1' FOR UPDATE`)
+        yield* Deferred.succeed(locked, undefined)
+        yield* Deferred.await(done)
+      })))
+      yield* Deferred.await(locked)
+      yield* TestClock.adjust("30 seconds")
+      const renewal = yield* Effect.fork(a.renewAll)
+      yield* Effect.repeat(
+        Effect.map(
+          sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`,
+          (r) => r[0]!.n
+        ),
+        { until: (n) => n > 0 }
+      )
+      // p2 settles meanwhile: its release waits for the renewal (one statement at a time; its
+      // delete, committed first, would have made the renewal count 2 rows of the 3 it was sent for)
+      const release = yield* Effect.fork(a.releasePipeline("A", "p2"))
+      for (let i = 0; i < 20; i++) yield* turn
+      const during = yield* rows
+      yield* Deferred.succeed(done, undefined)
+      yield* Fiber.join(holder)
+      yield* Fiber.join(renewal)
+      yield* Fiber.join(release)
+      // the renewal renewed the 3 rows it was sent for (p2 released after it was sent): live
+      assert.isTrue(a.live("A"), "no loss")
+      assert.deepStrictEqual(during, ["p1=A", "p2=A", "p3=A"], "the release waited for the renewal")
+      assert.strictEqual(a.deadline("A"), 30_000 + 60_000 - 2_000)
+      assert.deepStrictEqual(yield* rows, ["p1=A", "p3=A"])
+      // the next renewal counts 2 of 2
+      yield* a.renewAll
+      assert.isTrue(a.live("A"))
+    }).pipe(Effect.provide(pgLayer("h38_release_renewing"))), 120_000)
+
   it.scoped("a release that fails is deleted by the next renewal and is not a loss; nor does it hide a row taken over", () =>
     Effect.gen(function*() {
       const a = yield* claimsOn

@@ -37,7 +37,8 @@
  *   nothing more (a zombie thawed after a takeover stops before calling);
  * - L3: a renewal that fails (the database unreachable) is not a loss: the claim runs to its
  *   deadline; only an answer that a row is no longer this token's (fewer rows renewed than
- *   the claim won) is a loss (the deadline is then passed at once).
+ *   the claim holds: those it won, less those it gave up since) is a loss (the deadline is
+ *   then passed at once).
  *
  * A pipeline that settles in its window gives its row up at once
  * ({@link WindowClaims.releasePipeline}, hygiene38: a re-submission that admitted it again need
@@ -157,9 +158,12 @@ export interface WindowClaims {
   readonly claim: (keys: ReadonlyArray<string>, token: string) => Effect.Effect<WindowClaimResult, StoreUnavailable>
   /**
    * Renews every claim this process holds, in one statement: each one renewed gets a new
-   * deadline; one of which the database no longer gives every row to its token is lost
-   * (deadline passed: a row was taken over). An
-   * error changes nothing (L3: the claims run to their deadlines) and is not raised.
+   * deadline; one of which the database no longer gives every row it holds (as it was when
+   * the statement was sent) to its token is lost (deadline passed: a row was taken over).
+   * Rows given up ({@link WindowClaims.releasePipeline}) whose deletion is not known to have
+   * committed are deleted in the same statement and not counted. An error changes nothing
+   * (L3: the claims run to their deadlines) and is not raised. Then, when due, the sweep
+   * ({@link WindowClaims.sweep}; its error is logged, not raised).
    */
   readonly renewAll: Effect.Effect<void>
   /** Whether `token`'s claim is within its local deadline now (in memory, no statement). */

@@ -184,8 +184,8 @@ const CLUSTER_TABLES = [...LIBRARY_TABLES, InFlight.TABLE] as const
 /**
  * What the cluster migration creates: {@link CLUSTER_TABLES} and the window claims' table,
  * `assay_cluster_pipeline_claims` (needed only by runners started with window claims, which
- * check it themselves; the per-window `assay_cluster_window_claims` of earlier versions is no
- * longer created nor read).
+ * check it themselves; the per-window `assay_cluster_window_claims` of earlier versions is
+ * dropped: `WindowClaims.migrate`).
  */
 const MIGRATED_TABLES = [...CLUSTER_TABLES, WindowClaims.TABLE] as const
 
@@ -239,7 +239,8 @@ const clusterTablesPresent = (sql: SqlClient.SqlClient) =>
  * Creates the cluster's tables (`cluster_messages`, `cluster_replies`, `cluster_runners`,
  * `cluster_locks`, and `cluster_migrations`, as `@effect/cluster`'s SQL storage defines them,
  * `assay_cluster_inflight`, the engine's in-flight markers, and `assay_cluster_pipeline_claims`,
- * its window claims, a row per pipeline)
+ * its window claims, a row per pipeline; the per-window `assay_cluster_window_claims` of
+ * versions before claims37 is dropped)
  * in the database at `database`, under a session advisory lock of its own so that two
  * processes migrating at once wait for each other. What `assay migrate` runs after the store's
  * and the pools' tables. Returns the tables it created, as `[n, name]` (none when up to date);
@@ -265,7 +266,7 @@ export const migrateCluster = (database: string): Effect.Effect<ReadonlyArray<re
       )).pipe(Effect.catchAllDefect((d) => Effect.fail(d)))
     }
     yield* InFlight.createTable
-    yield* WindowClaims.createTable
+    yield* WindowClaims.migrate
     const after = yield* clusterTablesPresent(sql)
     yield* conn.executeRaw(`SELECT pg_advisory_unlock(${CLUSTER_MIGRATION_LOCK[0]}, ${CLUSTER_MIGRATION_LOCK[1]})`, [])
     return MIGRATED_TABLES.filter((t) => after.has(t) && !before.has(t)).map((t, i) => [i + 1, t] as const)

@@ -9,6 +9,9 @@
  *    window, another lane of it, or another window the pipeline was grouped in), this one
  *    waits (one heartbeat at a time), reading the window's rows: once they are all settled,
  *    it returns their verdicts without running; the next claim is of those not settled only.
+ *    A pipeline that settles while its siblings still run gives its row up at once
+ *    (`releasePipeline`, once its terminal row is committed): another execution that claims
+ *    it (a re-submission that admitted it again) need not wait for the window's end.
  * 2. Its pipelines' rows and the last committed checkpoint of each are read in one statement
  *    (`pipeline_id = ANY($1)`, when the store lives in the cluster's database; through the
  *    store otherwise): L1 for the whole window; each pipeline resumes from its stored cursor.
@@ -332,6 +335,9 @@ const windowExecution = (
       }
       // 2. one read of the window's rows and their last checkpoints; 3. the pipelines
       const rows = yield* read(pending)
+      // the pipelines of this round still running: one that settles while others run gives
+      // its claim row up at once (the last one's goes with the window's release)
+      let running = pending.length
       const exits = yield* allExits(
         pending.map((i) =>
           // one fiber per pipeline, the attempt services installed in it once (as the embedded
@@ -343,6 +349,15 @@ const windowExecution = (
           Effect.zipRight(
             installAttemptServices,
             retryOnFailure(runPipeline(env, specs[i]!, rows.get(specs[i]!.pipelineId), live, tookOver), env.infraRetry)
+          ).pipe(
+            Effect.onError(() => Effect.sync(() => running--)),
+            Effect.tap((verdict) =>
+              // settled: its terminal row is committed (`checkpoint` resolves once durable), so
+              // another execution that claims it now reads it settled (a re-submission that
+              // admitted it again runs it without waiting for this window's slowest sibling);
+              // a pipeline "lost" is claimed again by this window, so it keeps its row
+              --running > 0 && verdict !== "lost" ? claims.releasePipeline(token, claimKeys[i]!) : Effect.void
+            )
           )
         )
       )

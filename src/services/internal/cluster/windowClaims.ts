@@ -37,10 +37,16 @@
  *   nothing more (a zombie thawed after a takeover stops before calling);
  * - L3: a renewal that fails (the database unreachable) is not a loss: the claim runs to its
  *   deadline; only an answer that a row is no longer this token's (fewer rows renewed than
- *   the claim won) is a loss (the deadline is then passed at once).
+ *   the claim holds: those it won, less those it gave up since) is a loss (the deadline is
+ *   then passed at once).
  *
- * A finished execution releases its claim (its rows deleted: the table holds the live claims
- * and those of executions cut short, which expire); one cut short leaves them to expire.
+ * A pipeline that settles in its window gives its row up at once
+ * ({@link WindowClaims.releasePipeline}, hygiene38: a re-submission that admitted it again need
+ * not wait for the window's slowest sibling); the claim's expected row count follows it
+ * exactly (a release not known to have committed is deleted by the next renewal, and not
+ * counted). A finished execution releases what is left of its claim (its rows deleted); one
+ * cut short leaves them to expire, and the expired rows are swept, long after their expiry
+ * ({@link WindowClaims.sweep}, from the renewal fiber of every process, at a bounded cost).
  *
  * @internal
  */
@@ -78,6 +84,26 @@ export const createTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>
     )`),
     sql.unsafe(`CREATE INDEX IF NOT EXISTS ${TOKEN_INDEX} ON ${TABLE} (token)`)
   ))
+
+/**
+ * The per-window claim table of the versions before claims37 (`window_key`, `token`,
+ * `expires_at`), read by no runner of this version.
+ */
+export const OLD_TABLE = "assay_cluster_window_claims"
+
+/**
+ * What `assay migrate` runs for window claims (idempotent): {@link createTable}, then drops
+ * {@link OLD_TABLE} when present (hygiene38). Its rows are leases, nothing to keep; and since
+ * every runner of a database is upgraded together ("upgrade all runners together", before
+ * `assay migrate`), no runner of this version reads it, while a runner of an earlier version
+ * still running against the rule fails loudly on it (its claims cannot be written) instead of
+ * claiming windows that this version's runners do not see. Going back to an earlier version
+ * means running that version's `assay migrate`, which creates it again.
+ */
+export const migrate = Effect.zipRight(
+  createTable,
+  Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`DROP TABLE IF EXISTS ${OLD_TABLE}`))
+)
 
 /**
  * Fails with a {@link StoreUnavailable} naming `assay migrate` when the client is PostgreSQL and
@@ -132,9 +158,12 @@ export interface WindowClaims {
   readonly claim: (keys: ReadonlyArray<string>, token: string) => Effect.Effect<WindowClaimResult, StoreUnavailable>
   /**
    * Renews every claim this process holds, in one statement: each one renewed gets a new
-   * deadline; one of which the database no longer gives every row to its token is lost
-   * (deadline passed: a row was taken over). An
-   * error changes nothing (L3: the claims run to their deadlines) and is not raised.
+   * deadline; one of which the database no longer gives every row it holds (as it was when
+   * the statement was sent) to its token is lost (deadline passed: a row was taken over).
+   * Rows given up ({@link WindowClaims.releasePipeline}) whose deletion is not known to have
+   * committed are deleted in the same statement and not counted. An error changes nothing
+   * (L3: the claims run to their deadlines) and is not raised. Then, when due, the sweep
+   * ({@link WindowClaims.sweep}; its error is logged, not raised).
    */
   readonly renewAll: Effect.Effect<void>
   /** Whether `token`'s claim is within its local deadline now (in memory, no statement). */
@@ -143,6 +172,25 @@ export interface WindowClaims {
   readonly deadline: (token: string) => number | undefined
   /** Gives `token`'s claim up (every row still this token's deleted) and stops renewing it. */
   readonly release: (token: string) => Effect.Effect<void, StoreUnavailable>
+  /**
+   * Gives up `token`'s row of pipeline `key` alone (the pipeline settled in the window, its
+   * terminal row committed), so that another execution may claim it while the window's other
+   * pipelines run on. The claim's renewal stops counting it at once: the renewal's loss
+   * detection stays exact whatever became of the statement (a release that failed, or whose
+   * answer was lost, is deleted by the next renewal and never counted as a loss, nor hides
+   * one). Releases of the process are sent one statement at a time, together (those that
+   * settle while one is under way, or while a renewal is, go in the next statement), and
+   * never while a renewal is under way. Never fails (a release that fails is retried by the
+   * renewal); a key the claim does not hold is a no-op.
+   */
+  readonly releasePipeline: (token: string, key: string) => Effect.Effect<void>
+  /**
+   * Deletes at most `sweepLimit` rows whose expiry passed more than `sweepAfter` ago (rows of
+   * executions cut short that nobody claimed again: a runner killed and never replaced, a run
+   * abandoned), skipping rows locked by another statement; returns how many it deleted. The
+   * renewal runs it every `sweepEvery` (first at the process's first renewal).
+   */
+  readonly sweep: Effect.Effect<number, StoreUnavailable>
   /** Stops renewing `token`'s claim without a statement (its rows expire on their own). */
   readonly forget: (token: string) => void
 }
@@ -158,6 +206,17 @@ export interface WindowClaimOptions {
    * it settles from the statement's row. A renewal that fails settles nothing (L3).
    */
   readonly rider?: Rider | undefined
+  /**
+   * How long after its expiry an abandoned row is swept ({@link WindowClaims.sweep}; default
+   * one hour, never less than three TTLs): the row of an execution taken over is what tells
+   * the next claimer that it took over (`tookOver`: the first outputs read back, L4), so it is
+   * kept long past any takeover of a holder merely late.
+   */
+  readonly sweepAfter?: Duration.DurationInput | undefined
+  /** How often the renewal sweeps (default 5 minutes). */
+  readonly sweepEvery?: Duration.DurationInput | undefined
+  /** The most rows one sweep deletes (default 1,000). */
+  readonly sweepLimit?: number | undefined
 }
 
 /**
@@ -237,16 +296,63 @@ const CLAIM = `WITH pre AS (
   FROM won, seen`
 
 /**
- * The renewal's CTEs: every row of the tokens $2 locked in key order (`window_lock`), then its
- * expiry moved $1 ms past now (`window_renew`, returning each row's token: the count of rows
- * renewed per token).
+ * The renewal's CTEs ($1 the TTL in ms, $2 the tokens, $3/$4 the pipelines released by those
+ * tokens whose deletion is not known to have committed: token and key, pairwise): every row of
+ * the tokens locked in key order (`window_lock`), the released ones deleted (`window_gone`: a
+ * release that failed or whose answer was lost is done here), the others' expiry moved $1 ms
+ * past now (`window_renew`, returning each row's token: the count of rows renewed per token,
+ * released rows not counted).
  */
 const RENEW_CTES = `window_lock AS MATERIALIZED (
     SELECT pipeline_key FROM ${TABLE} WHERE token = ANY($2::text[]) ORDER BY pipeline_key FOR UPDATE
+  ), window_leave AS (
+    SELECT t, k FROM unnest($3::text[], $4::text[]) AS u(t, k)
+  ), window_gone AS (
+    DELETE FROM ${TABLE} AS g USING window_lock, window_leave
+    WHERE g.pipeline_key = window_lock.pipeline_key AND g.pipeline_key = window_leave.k AND g.token = window_leave.t RETURNING 1
   ), window_renew AS (
     UPDATE ${TABLE} AS r SET expires_at = now() + $1::int * interval '1 millisecond' FROM window_lock
-    WHERE r.pipeline_key = window_lock.pipeline_key AND r.token = ANY($2::text[]) RETURNING r.token
+    WHERE r.pipeline_key = window_lock.pipeline_key AND r.token = ANY($2::text[])
+      AND NOT EXISTS (SELECT 1 FROM window_leave WHERE window_leave.t = r.token AND window_leave.k = r.pipeline_key)
+    RETURNING r.token
   )`
+
+/**
+ * The release of single pipelines ($1 the tokens, $2 the keys, pairwise): each row still its
+ * token's deleted, locked in key order first (as every writer of the table locks its rows).
+ */
+const RELEASE_PIPELINES = `WITH u AS (
+    SELECT t, k FROM unnest($1::text[], $2::text[]) AS u(t, k)
+  ), l AS MATERIALIZED (
+    SELECT c.pipeline_key FROM ${TABLE} AS c JOIN u ON c.pipeline_key = u.k AND c.token = u.t
+    ORDER BY c.pipeline_key FOR UPDATE OF c
+  )
+  DELETE FROM ${TABLE} AS d USING l, u WHERE d.pipeline_key = l.pipeline_key AND d.pipeline_key = u.k AND d.token = u.t`
+
+/**
+ * The sweep ($1 how long past its expiry a row is swept, in ms; $2 the most rows deleted):
+ * rows locked by another statement (a claim taking them over, a renewal) are skipped, so the
+ * sweep never waits on nor races a writer; the expiry is checked again after the lock.
+ */
+const SWEEP = `WITH s AS MATERIALIZED (
+    SELECT pipeline_key FROM ${TABLE}
+    WHERE expires_at < now() - $1::float8 * interval '1 millisecond' LIMIT $2::int FOR UPDATE SKIP LOCKED
+  ), d AS (
+    DELETE FROM ${TABLE} AS d USING s
+    WHERE d.pipeline_key = s.pipeline_key AND d.expires_at < now() - $1::float8 * interval '1 millisecond' RETURNING 1
+  )
+  SELECT count(*)::int AS n FROM d`
+
+/**
+ * A claim this process holds: its local deadline, the pipelines it holds (a renewal must renew
+ * every one of them), and those it gave up whose deletion is not known to have committed
+ * (`leaving`: a renewal deletes them and does not count them).
+ */
+interface Held {
+  deadline: number
+  readonly keys: Set<string>
+  readonly leaving: Set<string>
+}
 
 /**
  * The window claims over a Postgres client (`undefined` on another dialect).
@@ -258,22 +364,53 @@ export const make = (sql: SqlClient.SqlClient, options: WindowClaimOptions): Win
   const heartbeat = Duration.decode(options.heartbeat ?? Duration.seconds(10))
   const ttlMs = Math.max(1, Math.round(Duration.toMillis(ttl)))
   const keep = ttlMs - marginMs(ttlMs)
+  const sweepAfterMs = Math.max(3 * ttlMs, Duration.toMillis(Duration.decode(options.sweepAfter ?? Duration.hours(1))))
+  const sweepEveryMs = Duration.toMillis(Duration.decode(options.sweepEvery ?? Duration.minutes(5)))
+  const sweepLimit = Math.max(1, Math.floor(options.sweepLimit ?? 1_000))
   const clock = options.clock
-  /** Every claim this process holds, by token: its local deadline and how many rows it won. */
-  const held = new Map<string, { deadline: number; readonly rows: number }>()
-  /** The claims' new deadlines from a renewal's answer (`renewed`: the rows the database renewed, per token). */
-  const renewedAs = (tokens: ReadonlyArray<string>, renewed: ReadonlyMap<string, number>, sent: number) => {
-    for (const token of tokens) {
-      const claim = held.get(token)
-      // a claim released meanwhile is not brought back
-      if (claim === undefined) continue
-      // only the database's answer that a row is another's is a loss (L3)
-      claim.deadline = (renewed.get(token) ?? 0) >= claim.rows ? sent + keep : 0
+  /** Every claim this process holds, by token. */
+  const held = new Map<string, Held>()
+  /** Pipelines given up (each also in its claim's `leaving`) whose release statement is not sent yet. */
+  let queued: Array<{ readonly claim: Held; readonly token: string; readonly key: string }> = []
+  /**
+   * Renewals and single-pipeline releases, one statement at a time: a renewal's count is then
+   * never changed under it by a release of this process (only by another's takeover).
+   */
+  const lock = Effect.unsafeMakeSemaphore(1)
+  /** The local time of the next sweep (the first renewal sweeps). */
+  let nextSweep = Number.NEGATIVE_INFINITY
+  /** What a renewal is sent for: each claim, its expected row count and its rows leaving, as they were when it was sent. */
+  const snapshot = () =>
+    Array.from(held, ([token, claim]) => ({ token, claim, expected: claim.keys.size, leaving: Array.from(claim.leaving) }))
+  type Snapshot = ReturnType<typeof snapshot>
+  /** The renewal's parameters $2–$4 for a snapshot. */
+  const renewParams = (snap: Snapshot) => {
+    const leaveTokens: Array<string> = []
+    const leaveKeys: Array<string> = []
+    for (const s of snap) {
+      for (const k of s.leaving) {
+        leaveTokens.push(s.token)
+        leaveKeys.push(k)
+      }
     }
+    return [snap.map((s) => s.token), leaveTokens, leaveKeys] as const
+  }
+  /** The claims' new deadlines from a renewal's answer (`renewed`: the rows the database renewed, per token). */
+  const renewedAs = (snap: Snapshot, renewed: ReadonlyMap<string, number>, sent: number) => {
+    for (const s of snap) {
+      // a claim released or claimed again meanwhile is left as it is (its own statement is later)
+      if (held.get(s.token) !== s.claim) continue
+      // only the database's answer that a row is another's is a loss (L3); the rows leaving
+      // were deleted by the renewal (not counted either way)
+      s.claim.deadline = (renewed.get(s.token) ?? 0) >= s.expected ? sent + keep : 0
+      for (const k of s.leaving) s.claim.leaving.delete(k)
+    }
+    // the releases the renewal did need no statement of their own
+    queued = queued.filter((q) => !snap.some((s) => s.claim === q.claim && s.leaving.includes(q.key)))
   }
   /** The claims and the rider's claims renewed in one statement. */
   const renewWith = (
-    tokens: ReadonlyArray<string>,
+    snap: Snapshot,
     rider: { readonly ctes: ReadonlyArray<string>; readonly cols: ReadonlyArray<string>; readonly params: ReadonlyArray<unknown> }
   ): Effect.Effect<void> =>
     Effect.suspend(() => {
@@ -282,20 +419,60 @@ export const make = (sql: SqlClient.SqlClient, options: WindowClaimOptions): Win
         PREPARED + `WITH ${RENEW_CTES}, ${rider.ctes.join(", ")}
         SELECT (SELECT COALESCE(json_object_agg(token, n), '{}'::json)
           FROM (SELECT token, count(*) AS n FROM window_renew GROUP BY token) AS g) AS window_renewed, ${rider.cols.join(", ")}`,
-        [ttlMs, tokens, ...rider.params]
+        [ttlMs, ...renewParams(snap), ...rider.params]
       ).pipe(
         Effect.flatMap((rows) => {
           const raw = rows[0]?.window_renewed ?? {}
           const counts = (typeof raw === "string" ? JSON.parse(raw) : raw) as Record<string, number>
-          renewedAs(tokens, new Map(Object.entries(counts).map(([t, n]) => [t, Number(n)])), sent)
+          renewedAs(snap, new Map(Object.entries(counts).map(([t, n]) => [t, Number(n)])), sent)
           return options.rider!.settle(rows[0], sent)
         }),
         Effect.catchAll((e) => Effect.logDebug(`claims not renewed (they run to their deadlines): ${e.message}`))
       )
     })
+  const renewOnce: Effect.Effect<void> = Effect.suspend(() => {
+    const snap = snapshot()
+    const rider = options.rider?.parts(5)
+    if (rider !== undefined) return renewWith(snap, rider)
+    if (snap.length === 0) return Effect.void
+    const sent = clock.unsafeCurrentTimeMillis()
+    return sql.unsafe<{ token: string; n: number }>(
+      PREPARED + `WITH ${RENEW_CTES} SELECT token, count(*)::int AS n FROM window_renew GROUP BY token`,
+      [ttlMs, ...renewParams(snap)]
+    ).pipe(
+      Effect.map((rows) => renewedAs(snap, new Map(rows.map((r) => [r.token, Number(r.n)])), sent)),
+      Effect.catchAll((e) => Effect.logDebug(`window claims not renewed (they run to their deadlines): ${e.message}`))
+    )
+  })
+  /** Sends the queued single-pipeline releases in one statement (under `lock`). */
+  const flushQueued: Effect.Effect<void> = Effect.suspend(() => {
+    if (queued.length === 0) return Effect.void
+    const batch = queued
+    queued = []
+    return sql.unsafe(PREPARED + RELEASE_PIPELINES, [batch.map((b) => b.token), batch.map((b) => b.key)]).pipe(
+      // committed: no longer leaving (the renewal neither deletes nor counts them)
+      Effect.map(() => batch.forEach((b) => b.claim.leaving.delete(b.key))),
+      // not known to have committed: left `leaving`, the next renewal deletes them
+      Effect.catchAll((e) => Effect.logDebug(`pipeline claims not released (the next renewal deletes them): ${e.message}`))
+    )
+  })
+  const sweep: Effect.Effect<number, StoreUnavailable> = sql.unsafe<{ n: number }>(PREPARED + SWEEP, [sweepAfterMs, sweepLimit]).pipe(
+    Effect.map((rows) => Number(rows[0]?.n ?? 0)),
+    Effect.mapError(unavailable("sweep"))
+  )
+  const sweepDue: Effect.Effect<void> = Effect.suspend(() => {
+    const now = clock.unsafeCurrentTimeMillis()
+    if (now < nextSweep) return Effect.void
+    nextSweep = now + sweepEveryMs
+    return sweep.pipe(
+      Effect.flatMap((n) => n > 0 ? Effect.logDebug(`window claims: ${n} abandoned rows swept`) : Effect.void),
+      Effect.catchAll((e) => Effect.logDebug(`window claims not swept (the next sweep tries again): ${e.message}`))
+    )
+  })
   const release = (token: string) =>
     Effect.suspend(() => {
       held.delete(token)
+      queued = queued.filter((q) => q.token !== token)
       // its rows locked in key order first, as every writer of the table locks them
       return Effect.asVoid(sql.unsafe(
         PREPARED + `WITH l AS MATERIALIZED (SELECT pipeline_key FROM ${TABLE} WHERE token = $1 ORDER BY pipeline_key FOR UPDATE)
@@ -322,7 +499,8 @@ export const make = (sql: SqlClient.SqlClient, options: WindowClaimOptions): Win
                 held.delete(token)
                 return { won: false, tookOver: false }
               }
-              held.set(token, { deadline: sent + keep, rows: unique.length })
+              // its rows of other pipelines (those leaving included) were deleted by the claim
+              held.set(token, { deadline: sent + keep, keys: new Set(unique), leaving: new Set() })
               return { won: true, tookOver: Number(rows[0]?.others ?? 0) > 0 }
             }),
             Effect.catchIf(
@@ -333,28 +511,26 @@ export const make = (sql: SqlClient.SqlClient, options: WindowClaimOptions): Win
             Effect.mapError(unavailable("write"))
           )
         }),
-      renewAll: Effect.suspend(() => {
-        const tokens = Array.from(held.keys())
-        const rider = options.rider?.parts(3)
-        if (rider !== undefined) return renewWith(tokens, rider)
-        if (tokens.length === 0) return Effect.void
-        const sent = clock.unsafeCurrentTimeMillis()
-        return sql.unsafe<{ token: string; n: number }>(
-          PREPARED + `WITH ${RENEW_CTES} SELECT token, count(*)::int AS n FROM window_renew GROUP BY token`,
-          [ttlMs, tokens]
-        ).pipe(
-          Effect.map((rows) => renewedAs(tokens, new Map(rows.map((r) => [r.token, Number(r.n)])), sent)),
-          Effect.catchAll((e) => Effect.logDebug(`window claims not renewed (they run to their deadlines): ${e.message}`))
-        )
-      }),
+      renewAll: Effect.zipRight(lock.withPermits(1)(renewOnce), sweepDue),
       live: (token) => {
         const claim = held.get(token)
         return claim !== undefined && clock.unsafeCurrentTimeMillis() < claim.deadline
       },
       deadline: (token) => Option.getOrUndefined(Option.map(Option.fromNullable(held.get(token)), (c) => c.deadline)),
       release,
+      releasePipeline: (token, key) =>
+        Effect.suspend(() => {
+          const claim = held.get(token)
+          if (claim === undefined || !claim.keys.delete(key)) return Effect.void
+          // not counted by a renewal sent from now on; deleted by the next statement of the lock
+          claim.leaving.add(key)
+          queued.push({ claim, token, key })
+          return lock.withPermits(1)(flushQueued)
+        }),
+      sweep,
       forget: (token) => {
         held.delete(token)
+        queued = queued.filter((q) => q.token !== token)
       }
     }),
     orElse: () => undefined

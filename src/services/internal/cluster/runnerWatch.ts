@@ -159,7 +159,9 @@ export const make = (options: WatchOptions): Effect.Effect<RunnerWatch> =>
         ? `once its shard locks expire, within ~${Math.ceil(resumeInMs / 1000)} s (SHARD_LOCK_EXPIRATION ${
           Math.round(lockMs / 1000)
         } s after it last answered): nothing is lost, they wait`
-        : "as soon as another runner takes its shards"
+        : `once their shards are taken over (soon for a runner that released them; within SHARD_LOCK_EXPIRATION, ${
+          Math.round(lockMs / 1000)
+        } s, for one that did not)`
       const what = reason === "unanswered" ? "stopped answering (its process stopped, or its host is unreachable)" : "left the cluster"
       return {
         _tag: "RunnerLeft",

@@ -944,7 +944,7 @@ export const followProgress = (
       }),
     // a runner that left, and when its windows ran again: said as they are (even with --quiet)
     onWarning: (w) =>
-      w._tag !== "NoRunner" ? Console.error(`cluster: ${w.message}`) : Console.error(
+      w._tag === "RunnerLeft" || w._tag === "RunnerResumed" ? Console.error(`cluster: ${w.message}`) : Console.error(
         `${w.message}. Start one (or several) with: assay runner -c ${shellQuote(args.config)} --database ${
           shellQuote(withoutPassword(database))
         }${hasPassword(database) ? `\n  (${PASSWORD_HINT})` : ""}`

@@ -920,7 +920,9 @@ const STOPPED_MESSAGE =
  * is up (said even with `--quiet`: nothing moves until a runner is up), naming the command that
  * starts one with the file given (an experiment's or a suite's) and the database URL without its
  * password (pasteable: a masked `user:***@` would log in with `***`), followed, when the URL had
- * one, by a line saying the password is to be given again (`PGPASSWORD`, `~/.pgpass`).
+ * one, by a line saying the password is to be given again (`PGPASSWORD`, `~/.pgpass`). A runner
+ * that left with windows in flight (which one, how many, when its shard locks expire) and the
+ * moment their work ran again are said too, as `cluster: …` lines (newuser37 F4).
  *
  * @internal
  */
@@ -941,8 +943,9 @@ export const followProgress = (
         last = line
         return Console.error(line)
       }),
+    // a runner that left, and when its windows ran again: said as they are (even with --quiet)
     onWarning: (w) =>
-      Console.error(
+      w._tag === "RunnerLeft" || w._tag === "RunnerResumed" ? Console.error(`cluster: ${w.message}`) : Console.error(
         `${w.message}. Start one (or several) with: assay runner -c ${shellQuote(args.config)} --database ${
           shellQuote(withoutPassword(database))
         }${hasPassword(database) ? `\n  (${PASSWORD_HINT})` : ""}`

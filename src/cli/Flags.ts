@@ -481,3 +481,22 @@ export const cacheWriteProblem = (filename: string): string | undefined => {
   }
   return undefined
 }
+
+/**
+ * Fails with `ConfigError` (exit 2, `error: WHAT PATH: no such file`) when `path` names nothing:
+ * how every path a command is given is refused when missing (newuser37 F10), instead of
+ * @effect/cli's bare `Path … must exist` (so path options are declared `exists: "either"`).
+ *
+ * @param path the path as given
+ * @param what what the path is for, e.g. `mock-llm profile`
+ * @param field the flag or argument that named it (the issue's path)
+ * @since 0.9.0
+ * @category options
+ */
+export const requireExisting = (path: string, what: string, field: string): Effect.Effect<void, ConfigError> =>
+  Effect.suspend(() =>
+    fs.existsSync(path) ? Effect.void : new ConfigError({
+      message: `${what} ${path}: no such file`,
+      issues: [{ path: field, message: `no such file: ${path}` }]
+    })
+  )

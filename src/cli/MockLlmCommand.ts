@@ -37,11 +37,11 @@ import {
 const port = Flags.port(0, "TCP port to listen on; 0 picks a free port (printed on stdout).")
 const host = Flags.host("Address to bind; only loopback addresses unless --allow-remote.")
 const allowRemote = Flags.allowRemote("Allow binding a non-loopback address (the mock has no real authentication).")
-const profile = Options.file("profile", { exists: "yes" }).pipe(
+const profile = Options.file("profile", { exists: "either" }).pipe(
   Options.optional,
   Options.withDescription("JSON profile file (seed and endpoints); see docs/mock-llm.md.")
 )
-const models = Options.file("models", { exists: "yes" }).pipe(
+const models = Options.file("models", { exists: "either" }).pipe(
   Options.withAlias("profiles"),
   Options.optional,
   Options.withDescription(
@@ -229,6 +229,9 @@ export const mockLlm = Command.make(
           issues: [{ path: "endpoints", message: "not allowed with --profile" }]
         })
       }
+      // a missing file: `error: … no such file` (exit 2), as every path of every command (newuser37 F10)
+      if (Option.isSome(args.profile)) yield* Flags.requireExisting(args.profile.value, "mock-llm profile", "--profile")
+      if (Option.isSome(args.models)) yield* Flags.requireExisting(args.models.value, "mock-llm model profiles", "--models")
       const base = Option.isSome(args.profile)
         ? yield* readProfileFile(args.profile.value)
         : MockProfile.make({

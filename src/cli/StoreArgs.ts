@@ -147,6 +147,20 @@ const refuseDirectory = (spec: string): Effect.Effect<void, ConfigError> =>
     })
   })
 
+/**
+ * Fails with `ConfigError` (exit 2) when a store argument that is a path (not a URI) names no
+ * file: `store PATH: no such file`, as every path a command is given (newuser37 F10), instead
+ * of the read-only open's "no assay store" (exit 1). An empty file is still the open's to judge.
+ */
+const refuseMissing = (spec: string): Effect.Effect<void, ConfigError> =>
+  Effect.gen(function*() {
+    if (PluginUri.isUri(spec) || (yield* Effect.sync(() => fs.existsSync(spec)))) return
+    return yield* new ConfigError({
+      message: `store ${spec}: no such file`,
+      issues: [{ path: "store", message: `no such file: ${spec}` }]
+    })
+  })
+
 const isDirectory = (p: string) =>
   Effect.sync(() => {
     try {
@@ -191,6 +205,7 @@ export const openWith = (
   Effect.gen(function*() {
     for (const spec of specs) yield* StoreResolver.resolve(spec, registry, "store")
     for (const spec of specs) yield* refuseDirectory(spec)
+    for (const spec of specs) yield* refuseMissing(spec)
     const baseDir = process.cwd()
     return yield* Effect.forEach(specs, (spec) =>
       Effect.map(StoreResolver.openReadOnly(spec, { registry, baseDir }), (store) => ({ source: displayOf(spec), store })))

@@ -152,7 +152,7 @@ export const confirm = (args: {
  */
 export const subcommands = [
   Command.make("confirm", {
-    file: Args.file({ name: "FILE", exists: "yes" }).pipe(Args.withDescription("The study file (YAML, JSON, TOML or TypeScript).")),
+    file: Args.file({ name: "FILE", exists: "either" }).pipe(Args.withDescription("The study file (YAML, JSON, TOML or TypeScript).")),
     variant: Args.text({ name: "VARIANT" }).pipe(Args.withDescription("The variant to confirm, e.g. v04.")),
     repeats: Options.integer("repeats").pipe(Options.withDescription("How many confirmation trials to run (>= 1).")),
     outputRoot: Options.text("output-root").pipe(

@@ -266,7 +266,7 @@ export const exportSummary = (args: {
     yield* Console.error(`wrote ${path}${args.includeContent ? " (with content: prompts and the worst and best cases' outputs)" : " (redacted: no prompts, outputs or cases)"}`)
   }))
 
-const file = Args.file({ name: "FILE", exists: "yes" }).pipe(Args.withDescription("The study file (YAML, JSON, TOML or TypeScript)."))
+const file = Args.file({ name: "FILE", exists: "either" }).pipe(Args.withDescription("The study file (YAML, JSON, TOML or TypeScript)."))
 
 /**
  * The subcommand `export` of `assay study`.

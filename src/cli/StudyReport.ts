@@ -208,7 +208,7 @@ export const evidence = (args: {
       yield* Console.log(args.json ? JSON.stringify(e) : StudyCompare.renderEvidence(e))
     }))
 
-const file = Args.file({ name: "FILE", exists: "yes" }).pipe(Args.withDescription("The study file (YAML, JSON, TOML or TypeScript)."))
+const file = Args.file({ name: "FILE", exists: "either" }).pipe(Args.withDescription("The study file (YAML, JSON, TOML or TypeScript)."))
 const outputRoot = Options.text("output-root").pipe(
   Options.withDescription("The study's output root, relative to the working directory (overrides output.root)."),
   Options.optional

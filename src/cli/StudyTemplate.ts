@@ -214,7 +214,7 @@ export const template = (args: {
  */
 export const subcommands = [
   Command.make("template", {
-    file: Args.file({ name: "FILE", exists: "yes" }).pipe(Args.withDescription("The study file (YAML, JSON, TOML or TypeScript).")),
+    file: Args.file({ name: "FILE", exists: "either" }).pipe(Args.withDescription("The study file (YAML, JSON, TOML or TypeScript).")),
     out: Options.text("out").pipe(Options.withDescription("Where to write the study file (.yaml, or .json).")),
     outputRoot: Options.text("output-root").pipe(
       Options.withDescription("The study's output root, relative to the working directory (overrides output.root)."),

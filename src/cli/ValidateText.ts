@@ -107,7 +107,10 @@ const experimentBody = (
         : `keys: the first ${checked.rows} rows have a distinct ${d["source"]["keyField"]} (the file is large; the run checks the rest as it reads them)`
     )
   }
-  if (withRun) lines.push(`run: ${JSON.stringify(d["run"])}`)
+  if (withRun) {
+    lines.push(`run: ${JSON.stringify(d["run"])}`)
+    lines.push(maxAdmittedLine(experiment.run.maxAdmitted, d["run"]?.["maxAdmitted"]))
+  }
   // the shared call cache file resolved, and as written when that differs (tester18c F9)
   const db = experiment.cacheDb
   if (db !== undefined) lines.push(`call cache db: ${db.path}${db.written === db.path ? "" : ` (written ${db.written})`}`)
@@ -117,6 +120,26 @@ const experimentBody = (
   }
   return lines.map((l) => indent + l)
 }
+
+/**
+ * The cluster submitter's default `maxAdmitted` (`DEFAULT_MAX_ADMITTED` in
+ * `services/internal/cluster/submit.ts`, not imported here: `validate` loads no cluster code;
+ * a test pins the two together).
+ *
+ * @internal
+ */
+export const CLUSTER_MAX_ADMITTED = 1024
+
+/**
+ * What `maxAdmitted` each engine will use (newuser37 F11): the `run:` line shows the embedded
+ * engine's resolved figure, while `run --engine cluster` admits its own default unless the file
+ * (or `--max-admitted`) sets one.
+ */
+const maxAdmittedLine = (written: number | undefined, embedded: unknown): string =>
+  written !== undefined
+    ? `maxAdmitted: ${written} (run.maxAdmitted) on either engine`
+    : `maxAdmitted: ${String(embedded)} on the embedded engine (its default); ${CLUSTER_MAX_ADMITTED} with --engine cluster ` +
+      "(the submitter's default); run.maxAdmitted or --max-admitted sets both"
 
 const unresolvedLine = (unresolved: ReadonlyArray<{ readonly name: string; readonly path: string }>): string =>
   unresolved.length === 0

@@ -84,13 +84,14 @@ layer(Built, { excludeTestServices: true, timeout: "120 seconds" })((it) => {
         assert.include(w.out, "new")
       }))
 
-    it.effect("a missing store file exits 1 with a clear message and creates nothing", () =>
+    // exit 2, `store PATH: no such file`, as every missing path (ux38, newuser37 F10; exit 1 before)
+    it.effect("a missing store file exits 2 with a clear message and creates nothing", () =>
       Effect.gen(function*() {
         const missing = nodePath.join(dir, "missing.db")
         const r = (yield* run(["report", missing]))
-        assert.strictEqual(r.code, 1)
-        assert.match(r.err, /no assay store at/)
-        assert.strictEqual((yield* run(["export", missing, nodePath.join(dir, "x.jsonl")])).code, 1)
+        assert.strictEqual(r.code, 2)
+        assert.include(r.err, `error: store ${missing}: no such file`)
+        assert.strictEqual((yield* run(["export", missing, nodePath.join(dir, "x.jsonl")])).code, 2)
         assert.isFalse(fs.existsSync(missing))
         assert.isFalse(fs.existsSync(nodePath.join(dir, "x.jsonl")))
       }))

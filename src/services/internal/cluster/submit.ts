@@ -20,6 +20,7 @@ import * as EntityAddress from "@effect/cluster/EntityAddress"
 import * as EntityId from "@effect/cluster/EntityId"
 import * as EntityType from "@effect/cluster/EntityType"
 import * as MessageStorage from "@effect/cluster/MessageStorage"
+import * as Runners from "@effect/cluster/Runners"
 import * as RunnerStorage from "@effect/cluster/RunnerStorage"
 import * as Sharding from "@effect/cluster/Sharding"
 import * as ShardingConfig from "@effect/cluster/ShardingConfig"
@@ -38,6 +39,7 @@ import * as Traversal from "../../../domain/Traversal.js"
 import * as Rows from "../runner/rows.js"
 import * as Infra from "./infra.js"
 import { REFUSAL_ADVICE, RUNNERS_REFUSED } from "./refusal.js"
+import * as RunnerWatch from "./runnerWatch.js"
 import { type PipelineNotRunnable, type WindowOutcome, WindowWorkflow } from "./workflow.js"
 
 type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
@@ -45,15 +47,16 @@ type AnySpec = Pipeline.PipelineSpec<any, any, any, any>
 /**
  * A warning of the submitter (see {@link SubmitOptions} `onWarning`): `NoRunner`, no runner
  * has been up (registered and healthy in the cluster's runner storage) for `sinceMs`: the
- * admitted pipelines wait for one.
+ * admitted pipelines wait for one; `RunnerLeft` / `RunnerResumed` (`runnerWatch.ts`): a runner
+ * left with windows of the submission in flight, and when their work ran again.
  *
  * @internal
  */
-export interface SubmitWarning {
+export type SubmitWarning = {
   readonly _tag: "NoRunner"
   readonly sinceMs: number
   readonly message: string
-}
+} | RunnerWatch.RunnerLeft | RunnerWatch.RunnerResumed
 
 /**
  * The default of {@link SubmitOptions} `maxAdmitted` (`--max-admitted`, `run.maxAdmitted` on the
@@ -738,7 +741,15 @@ export const submit = <SE, SR>(
         }
       })
 
-    /** Tells `onWarning` when no runner has been up for `noRunnerAfter`. */
+    /** Which runner left with windows in flight, and when their work ran again (newuser37 F4). */
+    const watch = yield* RunnerWatch.make({
+      runners: yield* Effect.serviceOption(Runners.Runners),
+      lockExpiration: Option.match(shardingConfig, { onNone: () => Duration.seconds(35), onSome: (c) => c.shardLockExpiration })
+    })
+    /**
+     * Tells `onWarning` when no runner has been up for `noRunnerAfter`, and when a runner left
+     * with windows in flight or their work ran again (`runnerWatch.ts`).
+     */
     const checkRunners = Effect.gen(function*() {
       if (Option.isNone(runnerStorage) || options.onWarning === undefined) return
       const now = yield* Clock.currentTimeMillis
@@ -746,6 +757,10 @@ export const submit = <SE, SR>(
       const read = yield* runnerStorage.value.getRunners.pipe(Effect.timeout(runnersReadTimeout), Effect.option)
       if (Option.isNone(read)) return
       const runners = read.value
+      const assignment = Option.isSome(shardingConfig) ? shardRunners(runners, shardingConfig.value.shardsPerGroup) : []
+      for (const event of yield* watch.check({ now, runners, assignment, windows, running, runnerOf: runnerOfExecution })) {
+        yield* options.onWarning(event)
+      }
       if (runners.some(([, healthy]) => healthy)) {
         runnerSeenAt = now
         return
@@ -796,7 +811,8 @@ export const submit = <SE, SR>(
         if (!w.ids.some((id) => running.has(id))) windows.delete(w)
         else if (askResults) yield* checkWindow(w)
       }
-      if (running.size > 0) yield* checkRunners
+      // once more after the last pipelines ended: the windows of a runner that left ran again
+      if (running.size > 0 || watch.waiting()) yield* checkRunners
       yield* store.heartbeat(runId, yield* Clock.currentTimeMillis)
       if (options.onProgress !== undefined) yield* options.onProgress(progress())
     })

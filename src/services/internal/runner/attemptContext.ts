@@ -261,7 +261,10 @@ export class AttemptContext implements TaskContext {
     const u = report.usage
     const tokensIn = numberIn(u, "promptTokens")
     const tokensOut = numberIn(u, "completionTokens")
-    if (tokensIn === 0 && tokensOut === 0 && report.model === undefined) return report
+    // a report with no usage and no model is no model call (a worker pool's lease); one with a
+    // usage is, though it names no token: a simulated provider's answer (`simulateLlm` reports
+    // `{ tokens }` alone) is an answered call, as its simulated 429s are refused ones (newuser37 F11)
+    if (tokensIn === 0 && tokensOut === 0 && report.model === undefined && u === undefined) return report
     const models = [report.model, report.requestedModel]
     const own = Pricing.priceFor(models, undefined, lease.resource)
     const variant = own === undefined ? variantPrice(this.variables, models) : undefined

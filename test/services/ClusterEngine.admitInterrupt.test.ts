@@ -12,31 +12,18 @@
  * cluster's database, as `ClusterEngine.submitRaces.test.ts`.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Duration, Effect, Exit, Fiber, FiberId, Layer, Option } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, FiberId, Option } from "effect"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
-import * as PgStore from "../../src/layers/PgStore.js"
 import type { SubmitProgress } from "../../src/services/internal/cluster/submit.js"
 import { Store } from "../../src/services/Store.js"
-import { type AnySpec, createClusterDatabase, singleRunner, submitSpecs } from "../support/clusterRunner.js"
+import { type AnySpec, onPgRunner, submitSpecs } from "../support/clusterRunner.js"
 import { usePostgres } from "../support/postgres.js"
 
 const pg = usePostgres()
 
-/** `body` with database `db` (cluster tables, claims), the Postgres store in it, and one runner with window claims. */
-const onRunner = <A, E>(db: string, specs: ReadonlyArray<AnySpec>, body: Effect.Effect<A, E, any>) =>
-  Effect.zipRight(
-    createClusterDatabase(pg, db),
-    Effect.suspend(() =>
-      body.pipe(
-        Effect.provide(
-          singleRunner(pg, db, { specs, workflow: { concurrency: 16, windowClaims: true } }).pipe(
-            Layer.provideMerge(PgStore.layer({ url: pg.url(db), migrate: true }))
-          )
-        )
-      )
-    )
-  ) as Effect.Effect<A, unknown>
+/** `body` on database `db` with one runner and the Postgres store (`onPgRunner`). */
+const onRunner = <A, E>(db: string, specs: ReadonlyArray<AnySpec>, body: Effect.Effect<A, E, any>) => onPgRunner(pg, db, specs, body)
 
 describe("ClusterEngine: a submission interrupted around its admission claim (break38 F1)", () => {
   it.live("interrupted after the claim committed, before the windows started: no row is left running with nothing running it", () => {

@@ -14,12 +14,11 @@
  *   cursor 0, checkpoint keys deleted, a second seed artifact, and stayed `running` for good).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Duration, Effect, Fiber, FiberId, Layer, Option } from "effect"
+import { Deferred, Duration, Effect, Fiber, FiberId, Option } from "effect"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
-import * as PgStore from "../../src/layers/PgStore.js"
 import { Store } from "../../src/services/Store.js"
-import { type AnySpec, createClusterDatabase, singleRunner, submitSpecs } from "../support/clusterRunner.js"
+import { type AnySpec, onPgRunner, submitSpecs } from "../support/clusterRunner.js"
 import { usePostgres } from "../support/postgres.js"
 
 // a Postgres test fails (never skips) where PostgreSQL is missing: .ci/run installs it
@@ -55,21 +54,8 @@ const stored = (specs: ReadonlyArray<AnySpec>) =>
       }))
   })
 
-/** `body` with database `db` (cluster tables, claims), the Postgres store in it, and one runner with window claims. */
-const onRunner = <A, E>(db: string, specs: ReadonlyArray<AnySpec>, body: Effect.Effect<A, E, any>) =>
-  // (the runner's services provided: what is left is nothing)
-  Effect.zipRight(
-    createClusterDatabase(pg, db),
-    Effect.suspend(() =>
-      body.pipe(
-        Effect.provide(
-          singleRunner(pg, db, { specs, workflow: { concurrency: 16, windowClaims: true } }).pipe(
-            Layer.provideMerge(PgStore.layer({ url: pg.url(db), migrate: true }))
-          )
-        )
-      )
-    )
-  ) as Effect.Effect<A, unknown>
+/** `body` on database `db` with one runner and the Postgres store (`onPgRunner`). */
+const onRunner = <A, E>(db: string, specs: ReadonlyArray<AnySpec>, body: Effect.Effect<A, E, any>) => onPgRunner(pg, db, specs, body)
 
 describe("ClusterEngine: submissions of the same pipelines racing", () => {
   it.live("a re-submission after Ctrl-C, one pipeline of a running window succeeded: no task is called twice", () => {

@@ -17,6 +17,7 @@ import type { PipelineId, RunId } from "../../src/domain/Ids.js"
 import type * as Pipeline from "../../src/domain/Pipeline.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
+import * as PgStore from "../../src/layers/PgStore.js"
 import * as InFlight from "../../src/services/internal/cluster/inflight.js"
 import * as WindowClaims from "../../src/services/internal/cluster/windowClaims.js"
 import * as Rows from "../../src/services/internal/runner/rows.js"
@@ -174,3 +175,22 @@ export const racingStore = (store: StoreService, id: PipelineId, onRaced: () => 
   }
   return { store: racing, newOwner: () => newOwner }
 }
+
+/**
+ * `body` with database `db` on `pg` (the cluster's tables and claims), the Postgres store in it
+ * (migrated), and one runner with window claims serving `specs` (concurrency 16): what the
+ * submission-race tests run on. The runner's services are provided: nothing is left required.
+ */
+export const onPgRunner = <A, E>(pg: PgServer, db: string, specs: ReadonlyArray<Pipeline.PipelineSpec<any, any, any, any>>, body: Effect.Effect<A, E, any>) =>
+  Effect.zipRight(
+    createClusterDatabase(pg, db),
+    Effect.suspend(() =>
+      body.pipe(
+        Effect.provide(
+          singleRunner(pg, db, { specs, workflow: { concurrency: 16, windowClaims: true } }).pipe(
+            Layer.provideMerge(PgStore.layer({ url: pg.url(db), migrate: true }))
+          )
+        )
+      )
+    )
+  ) as Effect.Effect<A, unknown>

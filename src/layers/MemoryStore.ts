@@ -46,7 +46,7 @@ import type {
   StoreWrite
 } from "../services/Store.js"
 import { makeWith, Store } from "../services/Store.js"
-import { PAGE_SIZE } from "../services/internal/store/shared.js"
+import { PAGE_SIZE, type PipelineStateAndRun } from "../services/internal/store/shared.js"
 import { errorRowOf } from "../domain/TaskStore.js"
 import { isRetryDecision } from "../domain/internal/retries.js"
 import { addAttempt as addCacheAttempt, emptyStats as emptyCacheStats } from "../services/CallCache.js"
@@ -495,10 +495,10 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
       getPipeline: (id) => Effect.sync(() => Option.fromNullable(pipelines.get(id))),
       pipelineStates: (ids, among) =>
         Effect.sync(() => {
-          const out = new Map<PipelineId, PipelineState>()
+          const out = new Map<PipelineId, PipelineStateAndRun>()
           for (const id of ids) {
             const p = pipelines.get(id)
-            if (p !== undefined && (among === undefined || among.includes(p.state))) out.set(id, p.state)
+            if (p !== undefined && (among === undefined || among.includes(p.state))) out.set(id, { state: p.state, runId: p.runId })
           }
           return out
         }),

@@ -518,11 +518,12 @@ export interface StoreService extends TaskStore {
   /**
    * The states of the pipelines among `ids` that are stored, and, with `among`, only of those
    * whose state is one of `among` (e.g. the terminal ones: which of these pipelines ended?):
-   * a map from id to state, with no entry for an unknown id or a state outside `among`. One
-   * read of two columns (Postgres: a named prepared statement per 5,000 ids; SQLite: one
-   * query per 500 ids), nothing else of the rows decoded: what the cluster submitter's follow
-   * asks many times a second where `getPipelines` read and decoded ~25 columns of every
-   * running row. Sees what `getPipelines` sees (no write-behind flush). Optional: a store
+   * a map from id to state and run id ({@link PipelineStateAndRun}: the run the row is filed
+   * under now), with no entry for an unknown id or a state outside `among`. One read of three
+   * columns (id, state, run id; Postgres: a named prepared statement per 5,000 ids; SQLite:
+   * one query per 500 ids), nothing else of the rows decoded: what the cluster submitter's
+   * follow asks many times a second where `getPipelines` read and decoded ~25 columns of
+   * every running row (with `among`, only the rows in those states come back). Sees what `getPipelines` sees (no write-behind flush). Optional: a store
    * without it (a plugin, a suite's router) leaves it `undefined`, and callers read
    * `getPipelines` instead ({@link pipelineStatesOf}).
    */
@@ -720,14 +721,27 @@ export type PlacedArtifact = shared.PlacedArtifact
 
 /**
  * The read of {@link StoreService.pipelineStates} (and what {@link pipelineStatesOf} gives):
- * from the pipeline ids and, optionally, the states wanted (`among`), the map of id to state
- * of those stored (no entry for an unknown id or a state outside `among`); fails with
- * `StoreUnavailable` as the store's reads do.
+ * from the pipeline ids and, optionally, the states wanted (`among`), the map of id to the
+ * state and run ({@link PipelineStateAndRun}) of those stored (no entry for an unknown id or
+ * a state outside `among`); fails with `StoreUnavailable` as the store's reads do. Each
+ * entry carries the row's run id beside its state (before owner38, the state alone).
  *
  * @since 0.19.0
  * @category reads
  */
 export type PipelineStatesRead = shared.PipelineStatesRead
+
+/**
+ * What {@link StoreService.pipelineStates} answers of one stored pipeline: its `state` and
+ * the `runId` its row is filed under now (the run that last admitted it). A row moves to
+ * another run only when another submission admits it again, after it ended `failed` or
+ * `interrupted`: the cluster submitter counts a pipeline whose row another run took as what
+ * it did under its own run, never as that run's success.
+ *
+ * @since 0.19.0
+ * @category reads
+ */
+export type PipelineStateAndRun = shared.PipelineStateAndRun
 
 /**
  * What a store implements below the front ({@link makeWith}): commits, fact writes and typed

@@ -315,12 +315,17 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           const ids = Array.from({ length: 601 }, (_, i) => `st-${i}`)
           const kinds = ["running", "succeeded", "failed", "interrupted", "pending"] as const
           const stored = ids.filter((_, i) => i % 3 === 0)
-          yield* store.admit(stored.map((id, k) => pipeline(id, { state: kinds[k % kinds.length]!, createdAt: 1000 + k, updatedAt: 1000 + k })))
+          // filed under two runs (a row another run admitted again is filed under that run)
+          yield* store.admit(stored.map((id, k) =>
+            pipeline(id, { state: kinds[k % kinds.length]!, createdAt: 1000 + k, updatedAt: 1000 + k, runId: rid(k % 2 === 0 ? "run-1" : "run-2") })
+          ))
           const rows = yield* store.getPipelines(ids.map(P))
+          assert.deepStrictEqual(new Set([...rows.values()].map((r) => r.runId)), new Set(["run-1", "run-2"]))
           const all = yield* states(ids.map(P))
+          // each with the run its row is filed under
           assert.deepStrictEqual(
             [...all].sort(([a], [b]) => a.localeCompare(b)),
-            [...rows].map(([id, r]) => [id, r.state] as const).sort(([a], [b]) => a.localeCompare(b))
+            [...rows].map(([id, r]) => [id, { state: r.state, runId: r.runId }] as const).sort(([a], [b]) => a.localeCompare(b))
           )
           assert.strictEqual(all.size, stored.length)
           // the ended ones only
@@ -329,10 +334,13 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
             [...ended.keys()].sort(),
             [...rows].filter(([, r]) => r.state !== "running" && r.state !== "pending").map(([id]) => id).sort()
           )
-          for (const [id, state] of ended) assert.strictEqual(state, rows.get(id)!.state)
+          for (const [id, row] of ended) assert.deepStrictEqual(row, { state: rows.get(id)!.state, runId: rows.get(id)!.runId })
           // a later write is seen by the next read; an unknown id and an empty `among` read nothing
           yield* store.updatePipeline(P(stored[0]!), { state: "succeeded", updatedAt: 5000 })
-          assert.deepStrictEqual([...(yield* states([P(stored[0]!), P("st-1")], ["succeeded"]))], [[P(stored[0]!), "succeeded"]])
+          assert.deepStrictEqual([...(yield* states([P(stored[0]!), P("st-1")], ["succeeded"]))], [[P(stored[0]!), {
+            state: "succeeded",
+            runId: rows.get(P(stored[0]!))!.runId
+          }]])
           assert.strictEqual((yield* states([P(stored[0]!)], [])).size, 0)
           assert.strictEqual((yield* states([])).size, 0)
         })))

@@ -29,7 +29,7 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Chunk, Duration, Effect, Either, Option, Schedule, Schema, Stream } from "effect"
 import { StoreUnavailable } from "../../../domain/Errors.js"
-import type { PipelineId } from "../../../domain/Ids.js"
+import type { PipelineId, RunId } from "../../../domain/Ids.js"
 import { errorRowOf } from "../../../domain/TaskStore.js"
 import * as Traversal from "../../../domain/Traversal.js"
 import {
@@ -54,7 +54,8 @@ import {
   cacheFiguresOfRow,
   pgCacheFigures,
   accountingOrderSql,
-  figuresOfRow
+  figuresOfRow,
+  type PipelineStateAndRun
 } from "../../../services/internal/store/shared.js"
 import { BASE_LEVEL, conflict, handoffEventOf, needsVisits, newest, VISITS_LEVEL } from "../../../services/internal/store/traversal.js"
 import type {
@@ -1325,17 +1326,21 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
         Effect.forEach(
           Array.from({ length: Math.ceil(ids.length / 5000) }, (_, i) => ids.slice(i * 5000, (i + 1) * 5000)),
           (chunk) =>
-            // two fixed texts, named prepared statements: two columns, never `SELECT *`
+            // two fixed texts, named prepared statements: three columns, never `SELECT *`
             among === undefined
-              ? hotRead("SELECT pipeline_id, state FROM assay_pipelines WHERE pipeline_id = ANY($1)", [chunk])
+              ? hotRead("SELECT pipeline_id, state, run_id FROM assay_pipelines WHERE pipeline_id = ANY($1)", [chunk])
               : hotRead(
-                "SELECT pipeline_id, state FROM assay_pipelines WHERE pipeline_id = ANY($1) AND state = ANY($2)",
+                "SELECT pipeline_id, state, run_id FROM assay_pipelines WHERE pipeline_id = ANY($1) AND state = ANY($2)",
                 [chunk, among]
               )
         ),
         (pages) => {
-          const out = new Map<PipelineId, PipelineState>()
-          for (const page of pages) for (const r of page) out.set(String(r.pipeline_id) as PipelineId, r.state as PipelineState)
+          const out = new Map<PipelineId, PipelineStateAndRun>()
+          for (const page of pages) {
+            for (const r of page) {
+              out.set(String(r.pipeline_id) as PipelineId, { state: r.state as PipelineState, runId: String(r.run_id) as RunId })
+            }
+          }
           return out
         }
       ),

@@ -55,7 +55,7 @@ import type {
   StoreDriver,
   StoreStats
 } from "../../../services/Store.js"
-import { PAGE_SIZE, PROVIDER_ANSWERED_SQL } from "../../../services/internal/store/shared.js"
+import { PAGE_SIZE, type PipelineStateAndRun, PROVIDER_ANSWERED_SQL } from "../../../services/internal/store/shared.js"
 import { idSet, type IdSet } from "../../../services/internal/store/idSet.js"
 import { errorRowOf } from "../../../domain/TaskStore.js"
 import { describeSqlError, type SqliteEnv, unavailable, WAL_PENDING } from "./open.js"
@@ -716,15 +716,19 @@ export const makeReads = (
           (chunk) =>
             rows(
               among === undefined
-                ? sql`SELECT pipeline_id, state FROM pipelines WHERE ${sql.in("pipeline_id", chunk)}`
+                ? sql`SELECT pipeline_id, state, run_id FROM pipelines WHERE ${sql.in("pipeline_id", chunk)}`
                 : among.length === 0
-                ? sql`SELECT pipeline_id, state FROM pipelines WHERE 0`
-                : sql`SELECT pipeline_id, state FROM pipelines WHERE ${sql.in("pipeline_id", chunk)} AND ${sql.in("state", among)}`
+                ? sql`SELECT pipeline_id, state, run_id FROM pipelines WHERE 0`
+                : sql`SELECT pipeline_id, state, run_id FROM pipelines WHERE ${sql.in("pipeline_id", chunk)} AND ${sql.in("state", among)}`
             )
         ),
         (pages) => {
-          const out = new Map<PipelineId, PipelineState>()
-          for (const page of pages) for (const r of page) out.set(String(r.pipeline_id) as PipelineId, r.state as PipelineState)
+          const out = new Map<PipelineId, PipelineStateAndRun>()
+          for (const page of pages) {
+            for (const r of page) {
+              out.set(String(r.pipeline_id) as PipelineId, { state: r.state as PipelineState, runId: String(r.run_id) as RunId })
+            }
+          }
           return out
         }
       ),

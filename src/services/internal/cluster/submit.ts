@@ -244,7 +244,9 @@ export interface SubmitOptions {
  * was cancelled, `cancelMarks.ts`, or a runner refused them: `refused` counts those among the
  * `interrupted`, their rows are left `interrupted`), and how many are running now. So
  * `admitted = succeeded + failed + interrupted + running`, and each count is the number of the
- * submission's rows in that state.
+ * submission's pipelines that ended so under its run: its rows in that state, and the rows
+ * another run admitted again once they ended here (`failed` or `interrupted`), counted as
+ * they ended here whatever they became under that run (break38 F2; a cause names that run).
  *
  * @internal
  */
@@ -580,7 +582,7 @@ export const submit = <SE, SR>(
     const failuresReached = () => stopAfterFailures !== undefined && counts.failed >= stopAfterFailures
     /** Set by the `stopAfter` timer (a fiber sleeping on the `Clock`) once the time has passed. */
     let timeUp = false
-    /** Followed pipelines (see `followedIds`) runners refused: not in `counts.refused`, which counts the submission's own. */
+    /** Followed pipelines (see `followedUnder`) runners refused: not in `counts.refused`, which counts the submission's own. */
     let refusedFollowed = 0
     const refusedAll = () => counts.refused + refusedFollowed
     const stopped = () => refusedAll() > 0 || failuresReached() || timeUp
@@ -606,13 +608,18 @@ export const submit = <SE, SR>(
     }
     const causes: Array<string> = []
     const refusals: Array<string> = []
-    /** Pipelines of earlier runs found running and followed (not admitted: see `SubmitProgress.followed`). */
-    const followedIds = new Set<PipelineId>()
+    /**
+     * Pipelines of earlier runs found running and followed (not admitted: see
+     * `SubmitProgress.followed`), with the run each is counted under (its row's when found).
+     */
+    const followedUnder = new Map<PipelineId, RunId>()
     const followedRuns = new Set<RunId>()
+    /** The run a pipeline of this submission is counted under: this run, or a followed one's run. */
+    const runOf = (id: PipelineId): RunId => followedUnder.get(id) ?? runId
     const followed = { running: 0, succeeded: 0, failed: 0, interrupted: 0 }
     /** Counts a pipeline's end: the submission's own counts, or the followed ones'. */
     const tally = (id: PipelineId, outcome: "succeeded" | "failed" | "interrupted") => {
-      if (followedIds.has(id)) {
+      if (followedUnder.has(id)) {
         followed.running--
         followed[outcome]++
       } else counts[outcome]++
@@ -675,11 +682,41 @@ export const submit = <SE, SR>(
     const windows = new Set<Window>()
 
     /**
+     * Counts a pipeline whose row another run took (`takenBy`: the row is filed under it now,
+     * not under the run the pipeline is counted under, {@link runOf}): a row moves to another
+     * run only when another submission admits it again, and a submission admits again only a
+     * row that ended `failed` or `interrupted` (a succeeded one is skipped, a running one
+     * followed); so the pipeline ended here, unsucceeded, whatever the row says now (it may
+     * have succeeded under the other run since: that run's success, break38 F2). It is counted
+     * `interrupted` when a cancel stopped it under its run (`cancelMarks.ts`: the runner
+     * commits the row's `interrupted` and a `pipeline.interrupted` event of that run in one
+     * checkpoint, and events are never rewritten, so the event outlives the row's state; one
+     * count on the events' pipeline index, read only for the rare taken row), else `failed`,
+     * with a cause naming the run that took it.
+     */
+    const countTaken = (id: PipelineId, takenBy: RunId) =>
+      Effect.gen(function*() {
+        const under = runOf(id)
+        const cancelled = yield* store.countEvents({ pipelineId: id, runId: under, kind: "pipeline.interrupted" })
+        const outcome = cancelled > 0 ? "interrupted" as const : "failed" as const
+        running.delete(id)
+        tally(id, outcome)
+        if (outcome === "failed") tellStopped()
+        settled(id, outcome)
+        if (causes.length < 20) {
+          causes.push(`${id}: ${outcome} under ${under === runId ? "this run" : `run ${under}`}, then admitted again by run ${takenBy} (its row is filed under that run now)`)
+        }
+      })
+
+    /**
      * Asks a window's workflow whether it ended, and settles its pipelines still running: a
      * pipeline whose row is not terminal when its window ended (a runner refused the window, or
      * the store stayed away past the activity's retry budget) is counted from the workflow's
      * verdict, or failed with its cause; one a runner refused is set `interrupted` and counted
-     * so (and `refused`).
+     * so (and `refused`). A row filed under another run now (admitted again after it ended
+     * here, and perhaps `running` there) is counted by {@link countTaken}, before any verdict:
+     * the window's execution id does not name the run, so the other run's start of the same
+     * window may be the execution polled.
      */
     const checkWindow = (w: Window) =>
       Effect.gen(function*() {
@@ -691,8 +728,15 @@ export const submit = <SE, SR>(
         // the rows' states are read again: a verdict is written to the row before the workflow ends
         const states = yield* statesOf(live)
         for (const id of live) {
+          const row = states.get(id)
+          // another run admitted it again after it ended here: neither the row's state nor the
+          // verdict (the other run's start of the same window may have answered it) is this run's
+          if (row !== undefined && row.runId !== runOf(id)) {
+            yield* countTaken(id, row.runId)
+            continue
+          }
           running.delete(id)
-          const state = states.get(id)
+          const state = row?.state
           if (state === "succeeded") {
             tally(id, "succeeded")
             settled(id, "succeeded")
@@ -717,7 +761,7 @@ export const submit = <SE, SR>(
             yield* store.updatePipeline(id, { state: "interrupted", updatedAt: yield* Clock.currentTimeMillis })
             // `refused` counts the submission's own among its `interrupted`; a followed one's
             // refusal stops admission and ends the submission the same way (`refusedAll`)
-            if (followedIds.has(id)) refusedFollowed++
+            if (followedUnder.has(id)) refusedFollowed++
             else counts.refused++
             tally(id, "interrupted")
             if (refusals.length < 20) refusals.push(ended.message)
@@ -785,16 +829,25 @@ export const submit = <SE, SR>(
      * windows' tasks first come, first served), so these are where the room for the next
      * window comes from, at a fraction of reading every running row (up to `maxAdmitted`)
      * ten times a second. A pipeline further down that ended is seen at the next whole follow.
+     * An ended row filed under another run than the one the pipeline is counted under (the read
+     * returns each ended row's run id beside its state) is counted by {@link countTaken}.
      */
     const refreshOnce = Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       const whole = now - followedAt >= pollMs
       // `running` iterates in insertion order: the pipelines admitted first come first
       const ids = whole ? Array.from(running) : firstOf(running, 2 * windowSize)
-      // the ended ones among them, with their states only (two columns of the ended rows)
+      // the ended ones among them, with their states and runs only (three columns of the ended rows)
       const ended = yield* statesOf(ids, ENDED)
       for (const id of ids) {
-        const state = ended.get(id)
+        const row = ended.get(id)
+        if (row === undefined) continue
+        // ended under another run, which admitted it again after it ended here (break38 F2)
+        if (row.runId !== runOf(id)) {
+          yield* countTaken(id, row.runId)
+          continue
+        }
+        const state = row.state
         // an `interrupted` row: a runner settled it so on a cancel of this run (`cancelMarks.ts`)
         if (state === "succeeded" || state === "failed" || state === "interrupted") {
           running.delete(id)
@@ -1068,7 +1121,7 @@ export const submit = <SE, SR>(
               const withheldNow: Array<AnySpec> = []
               for (const spec of group) {
                 if (!lost.has(spec.pipelineId)) continue
-                if (after.get(spec.pipelineId) === "succeeded") {
+                if (after.get(spec.pipelineId)?.state === "succeeded") {
                   counts.skipped++
                   settled(spec.pipelineId, "skipped")
                 } else withheldNow.push(spec)
@@ -1103,8 +1156,8 @@ export const submit = <SE, SR>(
                 const row = stored.get(spec.pipelineId)
                 const follows = row?.state === "running" && row.runId !== runId
                 if (follows) {
-                  if (!followedIds.has(spec.pipelineId)) {
-                    followedIds.add(spec.pipelineId)
+                  if (!followedUnder.has(spec.pipelineId)) {
+                    followedUnder.set(spec.pipelineId, row.runId)
                     followedRuns.add(row.runId)
                     followed.running++
                   }

@@ -7,7 +7,7 @@
 import { Context, DefaultServices, Effect, Exit, Fiber, Option, type Scope, Tracer } from "effect"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { ArtifactRecord, type PipelineState, trusted } from "../../../domain/Records.js"
-import type { PipelineId } from "../../../domain/Ids.js"
+import type { PipelineId, RunId } from "../../../domain/Ids.js"
 import * as ResourceHelpers from "../../../domain/internal/resource.js"
 import type { ArtifactBackendService } from "../../ArtifactBackend.js"
 import { retryTracker } from "../../../domain/internal/retries.js"
@@ -1058,28 +1058,41 @@ export const checkOptions = (options: {
 }
 
 /**
+ * What `StoreService.pipelineStates` answers of one stored pipeline (named once here,
+ * `Store.PipelineStateAndRun` publicly): its state and the run its row is filed under now
+ * (`run_id`: the run that last admitted it). A row moves to another run only when another
+ * submission admits it again, after it ended `failed` or `interrupted`: a reader that counted
+ * the pipeline under one run tells by `runId` that the row is another run's now.
+ */
+export interface PipelineStateAndRun {
+  readonly state: PipelineState
+  readonly runId: RunId
+}
+
+/**
  * The read of `StoreService.pipelineStates` (named once here, `Store.PipelineStatesRead`
  * publicly): the states of the stored pipelines among `ids` (only those whose state is one of
- * `among`, when given), a map from id to state with no entry for an unknown id or a state
- * outside `among`; fails with `StoreUnavailable` as the store's reads do.
+ * `among`, when given), each with the run its row is filed under ({@link PipelineStateAndRun}),
+ * a map from id to them with no entry for an unknown id or a state outside `among`; fails with
+ * `StoreUnavailable` as the store's reads do.
  */
 export type PipelineStatesRead = (
   ids: ReadonlyArray<PipelineId>,
   among?: ReadonlyArray<PipelineState> | undefined
-) => Effect.Effect<ReadonlyMap<PipelineId, PipelineState>, StoreUnavailable>
+) => Effect.Effect<ReadonlyMap<PipelineId, PipelineStateAndRun>, StoreUnavailable>
 
 /**
  * `store.pipelineStates` when the store has it, else the same answer from `getPipelines`
- * (whole rows read, their states kept): see `StoreService.pipelineStates`.
+ * (whole rows read, their states and run ids kept): see `StoreService.pipelineStates`.
  *
  * @param store - the store (its `pipelineStates` and `getPipelines`).
- * @returns the states of the stored pipelines among `ids` (only those in `among`, when given).
+ * @returns the states and runs of the stored pipelines among `ids` (only those in `among`, when given).
  */
 export const pipelineStatesOf = (
   store: {
     readonly getPipelines: (
       ids: ReadonlyArray<PipelineId>
-    ) => Effect.Effect<ReadonlyMap<PipelineId, { readonly state: PipelineState }>, StoreUnavailable>
+    ) => Effect.Effect<ReadonlyMap<PipelineId, { readonly state: PipelineState; readonly runId: RunId }>, StoreUnavailable>
     readonly pipelineStates?: PipelineStatesRead | undefined
   }
 ): PipelineStatesRead =>
@@ -1089,7 +1102,7 @@ export const pipelineStatesOf = (
     : store.pipelineStates !== undefined
     ? store.pipelineStates(ids, among)
     : Effect.map(store.getPipelines(ids), (rows) => {
-      const out = new Map<PipelineId, PipelineState>()
-      for (const [id, r] of rows) if (among === undefined || among.includes(r.state)) out.set(id, r.state)
+      const out = new Map<PipelineId, PipelineStateAndRun>()
+      for (const [id, r] of rows) if (among === undefined || among.includes(r.state)) out.set(id, { state: r.state, runId: r.runId })
       return out
     })

@@ -55,11 +55,19 @@ export interface FakeProvider {
 export const keyOf = (task: string, row: string | number): string => `${task}|${row}`
 
 /** Starts the provider on a free loopback port. `latencyMs`: time to answer each call. */
-export const startProvider = async (options: { readonly latencyMs: number }): Promise<FakeProvider> => {
+export const startProvider = async (options: {
+  readonly latencyMs: number
+  /**
+   * A status to answer instead of 200 for the `n`th call (1-based) of `key` (e.g. 400: a fatal
+   * failure of the task), or `undefined` to answer as usual.
+   */
+  readonly fail?: ((key: string, n: number) => number | undefined) | undefined
+}): Promise<FakeProvider> => {
   const calls: Array<Call> = []
   const live = new Map<string, number>()
   const peaks = new Map<string, number>()
   const dead = new Set<string>()
+  const seen = new Map<string, number>()
   const sockets = new Set<import("node:net").Socket>()
   const server = http.createServer((req, res) => {
     const m = /^\/([^/]+)\/v1\/chat\/completions/.exec(req.url ?? "")
@@ -83,6 +91,9 @@ export const startProvider = async (options: { readonly latencyMs: number }): Pr
       const user = messages.filter((x) => x.role !== "system").map((x) => x.content).join("\n")
       const call: Call = { resource, key: `${system}|${user}`, start: Date.now(), end: undefined, status: 0 }
       calls.push(call)
+      const nth = (seen.get(call.key) ?? 0) + 1
+      seen.set(call.key, nth)
+      const failWith = options.fail?.(call.key, nth)
       const now = (live.get(resource) ?? 0) + 1
       live.set(resource, now)
       if (now > (peaks.get(resource) ?? 0)) peaks.set(resource, now)
@@ -94,7 +105,10 @@ export const startProvider = async (options: { readonly latencyMs: number }): Pr
       }
       res.on("close", finish)
       setTimeout(() => {
-        if (dead.has(resource)) {
+        if (failWith !== undefined) {
+          call.status = failWith
+          res.writeHead(failWith, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: "refused by the test" } }))
+        } else if (dead.has(resource)) {
           call.status = 500
           res.writeHead(500, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: "dead" } }))
         } else {

@@ -208,5 +208,76 @@ describe("break38: window claims and admission claims under real faults", () => 
       expect(problems).toEqual([])
     })
   }, 500_000)
+
+  it("B9: churn with lock rows: three rounds of kill -9 of a runner + Ctrl-C + the same command again at once, restarts", async () => {
+    const experiment = { rows: 120, resources: [{ id: "r1", capacity: 6 }] }
+    const timings = { ...fastTimings, disableAdvisory: true }
+    const fail = (key: string, n: number) => key.startsWith("c|") && Number(key.split("|")[1]) % 10 === 4 && n === 1 ? 400 : undefined
+    await withScene(pg, "b9", { experiment, latencyMs: 80, timings, fail }, async ({ cluster, provider, tasks }) => {
+      const snaps: Array<Snapshot> = []
+      const runs: Array<unknown> = []
+      let sub = submitWith(cluster, ["--max-admitted", "16"])
+      for (let k = 0; k < 3; k++) {
+        await waitCommitted(cluster, Math.floor((tasks * (k + 1)) / 5), 180_000)
+        snaps.push(await atFault(cluster, provider, () => cluster.kill9(k)))
+        sub.child.kill("SIGINT")
+        const r = await sub.done
+        runs.push({ code: r.code, s: summaryOf(r.stdout) })
+        sub = submitWith(cluster, ["--max-admitted", "16"])
+        await sleep(2_000)
+        await cluster.restart(k)
+      }
+      const last = await sub.done
+      runs.push({ code: last.code, s: summaryOf(last.stdout) })
+      const h = honesty(cluster, "last", last, experiment.rows)
+      const again = await submitWith(cluster, ["--max-admitted", "16"]).done
+      runs.push({ code: again.code, s: summaryOf(again.stdout) })
+      log({ b9: runs })
+      const problems = [
+        ...await verify(cluster, provider, { rows: experiment.rows, capacity, snapshots: snaps, settleMs: 60_000 }),
+        ...h,
+        ...honesty(cluster, "again", again, experiment.rows)
+      ]
+      expect(problems).toEqual([])
+    })
+  }, 600_000)
+
+  it("B10: Ctrl-C of submitters at random moments of admission (no failures): no row left running with nothing running it", async () => {
+    const experiment = { rows: 240, resources: [{ id: "r1", capacity: 8 }] }
+    await withScene(pg, "b10", { experiment, latencyMs: 150 }, async ({ cluster, provider }) => {
+      const runs: Array<unknown> = []
+      const delays = [700, 1100, 450, 1600, 900, 1300, 600, 2000]
+      for (const d of delays) {
+        const sub = submitWith(cluster, ["--max-admitted", "48"])
+        await sleep(d)
+        sub.child.kill("SIGINT")
+        const r = await sub.done
+        runs.push({ code: r.code, s: summaryOf(r.stdout)?.cluster })
+      }
+      // quiet: no call for 8 s (every window the runners have has run)
+      let last = provider.calls.length
+      let quietSince = Date.now()
+      const t0 = Date.now()
+      while (Date.now() - quietSince < 8_000 && Date.now() - t0 < 120_000) {
+        await sleep(500)
+        if (provider.calls.length !== last) {
+          last = provider.calls.length
+          quietSince = Date.now()
+        }
+      }
+      const stranded = cluster.sql("SELECT pipeline_id, run_id, n_tasks_done, updated_at FROM assay_pipelines WHERE state = 'running' ORDER BY 2, 1")
+      const states = cluster.sql("SELECT state, count(*) FROM assay_pipelines GROUP BY 1").replace(/\n/g, " ")
+      const claims = cluster.sql("SELECT count(*), count(*) FILTER (WHERE expires_at > now()) FROM assay_cluster_pipeline_claims").trim()
+      log({ b10: runs, states, claims, stranded: stranded.split("\n").filter((l) => l !== "").length })
+      const problems: Array<string> = []
+      if (stranded !== "") problems.push(`rows running with no call for 8 s after the last Ctrl-C (${states}): ${stranded.replace(/\n/g, "; ").slice(0, 1500)}`)
+      // a final submission follows or admits them all
+      const fin = await submitWith(cluster, ["--max-admitted", "48"]).done
+      log({ b10final: { code: fin.code, s: summaryOf(fin.stdout) } })
+      problems.push(...await verify(cluster, provider, { rows: experiment.rows, capacity: { r1: 8 }, snapshots: [], settleMs: 30_000 }))
+      problems.push(...honesty(cluster, "final", fin, experiment.rows))
+      expect(problems).toEqual([])
+    })
+  }, 600_000)
 })
 

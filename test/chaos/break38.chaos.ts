@@ -279,5 +279,32 @@ describe("break38: window claims and admission claims under real faults", () => 
       expect(problems).toEqual([])
     })
   }, 600_000)
+
+  it("B11: a 4th runner joins mid-run (shards move under live windows) while a second submitter with other windows races the first", async () => {
+    const experiment = { rows: 150, resources: [{ id: "r1", capacity: 6 }] }
+    const fail = (key: string, n: number) => key.startsWith("b|") && Number(key.split("|")[1]) % 11 === 2 && n === 1 ? 400 : undefined
+    await withScene(pg, "b11", { experiment, latencyMs: 60, fail }, async ({ cluster, provider, tasks }) => {
+      const a = submitWith(cluster, ["--max-admitted", "12"])
+      await waitCommitted(cluster, Math.floor(tasks / 4))
+      const snap = await atFault(cluster, provider, async () => {
+        await cluster.join()
+      })
+      const b = submitWith(cluster, ["--max-admitted", "20"])
+      await waitCommitted(cluster, Math.floor(tasks / 2))
+      // a graceful stop of runner 0 and its start again (a rolling restart step)
+      const snap2 = await atFault(cluster, provider, () => void cluster.runners[0]!.proc.child.kill("SIGTERM"))
+      await cluster.restart(0)
+      const [ra, rb] = await Promise.all([a.done, b.done])
+      const hab = [...honesty(cluster, "a", ra, experiment.rows), ...honesty(cluster, "b", rb, experiment.rows)]
+      const c = await submitWith(cluster, ["--max-admitted", "12"]).done
+      log({ b11: [ra, rb, c].map((r) => ({ code: r.code, s: summaryOf(r.stdout) })) })
+      const problems = [
+        ...await verify(cluster, provider, { rows: experiment.rows, capacity, snapshots: [snap, snap2], settleMs: 60_000 }),
+        ...hab,
+        ...honesty(cluster, "c", c, experiment.rows)
+      ]
+      expect(problems).toEqual([])
+    })
+  }, 600_000)
 })
 

@@ -12,6 +12,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber, FiberId, Layer, Option } from "effect"
+import { FatalError } from "../../src/domain/Errors.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as PgStore from "../../src/layers/PgStore.js"
@@ -82,4 +83,35 @@ describe("ClusterEngine: a submission interrupted around its admission claim (br
       assert.strictEqual(told?.admitted ?? 0, written, `admitted said ${told?.admitted}, rows written ${written}`)
     }))
   }, 120_000)
+
+  it.live("a pipeline that failed under a submission and was re-admitted and run to success by another before the first looked: the first counts it failed, not succeeded", () => {
+    let calls = 0
+    const template = Pipeline.make(
+      "recount",
+      Task.make("a", (n: number) => Effect.succeed(n + 1)),
+      // b fails (fatal) on its first call only
+      Task.make("b", (n: number) => Effect.suspend(() => ++calls === 1 ? Effect.fail(new FatalError({ message: "first call fails" })) : Effect.succeed(n * 2)))
+    )
+    const specs = [template.bind(1)]
+    return onRunner("break38_recount", specs, Effect.gen(function*() {
+      const store = yield* Store
+      // submitter B follows its rows every 4 s
+      const b = yield* Effect.fork(submitSpecs(specs, { window: 1, maxAdmitted: 1, pollInterval: "4 seconds", roomPollInterval: "4 seconds", resultEvery: 1000 }))
+      yield* Effect.repeat(Effect.zipLeft(store.getPipeline(specs[0]!.pipelineId), Effect.sleep("50 millis")), {
+        until: (r) => Option.isSome(r) && r.value.state === "failed"
+      })
+      // submitter A, before B looks again: re-admits the failed row and runs it to success
+      const a = yield* submitSpecs(specs, { window: 1, maxAdmitted: 1 })
+      assert.strictEqual(a.succeeded, 1)
+      const reportB = yield* Fiber.join(b)
+      const row = Option.getOrThrow(yield* store.getPipeline(specs[0]!.pipelineId))
+      // the pipeline failed under B's run (its row is A's now): B's own count says so
+      assert.deepInclude(
+        { succeeded: reportB.succeeded, failed: reportB.failed },
+        { succeeded: 0, failed: 1 },
+        `B's report ${JSON.stringify({ admitted: reportB.admitted, succeeded: reportB.succeeded, failed: reportB.failed })}; the row: run ${row.runId} (A ${a.runId}, B ${reportB.runId}), ${row.state}`
+      )
+    }))
+  }, 120_000)
 })
+

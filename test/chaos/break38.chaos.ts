@@ -4,6 +4,8 @@
  * time: `npx vitest run --config vitest.chaos.config.ts test/chaos/break38.chaos.ts -t NAME`.
  * Each test collects every broken guarantee (`verify`, `honesty`) and fails listing them.
  */
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
 import { describe, expect, it } from "vitest"
 import { type CliProcess, sleep, start } from "../support/cli.js"
 import { usePostgres } from "../support/postgres.js"
@@ -246,7 +248,7 @@ describe("break38: window claims and admission claims under real faults", () => 
     const experiment = { rows: 240, resources: [{ id: "r1", capacity: 8 }] }
     await withScene(pg, "b10", { experiment, latencyMs: 150 }, async ({ cluster, provider }) => {
       const runs: Array<unknown> = []
-      const delays = [700, 1100, 450, 1600, 900, 1300, 600, 2000]
+      const delays = [1500, 1600, 1700, 1800, 1550, 1650, 1750, 1900]
       for (const d of delays) {
         const sub = submitWith(cluster, ["--max-admitted", "48"])
         await sleep(d)
@@ -268,7 +270,8 @@ describe("break38: window claims and admission claims under real faults", () => 
       const stranded = cluster.sql("SELECT pipeline_id, run_id, n_tasks_done, updated_at FROM assay_pipelines WHERE state = 'running' ORDER BY 2, 1")
       const states = cluster.sql("SELECT state, count(*) FROM assay_pipelines GROUP BY 1").replace(/\n/g, " ")
       const claims = cluster.sql("SELECT count(*), count(*) FILTER (WHERE expires_at > now()) FROM assay_cluster_pipeline_claims").trim()
-      log({ b10: runs, states, claims, stranded: stranded.split("\n").filter((l) => l !== "").length })
+      const runRows = cluster.sql("SELECT r.run_id, r.status, r.stop_reason, (SELECT count(*) FROM assay_pipelines p WHERE p.run_id = r.run_id AND p.state = 'running') FROM assay_runs r ORDER BY 1").replace(/\n/g, "; ")
+      log({ b10: runs, states, claims, stranded: stranded.split("\n").filter((l) => l !== "").length, runRows })
       const problems: Array<string> = []
       if (stranded !== "") problems.push(`rows running with no call for 8 s after the last Ctrl-C (${states}): ${stranded.replace(/\n/g, "; ").slice(0, 1500)}`)
       // a final submission follows or admits them all
@@ -306,5 +309,120 @@ describe("break38: window claims and admission claims under real faults", () => 
       expect(problems).toEqual([])
     })
   }, 600_000)
+
+  it("B12: Postgres restarted (fast ×3, then immediate) while windows of 2 are claimed and admitted every few ms, a Ctrl-C and re-submission between", async () => {
+    const experiment = { rows: 200, resources: [{ id: "r1", capacity: 6 }] }
+    await withScene(pg, "b12", { experiment, latencyMs: 30 }, async ({ cluster, provider, tasks }) => {
+      const snaps: Array<Snapshot> = []
+      let sub = submitWith(cluster, ["--max-admitted", "8"])
+      const first = sub
+      await waitCommitted(cluster, Math.floor(tasks / 8))
+      for (let k = 0; k < 3; k++) {
+        snaps.push(await atFault(cluster, provider, () => pg.restart("fast")))
+        await sleep(2_500)
+        if (k === 1) {
+          sub.child.kill("SIGINT")
+          await sub.done
+          sub = submitWith(cluster, ["--max-admitted", "10"])
+        }
+      }
+      snaps.push(await atFault(cluster, provider, () => pg.restart("immediate")))
+      const r1 = await first.done
+      const ran = await sub.done
+      log({ b12: [r1, ran].map((r) => ({ code: r.code, s: summaryOf(r.stdout), err: r.stderr.slice(-800) })) })
+      const problems = [
+        ...await verify(cluster, provider, { rows: experiment.rows, capacity, snapshots: snaps, settleMs: 60_000 }),
+        ...honesty(cluster, "second", ran, experiment.rows)
+      ]
+      if (ran.code !== 0) problems.push(`second submitter exit ${ran.code}`)
+      expect(problems).toEqual([])
+    })
+  }, 600_000)
+
+  it("B13: a tight quota (10 calls / 5 s) over runners that churn: a 4th joins, one is killed -9 and restarted, the submitter Ctrl-C'd and re-submitted", async () => {
+    const quota = { limit: 10, windowMs: 5_000 }
+    const experiment = { rows: 30, resources: [{ id: "r1", capacity: 6 }], resourceExtra: { quotas: [{ limit: quota.limit, window: "5 seconds" }] } }
+    await withScene(pg, "b13", { experiment, latencyMs: 100 }, async ({ cluster, provider, tasks }) => {
+      const snaps: Array<Snapshot> = []
+      const first = submitWith(cluster, ["--max-admitted", "8"])
+      await waitCommitted(cluster, 12)
+      await cluster.join()
+      await waitCommitted(cluster, 25)
+      snaps.push(await atFault(cluster, provider, () => cluster.kill9(2)))
+      first.child.kill("SIGINT")
+      await first.done
+      const second = submitWith(cluster, ["--max-admitted", "10"])
+      await sleep(3_000)
+      await cluster.restart(2)
+      const ran = await second.done
+      const windows = Array.from(provider.perWindow("r1", quota.windowMs).entries())
+      log({ b13: { code: ran.code, s: summaryOf(ran.stdout), windows: windows.map(([, n]) => n), tasks } })
+      const problems = [
+        ...await verify(cluster, provider, { rows: experiment.rows, capacity, snapshots: snaps, settleMs: 60_000 }),
+        ...honesty(cluster, "second", ran, experiment.rows)
+      ]
+      const over = windows.filter(([, n]) => n > quota.limit)
+      if (over.length > 0) problems.push(`I4 calls per 5 s window over the quota of 10: ${JSON.stringify(over)}`)
+      expect(problems).toEqual([])
+    })
+  }, 600_000)
+
+  it("B14: a zombie's late commit of the last task, after the pipeline was taken over, failed there, and was re-admitted by another submission", async () => {
+    const experiment = { rows: 1, resources: [{ id: "r1", capacity: 6 }] }
+    // lock rows: the frozen runner's shards move while it lives, so its window is replayed elsewhere
+    const timings = { ...fastTimings, disableAdvisory: true }
+    // task c's calls take 3 s; its 2nd call (the one after the takeover) fails for good (400)
+    const latencyOf = (key: string) => key.startsWith("c|") ? 3_000 : undefined
+    const fail = (key: string, n: number) => key.startsWith("c|") && n === 2 ? 400 : undefined
+    await withScene(pg, "b14", { experiment, latencyMs: 50, timings, fail, latencyOf }, async ({ cluster, provider }) => {
+      const until = async (what: string, check: () => boolean, ms = 90_000) => {
+        const t0 = Date.now()
+        while (!check()) {
+          if (Date.now() - t0 > ms) throw new Error(`timed out: ${what}`)
+          await sleep(20)
+        }
+      }
+      const cCalls = () => provider.calls.filter((x) => x.key.startsWith("c|"))
+      const s1 = submitWith(cluster, ["--max-admitted", "1"])
+      await until("c's first call in flight", () => cCalls().length >= 1)
+      const zi = runnerOfPort(cluster, cCalls()[0]!.remotePort!)
+      const snap = await atFault(cluster, provider, () => cluster.pause(zi))
+      const r1 = await s1.done
+      const afterFail = cluster.sql("SELECT run_id, state, n_tasks_done FROM assay_pipelines").trim()
+      const s2 = submitWith(cluster, ["--max-admitted", "1"])
+      await until("c's third call in flight (the re-admitted run's)", () => cCalls().length >= 3)
+      await sleep(300)
+      const snap2 = await atFault(cluster, provider, () => cluster.resume(zi))
+      const r2 = await s2.done
+      const facts = {
+        zombie: zi,
+        cCalls: cCalls().map((x) => ({ n: x.status, at: x.start - snap.faultAt })),
+        afterFail,
+        s1: { code: r1.code, s: summaryOf(r1.stdout)?.stats },
+        s2: { code: r2.code, s: summaryOf(r2.stdout)?.stats, run: summaryOf(r2.stdout)?.runId },
+        row: cluster.sql("SELECT run_id, state, n_tasks_done FROM assay_pipelines").trim(),
+        outputs: cluster.sql("SELECT seq, active, artifact_id, run_id FROM assay_artifacts WHERE seq >= 0 ORDER BY seq, artifact_id").replace(/\n/g, "; "),
+        tasks: cluster.sql("SELECT seq, state, active, run_id FROM assay_tasks ORDER BY seq").replace(/\n/g, "; "),
+        attempts: cluster.sql("SELECT seq, attempt_no, outcome, run_id FROM assay_attempts ORDER BY attempt_id").replace(/\n/g, "; ")
+      }
+      log({ b14: facts })
+      const problems = [
+        ...await verify(cluster, provider, { rows: 1, capacity, snapshots: [snap, snap2], settleMs: 30_000 }),
+        ...honesty(cluster, "s2", r2, 1)
+      ]
+      expect(problems).toEqual([])
+    })
+  }, 600_000)
 })
+
+/** The index of the runner whose process has a TCP socket on local port `port` (`ss`). */
+const runnerOfPort = (cluster: { runners: ReadonlyArray<{ index: number; proc: CliProcess }> }, port: number): number => {
+  const out = spawnSync("ss", ["-tnpH", `( sport = :${port} )`], { encoding: "utf8" }).stdout
+  const pids = Array.from(out.matchAll(/pid=(\d+)/g)).map((m) => Number(m[1]))
+  const ppid = (pid: number) => Number(fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")[1])
+  for (const r of cluster.runners) {
+    for (const pid of pids) if (r.proc.child.pid === pid || r.proc.child.pid === ppid(pid)) return r.index
+  }
+  throw new Error(`no runner has local port ${port}: ${out}`)
+}
 

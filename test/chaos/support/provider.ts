@@ -29,6 +29,8 @@ export interface Call {
   /** Epoch ms when the answer was sent; undefined while in flight (or the client went away first). */
   end: number | undefined
   status: number
+  /** The client's port (which process called: `ss` maps it to a pid). */
+  readonly remotePort?: number | undefined
 }
 
 /** The running provider. */
@@ -62,6 +64,8 @@ export const startProvider = async (options: {
    * failure of the task), or `undefined` to answer as usual.
    */
   readonly fail?: ((key: string, n: number) => number | undefined) | undefined
+  /** The latency of the `n`th call of `key` (ms), instead of `latencyMs` (`undefined`: `latencyMs`). */
+  readonly latencyOf?: ((key: string, n: number) => number | undefined) | undefined
 }): Promise<FakeProvider> => {
   const calls: Array<Call> = []
   const live = new Map<string, number>()
@@ -89,7 +93,7 @@ export const startProvider = async (options: {
       const messages = body.messages ?? []
       const system = messages.find((x) => x.role === "system")?.content ?? ""
       const user = messages.filter((x) => x.role !== "system").map((x) => x.content).join("\n")
-      const call: Call = { resource, key: `${system}|${user}`, start: Date.now(), end: undefined, status: 0 }
+      const call: Call = { resource, key: `${system}|${user}`, start: Date.now(), end: undefined, status: 0, remotePort: req.socket.remotePort }
       calls.push(call)
       const nth = (seen.get(call.key) ?? 0) + 1
       seen.set(call.key, nth)
@@ -123,7 +127,7 @@ export const startProvider = async (options: {
         }
         call.end = Date.now()
         finish()
-      }, options.latencyMs)
+      }, options.latencyOf?.(call.key, nth) ?? options.latencyMs)
     })
   })
   server.on("connection", (s) => {

@@ -36,10 +36,11 @@ export const withScene = async <A>(
     /** The provider's failures (see `startProvider`'s `fail`). */
     readonly fail?: ((key: string, n: number) => number | undefined) | undefined
     readonly runners?: number | undefined
+    readonly latencyOf?: ((key: string, n: number) => number | undefined) | undefined
   },
   body: (scene: Scene) => Promise<A>
 ): Promise<A> => {
-  const provider = await startProvider({ latencyMs: options.latencyMs ?? 150, fail: options.fail })
+  const provider = await startProvider({ latencyMs: options.latencyMs ?? 150, fail: options.fail, latencyOf: options.latencyOf })
   const experiment = options.experiment ?? defaultExperiment
   let cluster: Cluster | undefined
   try {

@@ -44,7 +44,7 @@ export const withScene = async <A>(
   const experiment = options.experiment ?? defaultExperiment
   let cluster: Cluster | undefined
   try {
-    cluster = await startCluster({ pg, db, provider, experiment, timings: options.timings ?? fastTimings, runners: options.runners })
+    cluster = await startCluster({ pg, db, provider, experiment, timings: options.timings ?? fastTimings, ...(options.runners === undefined ? {} : { runners: options.runners }) })
     return await body({ cluster, provider, experiment, tasks: experiment.rows * 3 })
   } catch (e) {
     if (cluster !== undefined) {

@@ -198,6 +198,8 @@ export interface Cluster {
   readonly file: string
   readonly dir: string
   readonly runners: Array<RunnerProc>
+  /** Starts one more runner (a runner joining the cluster); its index. */
+  readonly join: () => Promise<number>
   /** Starts runner `i` again (after a kill), on its port. */
   readonly restart: (i: number) => Promise<void>
   /** kill -9 of runner `i`; resolves once the process is gone (its last request may land just before). */
@@ -365,6 +367,13 @@ export const startCluster = async (options: {
     },
     pause: (i) => signal(i, "SIGSTOP"),
     resume: (i) => signal(i, "SIGCONT"),
+    join: async () => {
+      const i = runners.length
+      ports[i] = await freePort()
+      const proc = launch(i)
+      runners.push({ index: i, port: ports[i]!, proc, log: () => (logs[i] ?? []).map((p) => p.stderr()).join("\n--- restart ---\n") })
+      return i
+    },
     restart: async (i) => {
       await runners[i]!.proc.done
       runners[i]!.proc = launch(i)

@@ -29,6 +29,8 @@ export interface Call {
   /** Epoch ms when the answer was sent; undefined while in flight (or the client went away first). */
   end: number | undefined
   status: number
+  /** The client's port (which process called: `ss` maps it to a pid). */
+  readonly remotePort?: number | undefined
 }
 
 /** The running provider. */
@@ -55,11 +57,21 @@ export interface FakeProvider {
 export const keyOf = (task: string, row: string | number): string => `${task}|${row}`
 
 /** Starts the provider on a free loopback port. `latencyMs`: time to answer each call. */
-export const startProvider = async (options: { readonly latencyMs: number }): Promise<FakeProvider> => {
+export const startProvider = async (options: {
+  readonly latencyMs: number
+  /**
+   * A status to answer instead of 200 for the `n`th call (1-based) of `key` (e.g. 400: a fatal
+   * failure of the task), or `undefined` to answer as usual.
+   */
+  readonly fail?: ((key: string, n: number) => number | undefined) | undefined
+  /** The latency of the `n`th call of `key` (ms), instead of `latencyMs` (`undefined`: `latencyMs`). */
+  readonly latencyOf?: ((key: string, n: number) => number | undefined) | undefined
+}): Promise<FakeProvider> => {
   const calls: Array<Call> = []
   const live = new Map<string, number>()
   const peaks = new Map<string, number>()
   const dead = new Set<string>()
+  const seen = new Map<string, number>()
   const sockets = new Set<import("node:net").Socket>()
   const server = http.createServer((req, res) => {
     const m = /^\/([^/]+)\/v1\/chat\/completions/.exec(req.url ?? "")
@@ -81,8 +93,11 @@ export const startProvider = async (options: { readonly latencyMs: number }): Pr
       const messages = body.messages ?? []
       const system = messages.find((x) => x.role === "system")?.content ?? ""
       const user = messages.filter((x) => x.role !== "system").map((x) => x.content).join("\n")
-      const call: Call = { resource, key: `${system}|${user}`, start: Date.now(), end: undefined, status: 0 }
+      const call: Call = { resource, key: `${system}|${user}`, start: Date.now(), end: undefined, status: 0, remotePort: req.socket.remotePort }
       calls.push(call)
+      const nth = (seen.get(call.key) ?? 0) + 1
+      seen.set(call.key, nth)
+      const failWith = options.fail?.(call.key, nth)
       const now = (live.get(resource) ?? 0) + 1
       live.set(resource, now)
       if (now > (peaks.get(resource) ?? 0)) peaks.set(resource, now)
@@ -94,7 +109,10 @@ export const startProvider = async (options: { readonly latencyMs: number }): Pr
       }
       res.on("close", finish)
       setTimeout(() => {
-        if (dead.has(resource)) {
+        if (failWith !== undefined) {
+          call.status = failWith
+          res.writeHead(failWith, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: "refused by the test" } }))
+        } else if (dead.has(resource)) {
           call.status = 500
           res.writeHead(500, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: "dead" } }))
         } else {
@@ -109,7 +127,7 @@ export const startProvider = async (options: { readonly latencyMs: number }): Pr
         }
         call.end = Date.now()
         finish()
-      }, options.latencyMs)
+      }, options.latencyOf?.(call.key, nth) ?? options.latencyMs)
     })
   })
   server.on("connection", (s) => {

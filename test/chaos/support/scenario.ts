@@ -33,14 +33,18 @@ export const withScene = async <A>(
     readonly experiment?: ExperimentDecl | undefined
     readonly timings?: ClusterTimings | undefined
     readonly latencyMs?: number | undefined
+    /** The provider's failures (see `startProvider`'s `fail`). */
+    readonly fail?: ((key: string, n: number) => number | undefined) | undefined
+    readonly runners?: number | undefined
+    readonly latencyOf?: ((key: string, n: number) => number | undefined) | undefined
   },
   body: (scene: Scene) => Promise<A>
 ): Promise<A> => {
-  const provider = await startProvider({ latencyMs: options.latencyMs ?? 150 })
+  const provider = await startProvider({ latencyMs: options.latencyMs ?? 150, fail: options.fail, latencyOf: options.latencyOf })
   const experiment = options.experiment ?? defaultExperiment
   let cluster: Cluster | undefined
   try {
-    cluster = await startCluster({ pg, db, provider, experiment, timings: options.timings ?? fastTimings })
+    cluster = await startCluster({ pg, db, provider, experiment, timings: options.timings ?? fastTimings, ...(options.runners === undefined ? {} : { runners: options.runners }) })
     return await body({ cluster, provider, experiment, tasks: experiment.rows * 3 })
   } catch (e) {
     if (cluster !== undefined) {

@@ -73,10 +73,10 @@ const tasksOf = (id: string) =>
       (rs) => rs.map((r) => `${r.seq}|${r.state}|${r.active}|${r.run_id}`)
     ))
 
-/** The decoded JSON output at `seq`. */
+/** The decoded JSON output at `seq` (`undefined`: none). */
 const outputAt = (store: StoreService, id: string, seq: number) =>
   Effect.map(store.getArtifact(id as never, seq), (a) =>
-    Option.map(a, (x) => JSON.parse(new TextDecoder().decode(x.payload!))))
+    Option.getOrUndefined(Option.map(a, (x) => JSON.parse(new TextDecoder().decode(x.payload!)) as unknown)))
 
 /** Turns until `check` holds. */
 const until = (check: () => boolean) => Effect.repeat(turn, { until: check })
@@ -144,12 +144,12 @@ describe("fence38: a late commit of an execution that lost its pipeline leaves t
       assert.strictEqual(yield* rowOf(store, id), `${R2}|running|2`, "the row after the zombie's commit")
       // no task row nor output of Z at seq 2 (run 2's submitter would report it as its own)
       assert.deepStrictEqual(yield* tasksOf(id), [`0|succeeded|1|${R1}`, `1|succeeded|1|${R1}`, `2|failed|1|${R1}`])
-      assert.isTrue(Option.isNone(yield* outputAt(store, id, 2)), "no output at seq 2")
+      assert.isUndefined(yield* outputAt(store, id, 2), "no output at seq 2")
       // 5. run 2's own call answers: it wins the checkpoint, the row ends succeeded under run 2
       yield* Deferred.succeed(gate3, undefined)
       assert.deepStrictEqual(yield* Fiber.join(third), ["succeeded"])
       assert.strictEqual(yield* rowOf(store, id), `${R2}|succeeded|3`)
-      assert.deepStrictEqual(yield* outputAt(store, id, 2), Option.some((1 + 1) * 2 + 200))
+      assert.deepStrictEqual(yield* outputAt(store, id, 2), (1 + 1) * 2 + 200)
       assert.deepStrictEqual(yield* tasksOf(id), [
         `0|succeeded|1|${R1}`,
         `1|succeeded|1|${R1}`,
@@ -196,13 +196,13 @@ describe("fence38: the Postgres driver's checkpoint fence", () => {
       yield* store.checkpoint(lateUnit("re", 2, "late", R1))
       assert.strictEqual(yield* rowOf(store, "re"), `${R2}|running|2`)
       assert.deepStrictEqual(yield* tasksOf("re"), [])
-      assert.isTrue(Option.isNone(yield* outputAt(store, "re", 2)))
+      assert.isUndefined(yield* outputAt(store, "re", 2))
       yield* store.flush
       assert.deepStrictEqual(yield* attemptsOf("re"), [`2|${R1}`], "the late unit's attempt is kept (what happened)")
       // run 2's own commit of seq 2 is not a first-writer loser: the key was not claimed
       yield* store.checkpoint(lateUnit("re", 2, "own", R2))
       assert.strictEqual(yield* rowOf(store, "re"), `${R2}|succeeded|3`)
-      assert.deepStrictEqual(yield* outputAt(store, "re", 2), Option.some("own"))
+      assert.deepStrictEqual(yield* outputAt(store, "re", 2), "own")
       // a late failure (no output, no key) of run 1 on a row run 2 holds: fenced too
       yield* store.admit([pipeline("rf", { runId: R2, nTasksDone: 1 })])
       yield* store.checkpoint(Rows.failedUnit(
@@ -226,7 +226,7 @@ describe("fence38: the Postgres driver's checkpoint fence", () => {
       yield* store.admit([pipeline("ok", { runId: R1, nTasksDone: 2 })])
       yield* store.checkpoint(lateUnit("ok", 2, "mine", R1))
       assert.strictEqual(yield* rowOf(store, "ok"), `${R1}|succeeded|3`)
-      assert.deepStrictEqual(yield* outputAt(store, "ok", 2), Option.some("mine"))
+      assert.deepStrictEqual(yield* outputAt(store, "ok", 2), "mine")
       // an admission riding its unit, written already settled: the admission's own, not fenced
       yield* store.checkpoint(lateUnit("ad", 2, "folded", R1, {
         pipeline: undefined,
@@ -234,7 +234,7 @@ describe("fence38: the Postgres driver's checkpoint fence", () => {
       }))
       assert.strictEqual(yield* rowOf(store, "ad"), `${R1}|succeeded|3`)
       assert.deepStrictEqual(yield* tasksOf("ad"), [`2|succeeded|1|${R1}`])
-      assert.deepStrictEqual(yield* outputAt(store, "ad", 2), Option.some("folded"))
+      assert.deepStrictEqual(yield* outputAt(store, "ad", 2), "folded")
     }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(ArtifactBackends.layerInline, pgLayer("f38_store")))), 120_000)
 
   it.live("the unit-by-unit path (a traversal write): a control pipeline's late unit of run 1 after run 2 admitted it again is fenced", () =>
@@ -260,10 +260,10 @@ describe("fence38: the Postgres driver's checkpoint fence", () => {
       yield* store.checkpoint(unit(R1, "late"))
       assert.strictEqual(yield* rowOf(store, "ct"), `${R2}|running|0`)
       assert.deepStrictEqual(yield* tasksOf("ct"), [])
-      assert.isTrue(Option.isNone(yield* outputAt(store, "ct", 0)))
+      assert.isUndefined(yield* outputAt(store, "ct", 0))
       // run 2's own unit is written (the traversal version unchanged by the fenced one)
       yield* store.checkpoint(unit(R2, "own"))
       assert.strictEqual(yield* rowOf(store, "ct"), `${R2}|running|1`)
-      assert.deepStrictEqual(yield* outputAt(store, "ct", 0), Option.some("own"))
+      assert.deepStrictEqual(yield* outputAt(store, "ct", 0), "own")
     }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(ArtifactBackends.layerInline, pgLayer("f38_traversal")))), 120_000)
 })

@@ -74,6 +74,13 @@ describe("ClusterEngine: submitting again", () => {
       assert.deepStrictEqual(states, admitted.map(() => "interrupted"))
       // and counted so, as their rows say: interrupted (refused), never failed (fix17ai)
       assert.deepStrictEqual(outcomes, admitted.map(() => "interrupted"))
+      // with a `pipeline.interrupted` event of the refused run beside each row, committed with it
+      // (the evidence another submission's follow counts a row taken from that run by: without
+      // it, a refused pipeline admitted again by a third run reads as failed)
+      const runIds = yield* Effect.forEach(admitted, (s) => Effect.map(store.getPipeline(s.pipelineId), (r) => Option.getOrThrow(r).runId))
+      const interruptedEvents = yield* Effect.forEach(admitted, (s, i) =>
+        store.countEvents({ pipelineId: s.pipelineId, runId: runIds[i]!, kind: "pipeline.interrupted" }))
+      assert.deepStrictEqual(interruptedEvents, admitted.map(() => 1))
       assert.deepInclude(last, { admitted: admitted.length, failed: 0, interrupted: admitted.length, refused: admitted.length, running: 0 })
       // the runners are fixed: submitting again runs every pipeline (the refused workflows do not answer for them)
       hosting = true

@@ -690,7 +690,8 @@ export const submit = <SE, SR>(
      * have succeeded under the other run since: that run's success, break38 F2). It is counted
      * `interrupted` when a cancel stopped it under its run (`cancelMarks.ts`: the runner
      * commits the row's `interrupted` and a `pipeline.interrupted` event of that run in one
-     * checkpoint, and events are never rewritten, so the event outlives the row's state; one
+     * checkpoint) or runners refused it ({@link checkWindow} commits the same pair), and events
+     * are never rewritten, so the event outlives the row's state; one
      * count on the events' pipeline index, read only for the rare taken row), else `failed`,
      * with a cause naming the run that took it.
      */
@@ -757,8 +758,22 @@ export const submit = <SE, SR>(
           if (ended._tag === "Refused") {
             // nothing of it ran: left interrupted, resumable (a submission admits it again),
             // not running with no runner running it (tester17af F7); counted so, as its row
-            // says (`refused` counts them among the `interrupted`)
-            yield* store.updatePipeline(id, { state: "interrupted", updatedAt: yield* Clock.currentTimeMillis })
+            // says (`refused` counts them among the `interrupted`). The row and a
+            // `pipeline.interrupted` event of the run it was refused under are one checkpoint:
+            // the event outlives the row's state, so a submission whose refused pipeline another
+            // run admits again before it looks still counts it interrupted ({@link countTaken})
+            const now = yield* Clock.currentTimeMillis
+            yield* store.checkpoint({
+              pipelineId: id,
+              pipeline: { state: "interrupted", updatedAt: now },
+              events: [{
+                kind: "pipeline.interrupted",
+                pipelineId: id,
+                runId: runOf(id),
+                data: { reason: "refused", error: ended.message },
+                ts: now
+              }]
+            })
             // `refused` counts the submission's own among its `interrupted`; a followed one's
             // refusal stops admission and ends the submission the same way (`refusedAll`)
             if (followedUnder.has(id)) refusedFollowed++

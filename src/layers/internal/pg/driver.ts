@@ -20,6 +20,17 @@
  *   An invalidation (rewind, retry-all) deletes the keys of the stations it invalidates, and an
  *   admission deletes the keys at and after the cursor it admits the pipeline with (a restart
  *   from the seed clears them all), so a legitimate re-run writes again.
+ * - **Fenced by the run (fence38).** A checkpoint unit with a task row is written only while
+ *   its pipeline's row is `running` under the task row's run, checked on the row locked in the
+ *   commit's transaction: a late commit of an execution that no longer holds the pipeline (a
+ *   zombie thawed after its window was taken over, the pipeline failed and another run
+ *   admitted it again) writes its attempts and events only, as a first-writer loser does. Its key is not claimed (the new run's own commit of that
+ *   task wins), and no output, task row, pipeline patch or traversal write of it is kept, so
+ *   the row is never taken back to the old run and no second active task row is left. A unit
+ *   of a pipeline the same batch admits under the unit's run (an admission riding its first
+ *   checkpoint, possibly written already settled) is the admission's own and is not fenced,
+ *   nor is a unit without a task row (a patch, an output written on purpose without one,
+ *   attempts, events).
  * - **Errors.** Every `SqlError` becomes a typed `StoreUnavailable` whose message names the
  *   database without its password (`url.ts`).
  *
@@ -80,6 +91,7 @@ import type {
   StoreWrite,
   TaskFields,
   TraversalWrite,
+  CheckpointUnit,
   ClaimExpectation,
   ClaimOutcome
 } from "../../../services/Store.js"
@@ -385,7 +397,7 @@ const TASK_TYPES: ReadonlyArray<readonly [string, string]> = [
   ["task_run_id", "text"], ["pipeline_id", "text"], ["run_id", "text"], ["seq", "int"], ["task_name", "text"],
   ["state", "text"], ["attempts_used", "int"], ["started_at", "bigint"], ["ended_at", "bigint"],
   ["duration_ms", "float8"], ["error_type", "text"], ["error_message", "text"], ["error_class", "text"],
-  ["lease_ids", "text"], ["visit", "int"], ["active", "smallint"], ["k", "int"]
+  ["lease_ids", "text"], ["visit", "int"], ["active", "smallint"], ["k", "int"], ["f", "int"]
 ]
 const ATTEMPT_TYPES: ReadonlyArray<readonly [string, string]> = [
   ["pipeline_id", "text"], ["run_id", "text"], ["task_run_id", "text"], ["task_name", "text"], ["seq", "int"],
@@ -401,12 +413,23 @@ const ARTIFACT_TYPES: ReadonlyArray<readonly [string, string]> = [
   ["pipeline_id", "text"], ["run_id", "text"], ["seq", "int"], ["task_name", "text"], ["type_name", "text"],
   ["codec", "text"], ["digest", "text"], ["size", "bigint"], ["storage", "text"], ["blob_ref", "text"],
   ["payload", "bytea"], ["is_final", "smallint"], ["created_at", "bigint"], ["visit", "int"], ["active", "smallint"],
-  ["k", "int"]
+  ["k", "int"], ["f", "int"]
 ]
 const CLAIM_TYPES: ReadonlyArray<readonly [string, string]> = [
   ["pipeline_id", "text"], ["seq", "int"], ["visit", "int"], ["run_id", "text"], ["digest", "text"],
-  ["committed_at", "bigint"], ["k", "int"]
+  ["committed_at", "bigint"], ["k", "int"], ["f", "int"]
 ]
+/** The fences of a plain batch: a pipeline, the run its units were written under, the fence's index. */
+const FENCE_TYPES: ReadonlyArray<readonly [string, string]> = [["pipeline_id", "text"], ["run_id", "text"], ["f", "int"]]
+
+/**
+ * The run a checkpoint unit was written under, which its pipeline's row must still be
+ * `running` under for the unit's output, task row, pipeline patch and traversal write to be
+ * written (fence38, see the module docs): its task row's run. `undefined` (a unit without a
+ * task row: a patch, an output written on purpose without one, attempts, events): the unit is
+ * not fenced.
+ */
+const fenceRunOf = (u: CheckpointUnit): string | undefined => u.task?.runId
 /** Patch fields in the order of their columns; a patch row says which it sets in a bit mask `h`. */
 const PATCH_FIELDS = [
   ["state", "text"], ["n_tasks_done", "int"], ["run_id", "text"], ["started_at", "bigint"], ["ended_at", "bigint"],
@@ -633,6 +656,10 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
    *    in one statement that returns the keys won;
    * 3. the pipeline patches of the winners, folded per pipeline in order, in one UPDATE (its
    *    rows locked in id order first).
+   *
+   * Statement 2 also fences the units (see the module docs): it first locks, in id order, the
+   * rows of the fenced units' pipelines and of those 3. patches, and keeps a unit's claim,
+   * output and task row (and, in 3, its patch) only if the row is `running` under its run.
    */
   const plainCommit = (ops: ReadonlyArray<StoreWrite>): Effect.Effect<undefined, SqlError> =>
     Effect.gen(function*() {
@@ -655,8 +682,30 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
           u.params
         )
       }
-      // 2. claims, artifacts, tasks, attempts, events: row `k` of a claim is the index of its
-      //    candidate; artifact and task rows carry the claim they depend on (NULL: none)
+      // 2. fences, claims, artifacts, tasks, attempts, events: row `k` of a claim is the index of
+      //    its candidate; artifact and task rows carry the claim they depend on (NULL: none);
+      //    claim, artifact and task rows carry the fence of their unit (`f`, NULL: none): a
+      //    unit is written only if its pipeline's row is `running` under the unit's run, the
+      //    rows locked in id order first (a unit of a pipeline this batch admits under the
+      //    unit's run is the admission's own: not fenced)
+      const fenceRows: Array<Array<unknown>> = []
+      const fenceOf = new Map<number, number>()
+      {
+        const fences = new Map<string, number>()
+        ops.forEach((op, i) => {
+          if (op._tag !== "Checkpoint") return
+          const run = fenceRunOf(op.unit)
+          const pid = op.unit.pipelineId
+          if (run === undefined || admitted.get(pid)?.runId === run) return
+          const key = `${pid}\u0000${run}`
+          let f = fences.get(key)
+          if (f === undefined) {
+            fences.set(key, f = fenceRows.length)
+            fenceRows.push([pid, run, f])
+          }
+          fenceOf.set(i, f)
+        })
+      }
       const keyOf = (pid: unknown, seq: unknown, visit: unknown) => `${String(pid)}\u0000${Number(seq)}\u0000${Number(visit)}`
       const claimOf = new Map<number, number>()
       const candidates = new Map<string, number>()
@@ -669,7 +718,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
         if (c !== undefined) return void claimOf.set(i, -1 - c) // a later unit of a claimed key: lost
         candidates.set(key, claimRows.length)
         claimOf.set(i, claimRows.length)
-        claimRows.push([a.pipelineId, a.seq, a.visit ?? 0, a.runId, a.digest, a.createdAt, claimRows.length])
+        claimRows.push([a.pipelineId, a.seq, a.visit ?? 0, a.runId, a.digest, a.createdAt, claimRows.length, fenceOf.get(i) ?? null])
       })
       // in key order: two writers claiming the same keys wait in the same order, never in a cycle
       claimRows.sort((a, b) => {
@@ -688,7 +737,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
           case "Admit":
             for (const [a, placed] of op.seeds) {
               artifacts.push(a)
-              artifactRows.push([...artifactRow(a, placed), null])
+              artifactRows.push([...artifactRow(a, placed), null, null])
             }
             return
           case "Checkpoint": {
@@ -701,15 +750,16 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
             }
             const c = claimOf.get(i)
             const claim = c === undefined ? null : c < 0 ? LOST : c
+            const fence = fenceOf.get(i) ?? null
             if (u.artifact !== undefined && op.placed !== undefined) {
               artifacts.push(u.artifact)
-              artifactRows.push([...artifactRow(u.artifact, op.placed), claim])
+              artifactRows.push([...artifactRow(u.artifact, op.placed), claim, fence])
             }
-            if (u.task !== undefined) taskRows.push([...taskRow(u.task), claim])
+            if (u.task !== undefined) taskRows.push([...taskRow(u.task), claim, fence])
             return
           }
           case "PutTask":
-            taskRows.push([...taskRow(op.task), null])
+            taskRows.push([...taskRow(op.task), null, null])
             return
           default:
             return
@@ -724,19 +774,36 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
         if (a.isFinal && lastFinal.get(a.pipelineId) !== k) artifactRows[k]![11] = 0
       })
       const won = new Set<number>()
-      if (claimRows.length + artifactRows.length + taskRows.length + attempts.length + events.length > 0) {
+      const passed = new Set<number>()
+      if (claimRows.length + artifactRows.length + taskRows.length + attempts.length + events.length + fenceRows.length > 0) {
         const params: Array<unknown> = []
         const ctes: Array<string> = []
+        const fences = unnestOf(FENCE_TYPES, fenceRows, params)
+        // the rows locked: those of the fences and those 3. will patch (so that this batch
+        // locks its pipeline rows in one id order, before its checkpoint keys, as the
+        // unit-by-unit path and an admission's claim do)
+        const locked = new Set<string>()
+        for (const r of fenceRows) locked.add(r[0] as string)
+        for (const op of ops) {
+          if (op._tag === "Patch" || op._tag === "Settle") locked.add(op.pipelineId)
+          else if (op._tag === "Checkpoint" && op.unit.pipeline !== undefined) locked.add(op.unit.pipelineId)
+        }
+        params.push(Array.from(locked).sort())
+        const lockedAt = params.length
         const claims = unnestOf(CLAIM_TYPES, claimRows, params)
         ctes.push(
-          `cl AS (SELECT * FROM ${claims.from})`,
+          // the rows locked in id order, as every writer locks them (`= ANY` of an array: an
+          // index scan whatever the plan), and the fences passed on them (the latest versions)
+          `own AS MATERIALIZED (SELECT pipeline_id, run_id, state FROM assay_pipelines WHERE pipeline_id = ANY($${lockedAt}::text[]) ORDER BY pipeline_id FOR UPDATE)`,
+          `fw AS MATERIALIZED (SELECT x.f FROM ${fences.from} JOIN own o ON o.pipeline_id = x.pipeline_id AND o.run_id = x.run_id AND o.state = 'running')`,
+          `cl AS (SELECT * FROM ${claims.from} WHERE x.f IS NULL OR x.f IN (SELECT f FROM fw))`,
           `won AS (INSERT INTO assay_checkpoints (pipeline_id, seq, visit, run_id, digest, committed_at)
              SELECT pipeline_id, seq, visit, run_id, digest, committed_at FROM cl ORDER BY ord
              ON CONFLICT (pipeline_id, seq, visit) DO NOTHING RETURNING pipeline_id, seq, visit)`,
           `wk AS (SELECT cl.k FROM cl JOIN won USING (pipeline_id, seq, visit))`
         )
-        /** Rows whose claim (last column, `k`) is absent or won. */
-        const kept = "(x.k IS NULL OR x.k IN (SELECT k FROM wk))"
+        /** Rows whose claim (column `k`) is absent or won and whose fence (`f`, the last) is absent or passed. */
+        const kept = "(x.k IS NULL OR x.k IN (SELECT k FROM wk)) AND (x.f IS NULL OR x.f IN (SELECT f FROM fw))"
         if (artifactRows.length > 0) {
           const u = unnestOf(ARTIFACT_TYPES, artifactRows, params)
           ctes.push(
@@ -770,7 +837,12 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
             } FROM ${u.from} ORDER BY x.ord)`
           )
         }
-        for (const r of yield* hot(`WITH ${ctes.join(",\n")} SELECT k FROM wk`, params)) won.add(Number(r.k))
+        for (
+          const r of yield* hot(`WITH ${ctes.join(",\n")} SELECT k, NULL::int AS f FROM wk UNION ALL SELECT NULL, f FROM fw`, params)
+        ) {
+          if (r.k !== null && r.k !== undefined) won.add(Number(r.k))
+          else passed.add(Number(r.f))
+        }
       }
       // 3. the pipeline patches of the units kept, folded per pipeline in batch order
       const patches = new Map<string, PipelinePatch>()
@@ -787,6 +859,8 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
           case "Checkpoint": {
             const c = claimOf.get(i)
             if (c !== undefined && (c < 0 || !won.has(c))) return
+            const f = fenceOf.get(i)
+            if (f !== undefined && !passed.has(f)) return
             if (op.unit.pipeline !== undefined) patch(op.unit.pipelineId, op.unit.pipeline)
             return
           }
@@ -858,22 +932,44 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
       })
 
     const body = Effect.gen(function*() {
-      // the version check of the traversal writes, on the stored rows locked in id order
+      // the fences of the units (see plainCommit) and the version check of the traversal
+      // writes, on the stored rows locked in id order
       let stored: Map<string, number | null> | undefined
-      const tpids = Array.from(
-        new Set(
-          ops.flatMap((op) => (op._tag === "Checkpoint" && op.unit.traversal !== undefined ? [op.unit.pipelineId] : []))
-        )
-      ).sort()
-      if (tpids.length > 0) {
-        stored = new Map()
+      const tpids = new Set<string>()
+      const fencedRun = new Map<number, string>()
+      {
+        const admittedRun = new Map<string, string>()
+        ops.forEach((op, i) => {
+          if (op._tag === "Admit") for (const p of op.pipelines) admittedRun.set(p.pipelineId, p.runId)
+          if (op._tag !== "Checkpoint") return
+          if (op.unit.traversal !== undefined) tpids.add(op.unit.pipelineId)
+          const run = fenceRunOf(op.unit)
+          if (run !== undefined && admittedRun.get(op.unit.pipelineId) !== run) fencedRun.set(i, run)
+        })
+      }
+      const fencedOut = new Set<number>()
+      if (tpids.size + fencedRun.size > 0) {
+        const pids = new Set(tpids)
+        for (const i of fencedRun.keys()) pids.add((ops[i] as Extract<StoreWrite, { _tag: "Checkpoint" }>).unit.pipelineId)
         const locked = yield* rows(
-          "SELECT pipeline_id, traversal FROM assay_pipelines WHERE pipeline_id = ANY($1) ORDER BY pipeline_id FOR UPDATE",
-          [tpids]
+          "SELECT pipeline_id, traversal, run_id, state FROM assay_pipelines WHERE pipeline_id = ANY($1) ORDER BY pipeline_id FOR UPDATE",
+          [Array.from(pids).sort()]
         )
+        if (tpids.size > 0) stored = new Map()
+        // each row's owner run, while `running`, as the batch's admissions leave it in order
+        const owner = new Map<string, string | undefined>()
         for (const r of locked) {
-          stored.set(String(r.pipeline_id), typeof r.traversal === "string" ? TraversalText.versionOf(r.traversal) : null)
+          const pid = String(r.pipeline_id)
+          if (stored !== undefined && tpids.has(pid)) {
+            stored.set(pid, typeof r.traversal === "string" ? TraversalText.versionOf(r.traversal) : null)
+          }
+          owner.set(pid, r.state === "running" ? String(r.run_id) : undefined)
         }
+        ops.forEach((op, i) => {
+          if (op._tag === "Admit") for (const p of op.pipelines) owner.set(p.pipelineId, p.state === "running" ? p.runId : undefined)
+          const run = fencedRun.get(i)
+          if (op._tag === "Checkpoint" && run !== undefined && owner.get(op.unit.pipelineId) !== run) fencedOut.add(i)
+        })
       }
       let refused: Array<readonly [number, StoreUnavailable]> | undefined
       const refusedAt = new Set<number>()
@@ -882,7 +978,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
         for (let i = 0; i < ops.length; i++) {
           const op = ops[i]!
           if (op._tag === "Admit") for (const t of op.traversals) seen.set(t.pipelineId, t.state.version)
-          if (op._tag !== "Checkpoint" || op.unit.traversal === undefined) continue
+          if (op._tag !== "Checkpoint" || op.unit.traversal === undefined || fencedOut.has(i)) continue
           const pid = op.unit.pipelineId
           const actual = seen.has(pid) ? seen.get(pid)! : (stored.get(pid) ?? null)
           if (actual !== op.unit.traversal.expectedVersion) {
@@ -932,6 +1028,9 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
               const e = handoffEventOf(u.traversal)
               if (e !== undefined) events.push(eventRow(e))
             }
+            // fenced: the pipeline is no longer `running` under the unit's run (a late commit
+            // of an execution that lost it): only its facts are written, as a loser's below
+            if (fencedOut.has(i)) break
             if (u.artifact !== undefined && u.task !== undefined) {
               // first writer wins: a task completion whose output is already committed writes
               // only its facts

@@ -397,7 +397,7 @@ const TASK_TYPES: ReadonlyArray<readonly [string, string]> = [
   ["task_run_id", "text"], ["pipeline_id", "text"], ["run_id", "text"], ["seq", "int"], ["task_name", "text"],
   ["state", "text"], ["attempts_used", "int"], ["started_at", "bigint"], ["ended_at", "bigint"],
   ["duration_ms", "float8"], ["error_type", "text"], ["error_message", "text"], ["error_class", "text"],
-  ["lease_ids", "text"], ["visit", "int"], ["active", "smallint"], ["k", "int"], ["f", "int"]
+  ["lease_ids", "text"], ["visit", "int"], ["active", "smallint"], ["k", "int"]
 ]
 const ATTEMPT_TYPES: ReadonlyArray<readonly [string, string]> = [
   ["pipeline_id", "text"], ["run_id", "text"], ["task_run_id", "text"], ["task_name", "text"], ["seq", "int"],
@@ -413,14 +413,12 @@ const ARTIFACT_TYPES: ReadonlyArray<readonly [string, string]> = [
   ["pipeline_id", "text"], ["run_id", "text"], ["seq", "int"], ["task_name", "text"], ["type_name", "text"],
   ["codec", "text"], ["digest", "text"], ["size", "bigint"], ["storage", "text"], ["blob_ref", "text"],
   ["payload", "bytea"], ["is_final", "smallint"], ["created_at", "bigint"], ["visit", "int"], ["active", "smallint"],
-  ["k", "int"], ["f", "int"]
+  ["k", "int"]
 ]
 const CLAIM_TYPES: ReadonlyArray<readonly [string, string]> = [
   ["pipeline_id", "text"], ["seq", "int"], ["visit", "int"], ["run_id", "text"], ["digest", "text"],
-  ["committed_at", "bigint"], ["k", "int"], ["f", "int"]
+  ["committed_at", "bigint"], ["k", "int"]
 ]
-/** The fences of a plain batch: a pipeline, the run its units were written under, the fence's index. */
-const FENCE_TYPES: ReadonlyArray<readonly [string, string]> = [["pipeline_id", "text"], ["run_id", "text"], ["f", "int"]]
 
 /**
  * The run a checkpoint unit was written under, which its pipeline's row must still be
@@ -657,9 +655,12 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
    * 3. the pipeline patches of the winners, folded per pipeline in order, in one UPDATE (its
    *    rows locked in id order first).
    *
-   * Statement 2 also fences the units (see the module docs): it first locks, in id order, the
-   * rows of the fenced units' pipelines and of those 3. patches, and keeps a unit's claim,
-   * output and task row (and, in 3, its patch) only if the row is `running` under its run.
+   * Between 1 and 2, the units are fenced (see the module docs) by one more statement: it
+   * locks, in id order, the rows of the fenced units' pipelines and of those 3. patches, and a
+   * unit's claim, output and task row (and, in 3, its patch) are kept only if its row is
+   * `running` under its run. It is planned per call: prepared, its generic plan (made while
+   * the table was small: arrays of unknown size) scanned the whole table, ~2–5 ms a commit at
+   * 10,000–20,000 pipelines (BENCHMARKS lead39).
    */
   const plainCommit = (ops: ReadonlyArray<StoreWrite>): Effect.Effect<undefined, SqlError> =>
     Effect.gen(function*() {
@@ -682,43 +683,67 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
           u.params
         )
       }
-      // 2. fences, claims, artifacts, tasks, attempts, events: row `k` of a claim is the index of
-      //    its candidate; artifact and task rows carry the claim they depend on (NULL: none);
-      //    claim, artifact and task rows carry the fence of their unit (`f`, NULL: none): a
-      //    unit is written only if its pipeline's row is `running` under the unit's run, the
-      //    rows locked in id order first (a unit of a pipeline this batch admits under the
-      //    unit's run is the admission's own: not fenced)
-      const fenceRows: Array<Array<unknown>> = []
-      const fenceOf = new Map<number, number>()
+      // the fences (see the module docs): the pipeline rows of the fenced units and of the
+      //    patches of 3. locked in id order, before any checkpoint key (as the unit-by-unit path
+      //    and an admission's claim lock them), and a fenced unit (one with a task row, of a
+      //    pipeline this batch does not admit under the unit's run) kept only if its row is
+      //    `running` under the unit's run. Its own statement, planned per call with the ids
+      //    it is given: a generic plan made while the table was small scans the whole table
+      //    (fence38's cost, BENCHMARKS lead39)
+      const fencedOut = new Set<number>()
       {
-        const fences = new Map<string, number>()
+        const fenceRun = new Map<number, string>()
+        const locked = new Set<string>()
         ops.forEach((op, i) => {
-          if (op._tag !== "Checkpoint") return
-          const run = fenceRunOf(op.unit)
-          const pid = op.unit.pipelineId
-          if (run === undefined || admitted.get(pid)?.runId === run) return
-          const key = `${pid}\u0000${run}`
-          let f = fences.get(key)
-          if (f === undefined) {
-            fences.set(key, f = fenceRows.length)
-            fenceRows.push([pid, run, f])
+          switch (op._tag) {
+            case "Checkpoint": {
+              const run = fenceRunOf(op.unit)
+              const pid = op.unit.pipelineId
+              if (op.unit.pipeline !== undefined) locked.add(pid)
+              if (run === undefined || admitted.get(pid)?.runId === run) return
+              fenceRun.set(i, run)
+              locked.add(pid)
+              return
+            }
+            case "Patch":
+            case "Settle":
+              locked.add(op.pipelineId)
+              return
+            default:
+              return
           }
-          fenceOf.set(i, f)
         })
+        if (locked.size > 0) {
+          const owner = new Map<string, string>()
+          for (
+            const r of yield* rows(
+              "SELECT pipeline_id, run_id, state FROM assay_pipelines WHERE pipeline_id = ANY($1::text[]) ORDER BY pipeline_id FOR UPDATE",
+              [Array.from(locked).sort()]
+            )
+          ) {
+            if (r.state === "running") owner.set(String(r.pipeline_id), String(r.run_id))
+          }
+          for (const [i, run] of fenceRun) {
+            if (owner.get((ops[i] as Extract<StoreWrite, { _tag: "Checkpoint" }>).unit.pipelineId) !== run) fencedOut.add(i)
+          }
+        }
       }
+      // 2. claims, artifacts, tasks, attempts, events: row `k` of a claim is the index of its
+      //    candidate; artifact and task rows carry the claim they depend on (NULL: none); a
+      //    fenced-out unit writes its attempts and events only
       const keyOf = (pid: unknown, seq: unknown, visit: unknown) => `${String(pid)}\u0000${Number(seq)}\u0000${Number(visit)}`
       const claimOf = new Map<number, number>()
       const candidates = new Map<string, number>()
       const claimRows: Array<Array<unknown>> = []
       ops.forEach((op, i) => {
-        if (op._tag !== "Checkpoint" || op.unit.artifact === undefined || op.unit.task === undefined) return
+        if (op._tag !== "Checkpoint" || op.unit.artifact === undefined || op.unit.task === undefined || fencedOut.has(i)) return
         const a = op.unit.artifact
         const key = keyOf(a.pipelineId, a.seq, a.visit ?? 0)
         const c = candidates.get(key)
         if (c !== undefined) return void claimOf.set(i, -1 - c) // a later unit of a claimed key: lost
         candidates.set(key, claimRows.length)
         claimOf.set(i, claimRows.length)
-        claimRows.push([a.pipelineId, a.seq, a.visit ?? 0, a.runId, a.digest, a.createdAt, claimRows.length, fenceOf.get(i) ?? null])
+        claimRows.push([a.pipelineId, a.seq, a.visit ?? 0, a.runId, a.digest, a.createdAt, claimRows.length])
       })
       // in key order: two writers claiming the same keys wait in the same order, never in a cycle
       claimRows.sort((a, b) => {
@@ -737,7 +762,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
           case "Admit":
             for (const [a, placed] of op.seeds) {
               artifacts.push(a)
-              artifactRows.push([...artifactRow(a, placed), null, null])
+              artifactRows.push([...artifactRow(a, placed), null])
             }
             return
           case "Checkpoint": {
@@ -748,18 +773,18 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
               const e = handoffEventOf(u.traversal)
               if (e !== undefined) events.push(eventRow(e))
             }
+            if (fencedOut.has(i)) return
             const c = claimOf.get(i)
             const claim = c === undefined ? null : c < 0 ? LOST : c
-            const fence = fenceOf.get(i) ?? null
             if (u.artifact !== undefined && op.placed !== undefined) {
               artifacts.push(u.artifact)
-              artifactRows.push([...artifactRow(u.artifact, op.placed), claim, fence])
+              artifactRows.push([...artifactRow(u.artifact, op.placed), claim])
             }
-            if (u.task !== undefined) taskRows.push([...taskRow(u.task), claim, fence])
+            if (u.task !== undefined) taskRows.push([...taskRow(u.task), claim])
             return
           }
           case "PutTask":
-            taskRows.push([...taskRow(op.task), null, null])
+            taskRows.push([...taskRow(op.task), null])
             return
           default:
             return
@@ -774,36 +799,19 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
         if (a.isFinal && lastFinal.get(a.pipelineId) !== k) artifactRows[k]![11] = 0
       })
       const won = new Set<number>()
-      const passed = new Set<number>()
-      if (claimRows.length + artifactRows.length + taskRows.length + attempts.length + events.length + fenceRows.length > 0) {
+      if (claimRows.length + artifactRows.length + taskRows.length + attempts.length + events.length > 0) {
         const params: Array<unknown> = []
         const ctes: Array<string> = []
-        const fences = unnestOf(FENCE_TYPES, fenceRows, params)
-        // the rows locked: those of the fences and those 3. will patch (so that this batch
-        // locks its pipeline rows in one id order, before its checkpoint keys, as the
-        // unit-by-unit path and an admission's claim do)
-        const locked = new Set<string>()
-        for (const r of fenceRows) locked.add(r[0] as string)
-        for (const op of ops) {
-          if (op._tag === "Patch" || op._tag === "Settle") locked.add(op.pipelineId)
-          else if (op._tag === "Checkpoint" && op.unit.pipeline !== undefined) locked.add(op.unit.pipelineId)
-        }
-        params.push(Array.from(locked).sort())
-        const lockedAt = params.length
         const claims = unnestOf(CLAIM_TYPES, claimRows, params)
         ctes.push(
-          // the rows locked in id order, as every writer locks them (`= ANY` of an array: an
-          // index scan whatever the plan), and the fences passed on them (the latest versions)
-          `own AS MATERIALIZED (SELECT pipeline_id, run_id, state FROM assay_pipelines WHERE pipeline_id = ANY($${lockedAt}::text[]) ORDER BY pipeline_id FOR UPDATE)`,
-          `fw AS MATERIALIZED (SELECT x.f FROM ${fences.from} JOIN own o ON o.pipeline_id = x.pipeline_id AND o.run_id = x.run_id AND o.state = 'running')`,
-          `cl AS (SELECT * FROM ${claims.from} WHERE x.f IS NULL OR x.f IN (SELECT f FROM fw))`,
+          `cl AS (SELECT * FROM ${claims.from})`,
           `won AS (INSERT INTO assay_checkpoints (pipeline_id, seq, visit, run_id, digest, committed_at)
              SELECT pipeline_id, seq, visit, run_id, digest, committed_at FROM cl ORDER BY ord
              ON CONFLICT (pipeline_id, seq, visit) DO NOTHING RETURNING pipeline_id, seq, visit)`,
           `wk AS (SELECT cl.k FROM cl JOIN won USING (pipeline_id, seq, visit))`
         )
-        /** Rows whose claim (column `k`) is absent or won and whose fence (`f`, the last) is absent or passed. */
-        const kept = "(x.k IS NULL OR x.k IN (SELECT k FROM wk)) AND (x.f IS NULL OR x.f IN (SELECT f FROM fw))"
+        /** Rows whose claim (last column, `k`) is absent or won. */
+        const kept = "(x.k IS NULL OR x.k IN (SELECT k FROM wk))"
         if (artifactRows.length > 0) {
           const u = unnestOf(ARTIFACT_TYPES, artifactRows, params)
           ctes.push(
@@ -837,12 +845,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
             } FROM ${u.from} ORDER BY x.ord)`
           )
         }
-        for (
-          const r of yield* hot(`WITH ${ctes.join(",\n")} SELECT k, NULL::int AS f FROM wk UNION ALL SELECT NULL, f FROM fw`, params)
-        ) {
-          if (r.k !== null && r.k !== undefined) won.add(Number(r.k))
-          else passed.add(Number(r.f))
-        }
+        for (const r of yield* hot(`WITH ${ctes.join(",\n")} SELECT k FROM wk`, params)) won.add(Number(r.k))
       }
       // 3. the pipeline patches of the units kept, folded per pipeline in batch order
       const patches = new Map<string, PipelinePatch>()
@@ -859,8 +862,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
           case "Checkpoint": {
             const c = claimOf.get(i)
             if (c !== undefined && (c < 0 || !won.has(c))) return
-            const f = fenceOf.get(i)
-            if (f !== undefined && !passed.has(f)) return
+            if (fencedOut.has(i)) return
             if (op.unit.pipeline !== undefined) patch(op.unit.pipelineId, op.unit.pipeline)
             return
           }

@@ -653,7 +653,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
    *    last row of a task run wins, as consecutive upserts would), the attempts and the events,
    *    in one statement that returns the keys won;
    * 3. the pipeline patches of the winners, folded per pipeline in order, in one UPDATE (its
-   *    rows locked in id order first).
+   *    rows locked in id order before 2, see below).
    *
    * Between 1 and 2, the units are fenced (see the module docs) by one more statement: it
    * locks, in id order, the rows of the fenced units' pipelines and of those 3. patches, and a
@@ -878,13 +878,13 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
         const list = Array.from(patches).sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
         const u = unnestOf(PATCH_TYPES, list.map(([id, p]) => patchRow(id, p)))
         const sets = PATCH_FIELDS.map(([column], k) => `${column} = CASE WHEN v.h & ${1 << k} <> 0 THEN v.${column} ELSE p.${column} END`)
-        // the rows are locked in id order first (the one-time filter runs before the join);
-        // planned per call, never prepared: its generic plan (arrays of unknown size) scans and
-        // hashes the whole table, ~7 ms a call at 20,000 pipelines against ~0.3 (BENCHMARKS lead34b)
+        // the rows were locked in id order by the fences' statement (every patched row is
+        // among them); planned per call, never prepared: its generic plan (arrays of unknown
+        // size) scans and hashes the whole table, ~7 ms a call at 20,000 pipelines against ~0.3
+        // (BENCHMARKS lead34b)
         yield* rows(
-          `WITH l AS MATERIALIZED (SELECT pipeline_id FROM assay_pipelines WHERE pipeline_id IN (SELECT id FROM ${u.from}) ORDER BY pipeline_id FOR UPDATE)
-           UPDATE assay_pipelines p SET ${sets.join(", ")}, attempts_total = p.attempts_total + v.attempts_delta, updated_at = v.updated_at
-           FROM ${u.from.replace(/ AS x\(/, " AS v(")} WHERE (SELECT count(*) FROM l) >= 0 AND p.pipeline_id = v.id`,
+          `UPDATE assay_pipelines p SET ${sets.join(", ")}, attempts_total = p.attempts_total + v.attempts_delta, updated_at = v.updated_at
+           FROM ${u.from.replace(/ AS x\(/, " AS v(")} WHERE p.pipeline_id = v.id`,
           u.params
         )
       }

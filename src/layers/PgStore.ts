@@ -11,6 +11,11 @@
  *   writer of the same key (a runner that re-ran an activity after a crash, a paused runner
  *   that came back) writes only its attempts and events, and reading the output back gives the
  *   winner's value ({@link commitCheckpoint} does both). See `internal/pg/driver.ts`.
+ * - **Fenced by the run (fence38).** A checkpoint unit with a task row is written only while
+ *   its pipeline's row is `running` under the task row's run: a late commit of an
+ *   execution whose pipeline failed and was admitted again by another run meanwhile writes only
+ *   its attempts and events, and leaves the row (and the checkpoint key) to the new run. Read
+ *   back, such a unit gives what the store holds (nothing yet, or the new run's output).
  * - **Schema.** Migrations run through `@effect/sql`'s `Migrator` (table
  *   `assay_store_migrations`), once, by `assay migrate --database URL` ({@link migrate}) before
  *   any writer starts; concurrent migrations serialize on an advisory lock. Opening an

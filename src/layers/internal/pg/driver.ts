@@ -20,6 +20,17 @@
  *   An invalidation (rewind, retry-all) deletes the keys of the stations it invalidates, and an
  *   admission deletes the keys at and after the cursor it admits the pipeline with (a restart
  *   from the seed clears them all), so a legitimate re-run writes again.
+ * - **Fenced by the run (fence38).** A checkpoint unit with a task row is written only while
+ *   its pipeline's row is `running` under the task row's run, checked on the row locked in the
+ *   commit's transaction: a late commit of an execution that no longer holds the pipeline (a
+ *   zombie thawed after its window was taken over, the pipeline failed and another run
+ *   admitted it again) writes its attempts and events only, as a first-writer loser does. Its key is not claimed (the new run's own commit of that
+ *   task wins), and no output, task row, pipeline patch or traversal write of it is kept, so
+ *   the row is never taken back to the old run and no second active task row is left. A unit
+ *   of a pipeline the same batch admits under the unit's run (an admission riding its first
+ *   checkpoint, possibly written already settled) is the admission's own and is not fenced,
+ *   nor is a unit without a task row (a patch, an output written on purpose without one,
+ *   attempts, events).
  * - **Errors.** Every `SqlError` becomes a typed `StoreUnavailable` whose message names the
  *   database without its password (`url.ts`).
  *
@@ -80,6 +91,7 @@ import type {
   StoreWrite,
   TaskFields,
   TraversalWrite,
+  CheckpointUnit,
   ClaimExpectation,
   ClaimOutcome
 } from "../../../services/Store.js"
@@ -407,6 +419,15 @@ const CLAIM_TYPES: ReadonlyArray<readonly [string, string]> = [
   ["pipeline_id", "text"], ["seq", "int"], ["visit", "int"], ["run_id", "text"], ["digest", "text"],
   ["committed_at", "bigint"], ["k", "int"]
 ]
+
+/**
+ * The run a checkpoint unit was written under, which its pipeline's row must still be
+ * `running` under for the unit's output, task row, pipeline patch and traversal write to be
+ * written (fence38, see the module docs): its task row's run. `undefined` (a unit without a
+ * task row: a patch, an output written on purpose without one, attempts, events): the unit is
+ * not fenced.
+ */
+const fenceRunOf = (u: CheckpointUnit): string | undefined => u.task?.runId
 /** Patch fields in the order of their columns; a patch row says which it sets in a bit mask `h`. */
 const PATCH_FIELDS = [
   ["state", "text"], ["n_tasks_done", "int"], ["run_id", "text"], ["started_at", "bigint"], ["ended_at", "bigint"],
@@ -632,7 +653,14 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
    *    last row of a task run wins, as consecutive upserts would), the attempts and the events,
    *    in one statement that returns the keys won;
    * 3. the pipeline patches of the winners, folded per pipeline in order, in one UPDATE (its
-   *    rows locked in id order first).
+   *    rows locked in id order before 2, see below).
+   *
+   * Between 1 and 2, the units are fenced (see the module docs) by one more statement: it
+   * locks, in id order, the rows of the fenced units' pipelines and of those 3. patches, and a
+   * unit's claim, output and task row (and, in 3, its patch) are kept only if its row is
+   * `running` under its run. It is planned per call: prepared, its generic plan (made while
+   * the table was small: arrays of unknown size) scanned the whole table, ~2–5 ms a commit at
+   * 10,000–20,000 pipelines (BENCHMARKS lead39).
    */
   const plainCommit = (ops: ReadonlyArray<StoreWrite>): Effect.Effect<undefined, SqlError> =>
     Effect.gen(function*() {
@@ -655,14 +683,60 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
           u.params
         )
       }
+      // the fences (see the module docs): the pipeline rows of the fenced units and of the
+      //    patches of 3. locked in id order, before any checkpoint key (as the unit-by-unit path
+      //    and an admission's claim lock them), and a fenced unit (one with a task row, of a
+      //    pipeline this batch does not admit under the unit's run) kept only if its row is
+      //    `running` under the unit's run. Its own statement, planned per call with the ids
+      //    it is given: a generic plan made while the table was small scans the whole table
+      //    (fence38's cost, BENCHMARKS lead39)
+      const fencedOut = new Set<number>()
+      {
+        const fenceRun = new Map<number, string>()
+        const locked = new Set<string>()
+        ops.forEach((op, i) => {
+          switch (op._tag) {
+            case "Checkpoint": {
+              const run = fenceRunOf(op.unit)
+              const pid = op.unit.pipelineId
+              if (op.unit.pipeline !== undefined) locked.add(pid)
+              if (run === undefined || admitted.get(pid)?.runId === run) return
+              fenceRun.set(i, run)
+              locked.add(pid)
+              return
+            }
+            case "Patch":
+            case "Settle":
+              locked.add(op.pipelineId)
+              return
+            default:
+              return
+          }
+        })
+        if (locked.size > 0) {
+          const owner = new Map<string, string>()
+          for (
+            const r of yield* rows(
+              "SELECT pipeline_id, run_id, state FROM assay_pipelines WHERE pipeline_id = ANY($1::text[]) ORDER BY pipeline_id FOR UPDATE",
+              [Array.from(locked).sort()]
+            )
+          ) {
+            if (r.state === "running") owner.set(String(r.pipeline_id), String(r.run_id))
+          }
+          for (const [i, run] of fenceRun) {
+            if (owner.get((ops[i] as Extract<StoreWrite, { _tag: "Checkpoint" }>).unit.pipelineId) !== run) fencedOut.add(i)
+          }
+        }
+      }
       // 2. claims, artifacts, tasks, attempts, events: row `k` of a claim is the index of its
-      //    candidate; artifact and task rows carry the claim they depend on (NULL: none)
+      //    candidate; artifact and task rows carry the claim they depend on (NULL: none); a
+      //    fenced-out unit writes its attempts and events only
       const keyOf = (pid: unknown, seq: unknown, visit: unknown) => `${String(pid)}\u0000${Number(seq)}\u0000${Number(visit)}`
       const claimOf = new Map<number, number>()
       const candidates = new Map<string, number>()
       const claimRows: Array<Array<unknown>> = []
       ops.forEach((op, i) => {
-        if (op._tag !== "Checkpoint" || op.unit.artifact === undefined || op.unit.task === undefined) return
+        if (op._tag !== "Checkpoint" || op.unit.artifact === undefined || op.unit.task === undefined || fencedOut.has(i)) return
         const a = op.unit.artifact
         const key = keyOf(a.pipelineId, a.seq, a.visit ?? 0)
         const c = candidates.get(key)
@@ -699,6 +773,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
               const e = handoffEventOf(u.traversal)
               if (e !== undefined) events.push(eventRow(e))
             }
+            if (fencedOut.has(i)) return
             const c = claimOf.get(i)
             const claim = c === undefined ? null : c < 0 ? LOST : c
             if (u.artifact !== undefined && op.placed !== undefined) {
@@ -787,6 +862,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
           case "Checkpoint": {
             const c = claimOf.get(i)
             if (c !== undefined && (c < 0 || !won.has(c))) return
+            if (fencedOut.has(i)) return
             if (op.unit.pipeline !== undefined) patch(op.unit.pipelineId, op.unit.pipeline)
             return
           }
@@ -802,13 +878,13 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
         const list = Array.from(patches).sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
         const u = unnestOf(PATCH_TYPES, list.map(([id, p]) => patchRow(id, p)))
         const sets = PATCH_FIELDS.map(([column], k) => `${column} = CASE WHEN v.h & ${1 << k} <> 0 THEN v.${column} ELSE p.${column} END`)
-        // the rows are locked in id order first (the one-time filter runs before the join);
-        // planned per call, never prepared: its generic plan (arrays of unknown size) scans and
-        // hashes the whole table, ~7 ms a call at 20,000 pipelines against ~0.3 (BENCHMARKS lead34b)
+        // the rows were locked in id order by the fences' statement (every patched row is
+        // among them); planned per call, never prepared: its generic plan (arrays of unknown
+        // size) scans and hashes the whole table, ~7 ms a call at 20,000 pipelines against ~0.3
+        // (BENCHMARKS lead34b)
         yield* rows(
-          `WITH l AS MATERIALIZED (SELECT pipeline_id FROM assay_pipelines WHERE pipeline_id IN (SELECT id FROM ${u.from}) ORDER BY pipeline_id FOR UPDATE)
-           UPDATE assay_pipelines p SET ${sets.join(", ")}, attempts_total = p.attempts_total + v.attempts_delta, updated_at = v.updated_at
-           FROM ${u.from.replace(/ AS x\(/, " AS v(")} WHERE (SELECT count(*) FROM l) >= 0 AND p.pipeline_id = v.id`,
+          `UPDATE assay_pipelines p SET ${sets.join(", ")}, attempts_total = p.attempts_total + v.attempts_delta, updated_at = v.updated_at
+           FROM ${u.from.replace(/ AS x\(/, " AS v(")} WHERE p.pipeline_id = v.id`,
           u.params
         )
       }
@@ -858,22 +934,44 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
       })
 
     const body = Effect.gen(function*() {
-      // the version check of the traversal writes, on the stored rows locked in id order
+      // the fences of the units (see plainCommit) and the version check of the traversal
+      // writes, on the stored rows locked in id order
       let stored: Map<string, number | null> | undefined
-      const tpids = Array.from(
-        new Set(
-          ops.flatMap((op) => (op._tag === "Checkpoint" && op.unit.traversal !== undefined ? [op.unit.pipelineId] : []))
-        )
-      ).sort()
-      if (tpids.length > 0) {
-        stored = new Map()
+      const tpids = new Set<string>()
+      const fencedRun = new Map<number, string>()
+      {
+        const admittedRun = new Map<string, string>()
+        ops.forEach((op, i) => {
+          if (op._tag === "Admit") for (const p of op.pipelines) admittedRun.set(p.pipelineId, p.runId)
+          if (op._tag !== "Checkpoint") return
+          if (op.unit.traversal !== undefined) tpids.add(op.unit.pipelineId)
+          const run = fenceRunOf(op.unit)
+          if (run !== undefined && admittedRun.get(op.unit.pipelineId) !== run) fencedRun.set(i, run)
+        })
+      }
+      const fencedOut = new Set<number>()
+      if (tpids.size + fencedRun.size > 0) {
+        const pids = new Set(tpids)
+        for (const i of fencedRun.keys()) pids.add((ops[i] as Extract<StoreWrite, { _tag: "Checkpoint" }>).unit.pipelineId)
         const locked = yield* rows(
-          "SELECT pipeline_id, traversal FROM assay_pipelines WHERE pipeline_id = ANY($1) ORDER BY pipeline_id FOR UPDATE",
-          [tpids]
+          "SELECT pipeline_id, traversal, run_id, state FROM assay_pipelines WHERE pipeline_id = ANY($1) ORDER BY pipeline_id FOR UPDATE",
+          [Array.from(pids).sort()]
         )
+        if (tpids.size > 0) stored = new Map()
+        // each row's owner run, while `running`, as the batch's admissions leave it in order
+        const owner = new Map<string, string | undefined>()
         for (const r of locked) {
-          stored.set(String(r.pipeline_id), typeof r.traversal === "string" ? TraversalText.versionOf(r.traversal) : null)
+          const pid = String(r.pipeline_id)
+          if (stored !== undefined && tpids.has(pid)) {
+            stored.set(pid, typeof r.traversal === "string" ? TraversalText.versionOf(r.traversal) : null)
+          }
+          owner.set(pid, r.state === "running" ? String(r.run_id) : undefined)
         }
+        ops.forEach((op, i) => {
+          if (op._tag === "Admit") for (const p of op.pipelines) owner.set(p.pipelineId, p.state === "running" ? p.runId : undefined)
+          const run = fencedRun.get(i)
+          if (op._tag === "Checkpoint" && run !== undefined && owner.get(op.unit.pipelineId) !== run) fencedOut.add(i)
+        })
       }
       let refused: Array<readonly [number, StoreUnavailable]> | undefined
       const refusedAt = new Set<number>()
@@ -882,7 +980,7 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
         for (let i = 0; i < ops.length; i++) {
           const op = ops[i]!
           if (op._tag === "Admit") for (const t of op.traversals) seen.set(t.pipelineId, t.state.version)
-          if (op._tag !== "Checkpoint" || op.unit.traversal === undefined) continue
+          if (op._tag !== "Checkpoint" || op.unit.traversal === undefined || fencedOut.has(i)) continue
           const pid = op.unit.pipelineId
           const actual = seen.has(pid) ? seen.get(pid)! : (stored.get(pid) ?? null)
           if (actual !== op.unit.traversal.expectedVersion) {
@@ -932,6 +1030,9 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
               const e = handoffEventOf(u.traversal)
               if (e !== undefined) events.push(eventRow(e))
             }
+            // fenced: the pipeline is no longer `running` under the unit's run (a late commit
+            // of an execution that lost it): only its facts are written, as a loser's below
+            if (fencedOut.has(i)) break
             if (u.artifact !== undefined && u.task !== undefined) {
               // first writer wins: a task completion whose output is already committed writes
               // only its facts

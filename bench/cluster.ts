@@ -22,6 +22,9 @@
  *
  * Environment: `BENCH_CLUSTER_PIPELINES` (default 20000), `BENCH_CLUSTER_ROUNDS` (default 1;
  * rounds alternate sqlite, cluster), `BENCH_CLUSTER_ONLY` (`sqlite`, `cluster` or `embedded-pg`),
+ * `BENCH_CLUSTER_PG_OPTIONS` (further server options of the cluster round's Postgres, `;`-separated, e.g.
+ * `-c shared_preload_libraries=pg_stat_statements,auto_explain;-c auto_explain.log_min_duration=5;-c logging_collector=on;-c log_directory=/tmp/pglog`
+ * to log the plans of slow statements),
  * `BENCH_CLUSTER_STATEMENTS=1` (Postgres with `pg_stat_statements`: the statements per
  * pipeline, in all and the top ones by calls and by execution time, with their planning time,
  * over the submitter's run; and a `cluster.postgres` line: Postgres's CPU per pipeline per
@@ -103,6 +106,8 @@ const N = Number(process.env.BENCH_CLUSTER_PIPELINES ?? 20_000)
 const ROUNDS = Number(process.env.BENCH_CLUSTER_ROUNDS ?? 1)
 const ONLY = process.env.BENCH_CLUSTER_ONLY
 const STATEMENTS = process.env.BENCH_CLUSTER_STATEMENTS === "1"
+/** Further server options of the cluster round's Postgres (`BENCH_CLUSTER_PG_OPTIONS`, `;`-separated `-c name=value`s; a later one wins). */
+const PG_OPTIONS = (process.env.BENCH_CLUSTER_PG_OPTIONS ?? "").split(";").map((o) => o.trim()).filter((o) => o !== "")
 const PROFILE = process.env.BENCH_CLUSTER_PROFILE
 const IDLE_S = Number(process.env.BENCH_CLUSTER_IDLE_S ?? 0)
 const EMBEDDED_PG = process.env.BENCH_CLUSTER_EMBEDDED_PG === "1"
@@ -303,11 +308,14 @@ const sqliteRound = async (round: number): Promise<number> => {
 }
 
 const clusterRound = async (round: number, sqliteTasksPerS: number | undefined): Promise<void> => {
-  const pg = await startPostgres(
-    STATEMENTS
-      ? { serverOptions: ["-c shared_preload_libraries=pg_stat_statements", "-c pg_stat_statements.track=all", "-c pg_stat_statements.track_planning=on", "-c log_autovacuum_min_duration=0"] }
-      : {}
-  )
+  const pg = await startPostgres({
+    serverOptions: [
+      ...(STATEMENTS
+        ? ["-c shared_preload_libraries=pg_stat_statements", "-c pg_stat_statements.track=all", "-c pg_stat_statements.track_planning=on", "-c log_autovacuum_min_duration=0"]
+        : []),
+      ...PG_OPTIONS
+    ]
+  })
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-cluster-"))
   try {
     await pg.createDatabase("bench")

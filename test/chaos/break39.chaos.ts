@@ -1,0 +1,307 @@
+/**
+ * break39: attacks on session 38's cluster fixes (uninterruptible admission, run-owned counting,
+ * early claim release, the runner watch, the summary's `not admitted` and exit codes) with real
+ * `assay runner` processes and real `assay run --engine cluster` submitters. Run one at a time:
+ * `npx vitest run --config vitest.chaos.config.ts test/chaos/break39.chaos.ts -t NAME`.
+ * Each test collects every broken guarantee and fails listing them.
+ */
+import { describe, expect, it } from "vitest"
+import { type CliProcess, sleep } from "../support/cli.js"
+import { usePostgres } from "../support/postgres.js"
+import { honesty, reportOf, submitWith, summaryOf, verify } from "./support/break38.js"
+import type { Cluster } from "./support/cluster.js"
+import { atFault, type Snapshot, waitCommitted } from "./support/invariants.js"
+import { withScene } from "./support/scenario.js"
+
+const pg = usePostgres()
+
+const log = (o: unknown) => console.log(JSON.stringify(o))
+
+/** Rows filed under run `runId` by state (`state|n` lines joined). */
+const rowsUnder = (cluster: Cluster, runId: string): Record<string, number> => {
+  const out: Record<string, number> = {}
+  for (const line of cluster.sql(`SELECT state, count(*) FROM assay_pipelines WHERE run_id = '${runId}' GROUP BY 1`).split("\n")) {
+    if (line === "") continue
+    const [s, n] = line.split("|")
+    out[s!] = Number(n)
+  }
+  return out
+}
+
+/**
+ * The honesty of an interrupted (Ctrl-C) submitter, judged right after it exited and before any
+ * other submission: every row filed under its run is one it counts as admitted (uninterruptible
+ * admission: a row written is a window started and counted), and its own counts add up.
+ */
+const interruptedHonesty = (cluster: Cluster, name: string, ran: { code: number | null; stdout: string; stderr: string }): Array<string> => {
+  const s = summaryOf(ran.stdout)
+  if (s === undefined) return [`${name}: no JSON summary after Ctrl-C (exit ${ran.code}); stderr: ${ran.stderr.slice(-600)}`]
+  const out: Array<string> = []
+  const under = rowsUnder(cluster, s.runId)
+  const total = Object.values(under).reduce((a, b) => a + b, 0)
+  const own = s.stats.pipelines.byState
+  if (total !== s.cluster.admitted) out.push(`${name}: ${total} rows filed under run ${s.runId} (${JSON.stringify(under)}), summary says ${s.cluster.admitted} admitted`)
+  const ownSum = own.succeeded + own.failed + own.interrupted + s.cluster.running
+  if (ownSum !== s.cluster.admitted) out.push(`${name}: own outcomes + running = ${ownSum}, admitted ${s.cluster.admitted}: ${JSON.stringify({ own, cluster: s.cluster })}`)
+  return out
+}
+
+/**
+ * The honesty of a finished submitter against `assay report --run-id` only (not the rows: a row
+ * taken by another run is counted failed by the first run, by design): the summary's own
+ * succeeded / failed / interrupted and the report's.
+ */
+const reportHonesty = (cluster: Cluster, name: string, ran: { code: number | null; stdout: string }): { problems: Array<string>; report: unknown } => {
+  const s = summaryOf(ran.stdout)
+  if (s === undefined) return { problems: [`${name}: no JSON summary (exit ${ran.code})`], report: undefined }
+  const r = reportOf(cluster, s.runId)
+  const byState = r?.byState ?? r?.pipelines?.byState ?? r?.stats?.pipelines?.byState ?? r?.summary?.pipelines?.byState
+  const out: Array<string> = []
+  if (byState === undefined) out.push(`${name}: report of ${s.runId} unread: ${JSON.stringify(r).slice(0, 400)}`)
+  else {
+    for (const st of ["succeeded", "failed", "interrupted"]) {
+      const said = Number(s.stats.pipelines.byState[st] ?? 0)
+      const rep = Number(byState[st] ?? 0)
+      if (said !== rep) out.push(`${name}: summary of run ${s.runId} says ${said} ${st}, its report says ${rep} (rows now: ${JSON.stringify(rowsUnder(cluster, s.runId))})`)
+    }
+  }
+  return { problems: out, report: byState }
+}
+
+/** Waits until no provider call has started for `quietMs` (at most `maxMs`). */
+const quiet = async (provider: { calls: ReadonlyArray<unknown> }, quietMs: number, maxMs: number) => {
+  let last = provider.calls.length
+  let since = Date.now()
+  const t0 = Date.now()
+  while (Date.now() - since < quietMs && Date.now() - t0 < maxMs) {
+    await sleep(250)
+    if (provider.calls.length !== last) {
+      last = provider.calls.length
+      since = Date.now()
+    }
+  }
+}
+
+/** Submits again and again (a new run each time) until one exits 0, at most `n` times: each judged by `honesty`. */
+const settleBySubmissions = async (cluster: Cluster, rows: number, n: number, args: ReadonlyArray<string>) => {
+  const problems: Array<string> = []
+  const runs: Array<unknown> = []
+  for (let k = 0; k < n; k++) {
+    const r = await submitWith(cluster, args).done
+    runs.push({ code: r.code, s: summaryOf(r.stdout)?.stats?.pipelines?.byState, c: summaryOf(r.stdout)?.cluster, err: r.code === 0 || r.code === 1 ? undefined : r.stderr.slice(-800) })
+    problems.push(...honesty(cluster, `final${k}`, r, rows))
+    if (r.code === 0) break
+  }
+  return { problems, runs }
+}
+
+/** The `cluster: runner …` lines a submitter printed. */
+const watchLines = (p: CliProcess): Array<string> => p.stderr().split("\n").filter((l) => l.startsWith("cluster: "))
+
+describe("break39: admission, counting, claims and the runner watch under real faults", () => {
+  it("D1: Ctrl-C of submitters swept 0.2–3 s in small steps, rows failing (windows with stored rows re-admitted), then clean submissions", async () => {
+    const experiment = { rows: 400, resources: [{ id: "r1", capacity: 8 }] }
+    // b of every 5th row fails on its first two calls; a of every 7th on its first one
+    const fail = (key: string, n: number) => {
+      const row = Number(key.split("|")[1])
+      if (key.startsWith("b|") && row % 5 === 1 && n <= 2) return 400
+      if (key.startsWith("a|") && row % 7 === 3 && n === 1) return 400
+      return undefined
+    }
+    await withScene(pg, "d1", { experiment, latencyMs: 200, fail }, async ({ cluster, provider }) => {
+      const problems: Array<string> = []
+      const runs: Array<unknown> = []
+      const delays: Array<number> = []
+      for (let d = 300; d <= 3_300; d += 150) delays.push(d)
+      let k = 0
+      let silent = 0
+      let killed = 0
+      for (const d of delays) {
+        const sub = submitWith(cluster, ["--max-admitted", String(16 + (k % 3) * 4)])
+        await sleep(d)
+        sub.child.kill("SIGINT")
+        const r = await sub.done
+        const s = summaryOf(r.stdout)
+        runs.push({ d, code: r.code, admitted: s?.cluster?.admitted, running: s?.cluster?.running, withheld: s?.cluster?.withheld, f: s?.cluster?.followed?.running, own: s?.stats?.pipelines?.byState })
+        // killed by the signal before its handler was installed (node's default): nothing of it ran
+        if (r.code === null && r.signal === "SIGINT") {
+          killed++
+          continue
+        }
+        if (r.code !== 130 && r.code !== 0 && r.code !== 1) problems.push(`submitter at ${d} ms: exit ${r.code}: ${r.stderr.slice(-600)}`)
+        // Ctrl-C during start-up (before the submission began): exit 130 and nothing printed; its
+        // run row must not exist either (checked below: run rows = summaries printed)
+        if (r.code === 130 && s === undefined) {
+          silent++
+          continue
+        }
+        if (r.code === 130) problems.push(...interruptedHonesty(cluster, `ctrl-c@${d}`, r))
+        k++
+      }
+      await quiet(provider, 6_000, 120_000)
+      const stranded = cluster.sql("SELECT pipeline_id, run_id, n_tasks_done FROM assay_pipelines WHERE state = 'running' ORDER BY 2, 1")
+      const states = cluster.sql("SELECT state, count(*) FROM assay_pipelines GROUP BY 1").replace(/\n/g, " ")
+      if (stranded !== "") problems.push(`rows running with no call for 6 s after the last Ctrl-C (${states}): ${stranded.replace(/\n/g, "; ").slice(0, 1200)}`)
+      const openRuns = cluster.sql("SELECT run_id, status, stop_reason FROM assay_runs WHERE status NOT IN ('completed', 'interrupted', 'failed')")
+      if (openRuns !== "") problems.push(`runs left open after their submitter exited: ${openRuns.replace(/\n/g, "; ")}`)
+      const runCount = cluster.sql("SELECT count(*) FROM assay_runs").trim()
+      runs.push({ runRows: runCount, submitters: delays.length, silent, killed })
+      if (Number(runCount) !== delays.length - silent - killed) problems.push(`${runCount} run rows for ${delays.length - silent - killed} submitters that printed a summary`)
+      const fin = await settleBySubmissions(cluster, experiment.rows, 4, ["--max-admitted", "24"])
+      log({ d1: runs, states, fin: fin.runs })
+      problems.push(...fin.problems)
+      problems.push(...await verify(cluster, provider, { rows: experiment.rows, capacity: { r1: 8 }, snapshots: [], failedAllowed: 0, settleMs: 30_000 }))
+      expect(problems).toEqual([])
+    })
+  }, 900_000)
+
+  it("D2: three submitters of different runs over the same rows, failures and re-admissions while each follows: summaries vs report --run-id", async () => {
+    const experiment = { rows: 90, resources: [{ id: "r1", capacity: 6 }] }
+    const fail = (key: string, n: number) => {
+      const row = Number(key.split("|")[1])
+      if (key.startsWith("b|") && row % 4 === 1 && n <= 2) return 400
+      if (key.startsWith("c|") && row % 6 === 2 && n === 1) return 400
+      return undefined
+    }
+    await withScene(pg, "d2", { experiment, latencyMs: 70, fail }, async ({ cluster, provider, tasks }) => {
+      const a = submitWith(cluster, ["--max-admitted", "12"])
+      await waitCommitted(cluster, Math.floor(tasks / 8))
+      const b = submitWith(cluster, ["--max-admitted", "15"])
+      await waitCommitted(cluster, Math.floor(tasks / 4))
+      const c = submitWith(cluster, ["--max-admitted", "18"])
+      const [ra, rb, rc] = await Promise.all([a.done, b.done, c.done])
+      const problems: Array<string> = []
+      const reports: Array<unknown> = []
+      for (const [name, r] of [["a", ra], ["b", rb], ["c", rc]] as const) {
+        const h = reportHonesty(cluster, name, r)
+        problems.push(...h.problems)
+        reports.push({ name, code: r.code, own: summaryOf(r.stdout)?.stats?.pipelines?.byState, cl: summaryOf(r.stdout)?.cluster, report: h.report })
+        const s = summaryOf(r.stdout)
+        if (s !== undefined) {
+          const failed = s.stats.pipelines.byState.failed + s.cluster.followed.failed
+          if ((r.code === 1) !== (failed > 0)) problems.push(`${name}: exit ${r.code} with ${failed} failures (own + followed)`)
+          const sum = s.stats.pipelines.byState.succeeded + s.stats.pipelines.byState.failed + s.stats.pipelines.byState.interrupted + s.skipped + s.cluster.withheld +
+            s.cluster.followed.succeeded + s.cluster.followed.failed + s.cluster.followed.interrupted
+          if (sum !== experiment.rows) problems.push(`${name}: counts add up to ${sum} of ${experiment.rows}: ${JSON.stringify({ own: s.stats.pipelines.byState, skipped: s.skipped, cl: s.cluster })}`)
+        }
+      }
+      const fin = await settleBySubmissions(cluster, experiment.rows, 4, ["--max-admitted", "15"])
+      log({ d2: reports, fin: fin.runs })
+      problems.push(...fin.problems)
+      problems.push(...await verify(cluster, provider, { rows: experiment.rows, capacity: { r1: 6 }, snapshots: [], failedAllowed: 0, settleMs: 30_000 }))
+      expect(problems).toEqual([])
+    })
+  }, 900_000)
+
+  it("D3: kill -9 of a runner while pipelines settle (claims released early, short tasks), Ctrl-C and a regrouping re-submission right after, twice; the watch lines", async () => {
+    const experiment = { rows: 160, resources: [{ id: "r1", capacity: 8 }] }
+    const fail = (key: string, n: number) => key.startsWith("c|") && Number(key.split("|")[1]) % 9 === 4 && n === 1 ? 400 : undefined
+    await withScene(pg, "d3", { experiment, latencyMs: 25, fail }, async ({ cluster, provider, tasks }) => {
+      const snaps: Array<Snapshot> = []
+      const runs: Array<unknown> = []
+      const problems: Array<string> = []
+      let sub = submitWith(cluster, ["--max-admitted", "10"])
+      // watch lines before any fault: none may say a runner left
+      await waitCommitted(cluster, Math.floor(tasks / 6))
+      const early = watchLines(sub)
+      if (early.length > 0) problems.push(`watch lines before any fault: ${early.join(" | ")}`)
+      for (let k = 0; k < 2; k++) {
+        await waitCommitted(cluster, Math.floor((tasks * (k + 2)) / 6), 180_000)
+        const victim = k + 1
+        const port = cluster.runners[victim]!.port
+        snaps.push(await atFault(cluster, provider, () => cluster.kill9(victim)))
+        // give the watch time to see it (two pings)
+        await sleep(4_000)
+        const lines = watchLines(sub)
+        sub.child.kill("SIGINT")
+        const r = await sub.done
+        runs.push({ code: r.code, s: summaryOf(r.stdout)?.cluster, lines })
+        if (r.code === 130) problems.push(...interruptedHonesty(cluster, `ctrl-c ${k}`, r))
+        const said = lines.some((l) => l.includes(`:${port} `))
+        const claims = cluster.sql("SELECT count(*) FROM assay_cluster_pipeline_claims WHERE expires_at > now()").trim()
+        runs.push({ victim, port, said, liveClaims: claims })
+        sub = submitWith(cluster, ["--max-admitted", String(k === 0 ? 9 : 12)])
+        await sleep(1_500)
+        await cluster.restart(victim)
+      }
+      const last = await sub.done
+      const lastLines = watchLines(sub)
+      runs.push({ code: last.code, s: summaryOf(last.stdout)?.cluster, lines: lastLines })
+      problems.push(...honesty(cluster, "last", last, experiment.rows))
+      const fin = await settleBySubmissions(cluster, experiment.rows, 3, ["--max-admitted", "10"])
+      log({ d3: runs, fin: fin.runs })
+      problems.push(...fin.problems)
+      problems.push(...await verify(cluster, provider, { rows: experiment.rows, capacity: { r1: 8 }, snapshots: snaps, failedAllowed: 0, settleMs: 60_000 }))
+      expect(problems).toEqual([])
+    })
+  }, 900_000)
+  it("D4: the runner watch against SIGSTOP (short, then past the lock expiry) and a busy-but-alive cluster: does it say so, and only then", async () => {
+    const experiment = { rows: 150, resources: [{ id: "r1", capacity: 8 }] }
+    await withScene(pg, "d4", { experiment, latencyMs: 120 }, async ({ cluster, provider, tasks }) => {
+      const problems: Array<string> = []
+      const snaps: Array<Snapshot> = []
+      const sub = submitWith(cluster, ["--max-admitted", "24"])
+      const timeline: Array<unknown> = []
+      const t0 = Date.now()
+      const mark = (what: string) => timeline.push({ at: Date.now() - t0, what, lines: watchLines(sub).length })
+      await waitCommitted(cluster, Math.floor(tasks / 6))
+      const quietLines = watchLines(sub)
+      if (quietLines.length > 0) problems.push(`watch lines before any fault: ${quietLines.join(" | ")}`)
+      // a short freeze (5 s, under the 10 s lock expiry)
+      const port1 = cluster.runners[1]!.port
+      snaps.push(await atFault(cluster, provider, () => cluster.pause(1)))
+      mark("SIGSTOP r1")
+      await sleep(5_000)
+      const during1 = watchLines(sub).filter((l) => l.includes(`:${port1} `))
+      mark("SIGCONT r1")
+      snaps.push(await atFault(cluster, provider, () => cluster.resume(1)))
+      if (during1.length === 0) problems.push(`runner 1 (:${port1}) frozen 5 s with windows of the run: the watch said nothing (${watchLines(sub).join(" | ")})`)
+      await sleep(4_000)
+      mark("after short freeze")
+      // a long freeze (past the lock expiry)
+      const port2 = cluster.runners[2]!.port
+      snaps.push(await atFault(cluster, provider, () => cluster.pause(2)))
+      mark("SIGSTOP r2")
+      await sleep(16_000)
+      const during2 = watchLines(sub).filter((l) => l.includes(`:${port2} `))
+      mark("SIGCONT r2")
+      snaps.push(await atFault(cluster, provider, () => cluster.resume(2)))
+      if (during2.length === 0) problems.push(`runner 2 (:${port2}) frozen 16 s: the watch said nothing (${watchLines(sub).join(" | ")})`)
+      const ran = await sub.done
+      const all = watchLines(sub)
+      log({ d4: { code: ran.code, s: summaryOf(ran.stdout)?.stats, timeline, lines: all } })
+      // the runner that never stopped must never be said gone
+      const port0 = cluster.runners[0]!.port
+      const lies = all.filter((l) => l.includes(`:${port0} `))
+      if (lies.length > 0) problems.push(`runner 0 (:${port0}) never stopped, the watch said: ${lies.join(" | ")}`)
+      problems.push(...honesty(cluster, "submitter", ran, experiment.rows))
+      problems.push(...await verify(cluster, provider, { rows: experiment.rows, capacity: { r1: 8 }, snapshots: snaps, settleMs: 60_000 }))
+      expect(problems).toEqual([])
+    })
+  }, 900_000)
+  it("D5: a failed row of run A re-admitted by run B while A still runs (A kept alive by one slow row): A's summary vs report --run-id A", async () => {
+    const experiment = { rows: 30, resources: [{ id: "r1", capacity: 6 }] }
+    // b of every 3rd row fails on its first call; row 29's c takes 25 s (A follows it that long)
+    const fail = (key: string, n: number) => key.startsWith("b|") && Number(key.split("|")[1]) % 3 === 0 && n === 1 ? 400 : undefined
+    const latencyOf = (key: string) => key === "c|29" ? 25_000 : undefined
+    await withScene(pg, "d5", { experiment, latencyMs: 60, fail, latencyOf }, async ({ cluster, provider }) => {
+      const problems: Array<string> = []
+      const a = submitWith(cluster, ["--max-admitted", "30"])
+      // the 10 failures committed under A, A still running (row 29)
+      const t0 = Date.now()
+      while (Number(cluster.sql("SELECT count(*) FROM assay_pipelines WHERE state = 'failed'").trim()) < 10 && Date.now() - t0 < 60_000) await sleep(200)
+      const b = submitWith(cluster, ["--max-admitted", "30"])
+      const rb = await b.done
+      const stillA = a.child.exitCode === null
+      const ra = await a.done
+      const sa = summaryOf(ra.stdout)
+      const sb = summaryOf(rb.stdout)
+      const ha = reportHonesty(cluster, "A", ra)
+      const hb = reportHonesty(cluster, "B", rb)
+      log({ d5: { aRunningWhileBRan: stillA, a: { code: ra.code, own: sa?.stats?.pipelines?.byState, cl: sa?.cluster, report: ha.report }, b: { code: rb.code, own: sb?.stats?.pipelines?.byState, cl: sb?.cluster, report: hb.report } } })
+      if (!stillA) problems.push("A ended before B: the scenario did not overlap")
+      problems.push(...ha.problems, ...hb.problems)
+      expect(problems).toEqual([])
+    })
+  }, 300_000)
+})

@@ -291,8 +291,11 @@ describe("break39: admission, counting, claims and the runner watch under real f
       const t0 = Date.now()
       while (Number(cluster.sql("SELECT count(*) FROM assay_pipelines WHERE state = 'failed'").trim()) < 10 && Date.now() - t0 < 60_000) await sleep(200)
       const b = submitWith(cluster, ["--max-admitted", "30"])
-      const rb = await b.done
+      // B's re-admission of A's failed rows (their rows move to B's run) while A still runs
+      const t1 = Date.now()
+      while (Number(cluster.sql("SELECT count(DISTINCT run_id) FROM assay_pipelines").trim()) < 2 && Date.now() - t1 < 60_000) await sleep(100)
       const stillA = a.child.exitCode === null
+      const rb = await b.done
       const ra = await a.done
       const sa = summaryOf(ra.stdout)
       const sb = summaryOf(rb.stdout)
@@ -304,4 +307,88 @@ describe("break39: admission, counting, claims and the runner watch under real f
       expect(problems).toEqual([])
     })
   }, 300_000)
+  it("D6: Ctrl-C (single, double, SIGTERM) while re-admissions wait on ending windows (a fails fast, c is slow): rows left as they were, counts honest", async () => {
+    const experiment = { rows: 200, resources: [{ id: "r1", capacity: 10 }] }
+    // a of every 4th row fails on its first two calls (at once); every c takes 1.5 s: the windows of the failed rows end late
+    const fail = (key: string, n: number) => key.startsWith("a|") && Number(key.split("|")[1]) % 4 === 0 && n <= 2 ? 400 : undefined
+    const latencyOf = (key: string) => key.startsWith("c|") ? 1_500 : undefined
+    await withScene(pg, "d6", { experiment, latencyMs: 60, fail, latencyOf }, async ({ cluster, provider }) => {
+      const problems: Array<string> = []
+      const runs: Array<unknown> = []
+      let silent = 0
+      let killed = 0
+      let n = 0
+      for (let d = 600; d <= 3_600; d += 200) {
+        const sub = submitWith(cluster, ["--max-admitted", String(20 + (n % 3) * 5)])
+        await sleep(d)
+        const how = n % 3 === 0 ? "double" : n % 3 === 1 ? "single" : "term"
+        if (how === "term") sub.child.kill("SIGTERM")
+        else {
+          sub.child.kill("SIGINT")
+          if (how === "double") {
+            await sleep(40)
+            if (sub.child.exitCode === null) sub.child.kill("SIGINT")
+          }
+        }
+        const r = await sub.done
+        n++
+        const s = summaryOf(r.stdout)
+        runs.push({ d, how, code: r.code, signal: r.signal, admitted: s?.cluster?.admitted, running: s?.cluster?.running, withheld: s?.cluster?.withheld, f: s?.cluster?.followed?.running, own: s?.stats?.pipelines?.byState })
+        if (r.code === null && r.signal !== null) {
+          killed++
+          continue
+        }
+        if (r.code === 130 && s === undefined) {
+          silent++
+          continue
+        }
+        if (r.code !== 130 && r.code !== 0 && r.code !== 1) problems.push(`submitter at ${d} ms (${how}): exit ${r.code}: ${r.stderr.slice(-600)}`)
+        if (r.code === 130) problems.push(...interruptedHonesty(cluster, `${how}@${d}`, r))
+      }
+      await quiet(provider, 6_000, 120_000)
+      const stranded = cluster.sql("SELECT pipeline_id, run_id, n_tasks_done FROM assay_pipelines WHERE state = 'running' ORDER BY 2, 1")
+      const states = cluster.sql("SELECT state, count(*) FROM assay_pipelines GROUP BY 1").replace(/\n/g, " ")
+      if (stranded !== "") problems.push(`rows running with no call for 6 s after the last stop (${states}): ${stranded.replace(/\n/g, "; ").slice(0, 1200)}`)
+      const runCount = Number(cluster.sql("SELECT count(*) FROM assay_runs").trim())
+      if (runCount !== n - silent - killed) problems.push(`${runCount} run rows for ${n - silent - killed} submitters that printed a summary`)
+      const fin = await settleBySubmissions(cluster, experiment.rows, 4, ["--max-admitted", "25"])
+      log({ d6: runs, states, silent, killed, fin: fin.runs })
+      problems.push(...fin.problems)
+      problems.push(...await verify(cluster, provider, { rows: experiment.rows, capacity: { r1: 10 }, snapshots: [], failedAllowed: 0, settleMs: 30_000 }))
+      expect(problems).toEqual([])
+    })
+  }, 900_000)
+  it("D7: a second Ctrl-C shortly after the first (a user pressing it twice), once the submitter admitted: its summary and the stop line still printed", async () => {
+    const experiment = { rows: 200, resources: [{ id: "r1", capacity: 8 }] }
+    await withScene(pg, "d7", { experiment: { rows: 1200, resources: [{ id: "r1", capacity: 8 }] }, latencyMs: 400 }, async ({ cluster }) => {
+      const problems: Array<string> = []
+      const runs: Array<any> = []
+      const gaps: Array<number> = []
+      // (a sweep 0–450 ms in steps of 15 hit it at 15 ms only: the window is the client layer's teardown)
+      for (let k = 0; k < 3; k++) for (let g = 5; g <= 45; g += 5) gaps.push(g)
+      for (const gap of gaps) {
+        const sub = submitWith(cluster, ["--max-admitted", "16"])
+        // admitted: its first progress line is out
+        const t0 = Date.now()
+        while (!sub.stderr().includes("admitted") && sub.child.exitCode === null && Date.now() - t0 < 60_000) await sleep(20)
+        sub.child.kill("SIGINT")
+        const first = Date.now()
+        await sleep(gap)
+        if (sub.child.exitCode === null) sub.child.kill("SIGINT")
+        const r = await sub.done
+        const exitAfter = Date.now() - first
+        const s = summaryOf(r.stdout)
+        const stopLine = r.stderr.includes("stopped: no more pipelines are admitted")
+        const run = /cluster run (\S+):/.exec(r.stderr)?.[1]
+        const rowsOfRun = run === undefined ? undefined : rowsUnder(cluster, run)
+        const runRow = run === undefined ? undefined : cluster.sql(`SELECT status, stop_reason FROM assay_runs WHERE run_id = '${run}'`).trim()
+        runs.push({ gap, exitAfter, code: r.code, signal: r.signal, summary: s !== undefined, stopLine, run, rowsOfRun, runRow })
+        if (s === undefined || !stopLine) {
+          problems.push(`second Ctrl-C ${gap} ms after the first: exit ${r.code ?? r.signal}, summary ${s === undefined ? "missing" : "printed"}, stop line ${stopLine ? "printed" : "missing"}; run ${run} (row: ${runRow}) has rows ${JSON.stringify(rowsOfRun)}`)
+        }
+      }
+      log({ d7: runs })
+      expect(problems).toEqual([])
+    })
+  }, 600_000)
 })

@@ -255,7 +255,8 @@ describe("break39: admission, counting, claims and the runner watch under real f
       const during1 = watchLines(sub).filter((l) => l.includes(`:${port1} `))
       mark("SIGCONT r1")
       snaps.push(await atFault(cluster, provider, () => cluster.resume(1)))
-      if (during1.length === 0) problems.push(`runner 1 (:${port1}) frozen 5 s with windows of the run: the watch said nothing (${watchLines(sub).join(" | ")})`)
+      // (by design: two pings in a row unanswered, each timing out after 3 s: a 5 s freeze is not told)
+      mark(`short freeze told: ${during1.length > 0}`)
       await sleep(4_000)
       mark("after short freeze")
       // a long freeze (past the lock expiry)
@@ -388,6 +389,46 @@ describe("break39: admission, counting, claims and the runner watch under real f
         }
       }
       log({ d7: runs })
+      expect(problems).toEqual([])
+    })
+  }, 600_000)
+  it("D8: the watch's promise for a frozen runner (advisory locks, the default): 'they resume on the other runners within ~N s' vs when they resumed", async () => {
+    const experiment = { rows: 120, resources: [{ id: "r1", capacity: 8 }] }
+    await withScene(pg, "d8", { experiment, latencyMs: 150 }, async ({ cluster, provider, tasks }) => {
+      const problems: Array<string> = []
+      const sub = submitWith(cluster, ["--max-admitted", "30"])
+      await waitCommitted(cluster, Math.floor(tasks / 6))
+      const port = cluster.runners[1]!.port
+      const snaps: Array<Snapshot> = [await atFault(cluster, provider, () => cluster.pause(1))]
+      const frozenAt = Date.now()
+      // timestamp the watch lines as they come, for 40 s of freeze
+      const seen = new Map<string, number>()
+      while (Date.now() - frozenAt < 40_000) {
+        for (const l of watchLines(sub)) if (!seen.has(l)) seen.set(l, Date.now() - frozenAt)
+        await sleep(200)
+      }
+      snaps.push(await atFault(cluster, provider, () => cluster.resume(1)))
+      const thawedAt = Date.now() - frozenAt
+      const t1 = Date.now()
+      while (Date.now() - t1 < 15_000 && sub.child.exitCode === null) {
+        for (const l of watchLines(sub)) if (!seen.has(l)) seen.set(l, Date.now() - frozenAt)
+        await sleep(200)
+      }
+      const ran = await sub.done
+      for (const l of watchLines(sub)) if (!seen.has(l)) seen.set(l, Date.now() - frozenAt)
+      const lines = Array.from(seen.entries()).map(([l, at]) => ({ at, l }))
+      log({ d8: { port, thawedAt, lines, code: ran.code } })
+      const left = lines.find((x) => x.l.includes(`runner 127.0.0.1:${port} stopped answering`) || x.l.includes(`runner 127.0.0.1:${port} left the cluster`))
+      const resumed = lines.find((x) => x.l.includes(`runner 127.0.0.1:${port} had in flight run again`))
+      const promised = left === undefined ? undefined : Number((/within ~(\d+) s/.exec(left.l) ?? /within SHARD_LOCK_EXPIRATION, (\d+) s/.exec(left.l))?.[1])
+      if (left === undefined) problems.push(`runner :${port} frozen 40 s: never said (${JSON.stringify(lines)})`)
+      else if (promised !== undefined && (resumed === undefined || resumed.at > left.at + (promised + 5) * 1000)) {
+        problems.push(
+          `the watch said at +${left.at} ms that the windows resume on the other runners within ~${promised} s; they ran again ${resumed === undefined ? "never said" : `at +${resumed.at} ms`} (the runner was thawed at +${thawedAt} ms): with advisory locks a stopped runner keeps its shards`
+        )
+      }
+      problems.push(...honesty(cluster, "submitter", ran, experiment.rows))
+      problems.push(...await verify(cluster, provider, { rows: experiment.rows, capacity: { r1: 8 }, snapshots: snaps, settleMs: 60_000 }))
       expect(problems).toEqual([])
     })
   }, 600_000)

@@ -359,9 +359,10 @@ describe("break39: admission, counting, claims and the runner watch under real f
       expect(problems).toEqual([])
     })
   }, 900_000)
+
   it("D7: a second Ctrl-C shortly after the first (a user pressing it twice), once the submitter admitted: its summary and the stop line still printed", async () => {
-    const experiment = { rows: 200, resources: [{ id: "r1", capacity: 8 }] }
-    await withScene(pg, "d7", { experiment: { rows: 1200, resources: [{ id: "r1", capacity: 8 }] }, latencyMs: 400 }, async ({ cluster }) => {
+    const experiment = { rows: 1200, resources: [{ id: "r1", capacity: 8 }] }
+    await withScene(pg, "d7", { experiment, latencyMs: 400 }, async ({ cluster }) => {
       const problems: Array<string> = []
       const runs: Array<any> = []
       const gaps: Array<number> = []
@@ -429,6 +430,85 @@ describe("break39: admission, counting, claims and the runner watch under real f
       }
       problems.push(...honesty(cluster, "submitter", ran, experiment.rows))
       problems.push(...await verify(cluster, provider, { rows: experiment.rows, capacity: { r1: 8 }, snapshots: snaps, settleMs: 60_000 }))
+      expect(problems).toEqual([])
+    })
+  }, 600_000)
+  it("D9: churn: Ctrl-C sweep with re-admissions while a 4th runner joins and one runner is killed -9 and restarted mid-sweep", async () => {
+    const experiment = { rows: 240, resources: [{ id: "r1", capacity: 10 }] }
+    const fail = (key: string, n: number) => {
+      const row = Number(key.split("|")[1])
+      if (key.startsWith("a|") && row % 5 === 0 && n <= 2) return 400
+      if (key.startsWith("c|") && row % 7 === 3 && n === 1) return 400
+      return undefined
+    }
+    const latencyOf = (key: string) => key.startsWith("c|") ? 900 : undefined
+    await withScene(pg, "d9", { experiment, latencyMs: 80, fail, latencyOf }, async ({ cluster, provider }) => {
+      const problems: Array<string> = []
+      const runs: Array<unknown> = []
+      const snaps: Array<Snapshot> = []
+      let n = 0
+      let printed = 0
+      for (let d = 900; d <= 3_300; d += 200) {
+        const sub = submitWith(cluster, ["--max-admitted", String(20 + (n % 4) * 5)])
+        if (n === 3) await cluster.join()
+        if (n === 6) snaps.push(await atFault(cluster, provider, () => cluster.kill9(0)))
+        if (n === 8) await cluster.restart(0)
+        await sleep(d)
+        sub.child.kill("SIGINT")
+        const r = await sub.done
+        n++
+        const s = summaryOf(r.stdout)
+        runs.push({ d, code: r.code, admitted: s?.cluster?.admitted, running: s?.cluster?.running, f: s?.cluster?.followed?.running, own: s?.stats?.pipelines?.byState, causes: s?.cluster?.causes?.length })
+        if (s !== undefined) printed++
+        if (r.code === 130 && s !== undefined) problems.push(...interruptedHonesty(cluster, `ctrl-c@${d}`, r))
+        else if (r.code !== 130 && r.code !== 0 && r.code !== 1) problems.push(`submitter at ${d} ms: exit ${r.code ?? r.signal}: ${r.stderr.slice(-600)}`)
+      }
+      await quiet(provider, 8_000, 120_000)
+      const stranded = cluster.sql("SELECT pipeline_id, run_id, n_tasks_done FROM assay_pipelines WHERE state = 'running' ORDER BY 2, 1")
+      const states = cluster.sql("SELECT state, count(*) FROM assay_pipelines GROUP BY 1").replace(/\n/g, " ")
+      if (stranded !== "") problems.push(`rows running with no call for 8 s after the last stop (${states}): ${stranded.replace(/\n/g, "; ").slice(0, 1200)}`)
+      const fin = await settleBySubmissions(cluster, experiment.rows, 4, ["--max-admitted", "25"])
+      log({ d9: runs, printed, states, fin: fin.runs })
+      problems.push(...fin.problems)
+      problems.push(...await verify(cluster, provider, { rows: experiment.rows, capacity: { r1: 10 }, snapshots: snaps, failedAllowed: 0, settleMs: 60_000 }))
+      expect(problems).toEqual([])
+    })
+  }, 900_000)
+
+  it("D10: the text summary (not admitted, already done, followed) adds up and the exit codes: --stop-after-failures with a second submitter racing the first", async () => {
+    const experiment = { rows: 80, resources: [{ id: "r1", capacity: 6 }] }
+    const fail = (key: string) => key.startsWith("b|") && Number(key.split("|")[1]) % 10 === 7 ? 400 : undefined
+    await withScene(pg, "d10", { experiment, latencyMs: 120, fail }, async ({ cluster }) => {
+      const problems: Array<string> = []
+      const { start } = await import("../support/cli.js")
+      const { clusterEnv, fastTimings } = await import("./support/cluster.js")
+      const text = (args: ReadonlyArray<string>) => {
+        const p = start(["run", "-c", cluster.file, "--engine", "cluster", "--database", cluster.url, ...args], { cwd: cluster.dir, env: clusterEnv(fastTimings) })
+        ;(cluster.submitters as Array<CliProcess>).push(p)
+        return p
+      }
+      const a = text(["--max-admitted", "12", "--stop-after-failures", "3"])
+      await sleep(400)
+      const b = text(["--max-admitted", "12"])
+      const [ra, rb] = await Promise.all([a.done, b.done])
+      const c = await text(["--max-admitted", "12"]).done
+      const lines: Array<unknown> = []
+      for (const [name, r] of [["a", ra], ["b", rb], ["c", c]] as const) {
+        const line = r.stdout.trim().split("\n").pop() ?? ""
+        const m = /: (\d+) succeeded, (\d+) failed, (?:(\d+) interrupted[^,]*, )?(\d+) already done(?:, (\d+) still running on the runners)?(?:, (\d+) not admitted[^;(]*\([^)]*\))?(?:; followed (\d+) of run)?/.exec(line)
+        lines.push({ name, code: r.code, line })
+        if (m === null) {
+          problems.push(`${name}: summary line not parsed: ${line}`)
+          continue
+        }
+        const told = [1, 2, 3, 4, 5, 6, 7].reduce((acc, i) => acc + Number(m[i] ?? 0), 0)
+        if (told !== experiment.rows) problems.push(`${name}: text summary accounts for ${told} of ${experiment.rows}: ${line}`)
+        const run = /cluster run (\S+):/.exec(line)?.[1]
+        const own = rowsUnder(cluster, run ?? "")
+        if (Number(m[2]) > 0 !== (r.code === 1) && !(Number(m[7] ?? 0) > 0 && r.code === 1)) problems.push(`${name}: exit ${r.code} with ${m[2]} failed of its own: ${line}`)
+        lines.push({ name, rowsNow: own })
+      }
+      log({ d10: lines })
       expect(problems).toEqual([])
     })
   }, 600_000)

@@ -5,11 +5,13 @@
  * `npx vitest run --config vitest.chaos.config.ts test/chaos/break39.chaos.ts -t NAME`.
  * Each test collects every broken guarantee and fails listing them.
  */
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
 import { describe, expect, it } from "vitest"
 import { type CliProcess, sleep } from "../support/cli.js"
 import { usePostgres } from "../support/postgres.js"
 import { honesty, reportOf, submitWith, summaryOf, verify } from "./support/break38.js"
-import type { Cluster } from "./support/cluster.js"
+import { type Cluster, fastTimings } from "./support/cluster.js"
 import { atFault, type Snapshot, waitCommitted } from "./support/invariants.js"
 import { withScene } from "./support/scenario.js"
 
@@ -399,8 +401,11 @@ describe("break39: admission, counting, claims and the runner watch under real f
       const problems: Array<string> = []
       const sub = submitWith(cluster, ["--max-admitted", "30"])
       await waitCommitted(cluster, Math.floor(tasks / 6))
-      const port = cluster.runners[1]!.port
-      const snaps: Array<Snapshot> = [await atFault(cluster, provider, () => cluster.pause(1))]
+      // the victim: the runner of a call in flight now (it has windows of this run)
+      const inFlight = provider.calls.filter((c) => c.end === undefined && c.remotePort !== undefined)
+      const victim = inFlight.length === 0 ? 1 : runnerOfPort(cluster, inFlight[inFlight.length - 1]!.remotePort!)
+      const port = cluster.runners[victim]!.port
+      const snaps: Array<Snapshot> = [await atFault(cluster, provider, () => cluster.pause(victim))]
       const frozenAt = Date.now()
       // timestamp the watch lines as they come, for 40 s of freeze
       const seen = new Map<string, number>()
@@ -408,7 +413,7 @@ describe("break39: admission, counting, claims and the runner watch under real f
         for (const l of watchLines(sub)) if (!seen.has(l)) seen.set(l, Date.now() - frozenAt)
         await sleep(200)
       }
-      snaps.push(await atFault(cluster, provider, () => cluster.resume(1)))
+      snaps.push(await atFault(cluster, provider, () => cluster.resume(victim)))
       const thawedAt = Date.now() - frozenAt
       const t1 = Date.now()
       while (Date.now() - t1 < 15_000 && sub.child.exitCode === null) {
@@ -418,7 +423,50 @@ describe("break39: admission, counting, claims and the runner watch under real f
       const ran = await sub.done
       for (const l of watchLines(sub)) if (!seen.has(l)) seen.set(l, Date.now() - frozenAt)
       const lines = Array.from(seen.entries()).map(([l, at]) => ({ at, l }))
-      log({ d8: { port, thawedAt, lines, code: ran.code } })
+      log({ d8: { victim, port, thawedAt, lines, code: ran.code } })
+      const left = lines.find((x) => x.l.includes(`runner 127.0.0.1:${port} stopped answering`) || x.l.includes(`runner 127.0.0.1:${port} left the cluster`))
+      const resumed = lines.find((x) => x.l.includes(`runner 127.0.0.1:${port} had in flight run again`))
+      const promised = left === undefined ? undefined : Number((/within ~(\d+) s/.exec(left.l) ?? /within SHARD_LOCK_EXPIRATION, (\d+) s/.exec(left.l))?.[1])
+      if (left === undefined) problems.push(`runner :${port} frozen 40 s: never said (${JSON.stringify(lines)})`)
+      else if (promised !== undefined && (resumed === undefined || resumed.at > left.at + (promised + 5) * 1000)) {
+        problems.push(
+          `the watch said at +${left.at} ms that the windows resume on the other runners within ~${promised} s; they ran again ${resumed === undefined ? "never said" : `at +${resumed.at} ms`} (the runner was thawed at +${thawedAt} ms): with advisory locks a stopped runner keeps its shards`
+        )
+      }
+      problems.push(...honesty(cluster, "submitter", ran, experiment.rows))
+      problems.push(...await verify(cluster, provider, { rows: experiment.rows, capacity: { r1: 8 }, snapshots: snaps, settleMs: 60_000 }))
+      expect(problems).toEqual([])
+    })
+  }, 600_000)
+  it("D8b: the watch's promise for a frozen runner with lock rows (SHARD_LOCK_DISABLE_ADVISORY): 'they resume on the other runners within ~N s' vs when they resumed", async () => {
+    const experiment = { rows: 120, resources: [{ id: "r1", capacity: 8 }] }
+    await withScene(pg, "d8b", { experiment, latencyMs: 150, timings: { ...fastTimings, disableAdvisory: true } }, async ({ cluster, provider, tasks }) => {
+      const problems: Array<string> = []
+      const sub = submitWith(cluster, ["--max-admitted", "30"])
+      await waitCommitted(cluster, Math.floor(tasks / 6))
+      // the victim: the runner of a call in flight now (it has windows of this run)
+      const inFlight = provider.calls.filter((c) => c.end === undefined && c.remotePort !== undefined)
+      const victim = inFlight.length === 0 ? 1 : runnerOfPort(cluster, inFlight[inFlight.length - 1]!.remotePort!)
+      const port = cluster.runners[victim]!.port
+      const snaps: Array<Snapshot> = [await atFault(cluster, provider, () => cluster.pause(victim))]
+      const frozenAt = Date.now()
+      // timestamp the watch lines as they come, for 40 s of freeze
+      const seen = new Map<string, number>()
+      while (Date.now() - frozenAt < 40_000) {
+        for (const l of watchLines(sub)) if (!seen.has(l)) seen.set(l, Date.now() - frozenAt)
+        await sleep(200)
+      }
+      snaps.push(await atFault(cluster, provider, () => cluster.resume(victim)))
+      const thawedAt = Date.now() - frozenAt
+      const t1 = Date.now()
+      while (Date.now() - t1 < 15_000 && sub.child.exitCode === null) {
+        for (const l of watchLines(sub)) if (!seen.has(l)) seen.set(l, Date.now() - frozenAt)
+        await sleep(200)
+      }
+      const ran = await sub.done
+      for (const l of watchLines(sub)) if (!seen.has(l)) seen.set(l, Date.now() - frozenAt)
+      const lines = Array.from(seen.entries()).map(([l, at]) => ({ at, l }))
+      log({ d8b: { victim, port, thawedAt, lines, code: ran.code } })
       const left = lines.find((x) => x.l.includes(`runner 127.0.0.1:${port} stopped answering`) || x.l.includes(`runner 127.0.0.1:${port} left the cluster`))
       const resumed = lines.find((x) => x.l.includes(`runner 127.0.0.1:${port} had in flight run again`))
       const promised = left === undefined ? undefined : Number((/within ~(\d+) s/.exec(left.l) ?? /within SHARD_LOCK_EXPIRATION, (\d+) s/.exec(left.l))?.[1])
@@ -481,7 +529,7 @@ describe("break39: admission, counting, claims and the runner watch under real f
     await withScene(pg, "d10", { experiment, latencyMs: 120, fail }, async ({ cluster }) => {
       const problems: Array<string> = []
       const { start } = await import("../support/cli.js")
-      const { clusterEnv, fastTimings } = await import("./support/cluster.js")
+      const { clusterEnv } = await import("./support/cluster.js")
       const text = (args: ReadonlyArray<string>) => {
         const p = start(["run", "-c", cluster.file, "--engine", "cluster", "--database", cluster.url, ...args], { cwd: cluster.dir, env: clusterEnv(fastTimings) })
         ;(cluster.submitters as Array<CliProcess>).push(p)
@@ -512,4 +560,42 @@ describe("break39: admission, counting, claims and the runner watch under real f
       expect(problems).toEqual([])
     })
   }, 600_000)
+  it("D11: the sweep of abandoned claim rows by a runner started again (≤ 1,000 rows expired > 1 h; younger ones and live claims kept) while a run goes on", async () => {
+    const experiment = { rows: 60, resources: [{ id: "r1", capacity: 6 }] }
+    await withScene(pg, "d11", { experiment, latencyMs: 100 }, async ({ cluster, provider, tasks }) => {
+      const problems: Array<string> = []
+      cluster.sql(`INSERT INTO assay_cluster_pipeline_claims (pipeline_key, token, expires_at)
+        SELECT 'old-' || g, 'dead-token-' || (g % 7), now() - interval '2 hours' FROM generate_series(1, 2500) g`)
+      cluster.sql(`INSERT INTO assay_cluster_pipeline_claims (pipeline_key, token, expires_at)
+        SELECT 'young-' || g, 'dead-token-y', now() - interval '30 minutes' FROM generate_series(1, 5) g`)
+      const sub = submitWith(cluster, ["--max-admitted", "12"])
+      await waitCommitted(cluster, Math.floor(tasks / 4))
+      const snap = await atFault(cluster, provider, () => cluster.kill9(0))
+      await cluster.restart(0)
+      const t0 = Date.now()
+      const old = () => Number(cluster.sql("SELECT count(*) FROM assay_cluster_pipeline_claims WHERE pipeline_key LIKE 'old-%'").trim())
+      while (old() > 1_500 && Date.now() - t0 < 60_000) await sleep(250)
+      await sleep(3_000)
+      const left = old()
+      const young = Number(cluster.sql("SELECT count(*) FROM assay_cluster_pipeline_claims WHERE pipeline_key LIKE 'young-%'").trim())
+      const ran = await sub.done
+      log({ d11: { oldLeft: left, young, code: ran.code } })
+      if (left !== 1_500) problems.push(`one sweep by the restarted runner: ${2_500 - left} old rows deleted (expected 1,000)`)
+      if (young !== 5) problems.push(`rows expired 30 min ago swept: ${5 - young} of 5`)
+      problems.push(...honesty(cluster, "submitter", ran, experiment.rows))
+      problems.push(...await verify(cluster, provider, { rows: experiment.rows, capacity: { r1: 6 }, snapshots: [snap], settleMs: 30_000 }))
+      expect(problems).toEqual([])
+    })
+  }, 600_000)
 })
+
+/** The index of the runner whose process has a TCP socket on local port `port` (`ss`; as break38's). */
+const runnerOfPort = (cluster: Cluster, port: number): number => {
+  const out = spawnSync("ss", ["-tnpH", `( sport = :${port} )`], { encoding: "utf8" }).stdout
+  const pids = Array.from(out.matchAll(/pid=(\d+)/g)).map((m) => Number(m[1]))
+  const ppid = (pid: number) => Number(fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")[1])
+  for (const r of cluster.runners) {
+    for (const pid of pids) if (r.proc.child.pid === pid || r.proc.child.pid === ppid(pid)) return r.index
+  }
+  throw new Error(`no runner has local port ${port}: ${out}`)
+}

@@ -428,6 +428,8 @@ describe("break39: admission, counting, claims and the runner watch under real f
       const resumed = lines.find((x) => x.l.includes(`runner 127.0.0.1:${port} had in flight run again`))
       const promised = left === undefined ? undefined : Number((/within ~(\d+) s/.exec(left.l) ?? /within SHARD_LOCK_EXPIRATION, (\d+) s/.exec(left.l))?.[1])
       if (left === undefined) problems.push(`runner :${port} frozen 40 s: never said (${JSON.stringify(lines)})`)
+      // two pings in a row unanswered (every 1 s, 3 s timeout each): told within ~8 s, not when its registration lapses
+      else if (left.at > 10_000) problems.push(`runner :${port} frozen at +0 ms was told only at +${left.at} ms (${left.l.includes("left the cluster") ? "as 'left the cluster': its registration lapsed, the pings never counted" : "by the pings"})`)
       else if (promised !== undefined && (resumed === undefined || resumed.at > left.at + (promised + 5) * 1000)) {
         problems.push(
           `the watch said at +${left.at} ms that the windows resume on the other runners within ~${promised} s; they ran again ${resumed === undefined ? "never said" : `at +${resumed.at} ms`} (the runner was thawed at +${thawedAt} ms): with advisory locks a stopped runner keeps its shards`
@@ -471,6 +473,8 @@ describe("break39: admission, counting, claims and the runner watch under real f
       const resumed = lines.find((x) => x.l.includes(`runner 127.0.0.1:${port} had in flight run again`))
       const promised = left === undefined ? undefined : Number((/within ~(\d+) s/.exec(left.l) ?? /within SHARD_LOCK_EXPIRATION, (\d+) s/.exec(left.l))?.[1])
       if (left === undefined) problems.push(`runner :${port} frozen 40 s: never said (${JSON.stringify(lines)})`)
+      // two pings in a row unanswered (every 1 s, 3 s timeout each): told within ~8 s, not when its registration lapses
+      else if (left.at > 10_000) problems.push(`runner :${port} frozen at +0 ms was told only at +${left.at} ms (${left.l.includes("left the cluster") ? "as 'left the cluster': its registration lapsed, the pings never counted" : "by the pings"})`)
       else if (promised !== undefined && (resumed === undefined || resumed.at > left.at + (promised + 5) * 1000)) {
         problems.push(
           `the watch said at +${left.at} ms that the windows resume on the other runners within ~${promised} s; they ran again ${resumed === undefined ? "never said" : `at +${resumed.at} ms`} (the runner was thawed at +${thawedAt} ms): with advisory locks a stopped runner keeps its shards`

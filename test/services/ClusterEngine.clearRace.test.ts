@@ -1,0 +1,84 @@
+/**
+ * break39 (code reading of `clearEnded`, submit.ts): a submission re-admitting failed rows first
+ * polls their window's ended workflow and then clears its address (`MessageStorage.clearAddress`),
+ * so that starting it again runs it again. Two submissions of the same failed rows (different
+ * runs) can interleave: A polls (ended), B polls, clears, wins the rows' claim and starts the
+ * window again, and only then does A's clear run, deleting B's fresh start. A then loses the
+ * claim and withholds the rows; B follows rows `running` under its run whose window A cleared.
+ *
+ * Made deterministic here: A's `clearAddress` waits until B has started its window (B's
+ * `onAdmitted`). One runner (`SingleRunner`, SQL message storage) with window claims, the
+ * Postgres store in the cluster's database, as `ClusterEngine.ownerCount.test.ts`.
+ */
+import * as MessageStorage from "@effect/cluster/MessageStorage"
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Exit, Fiber, Layer, Option } from "effect"
+import { FatalError } from "../../src/domain/Errors.js"
+import * as Pipeline from "../../src/domain/Pipeline.js"
+import * as Task from "../../src/domain/Task.js"
+import * as PgStore from "../../src/layers/PgStore.js"
+import { Store } from "../../src/services/Store.js"
+import { type AnySpec, createClusterDatabase, singleRunner, submitSpecs } from "../support/clusterRunner.js"
+import { usePostgres } from "../support/postgres.js"
+
+const pg = usePostgres()
+
+const onRunner = <A, E>(db: string, specs: ReadonlyArray<AnySpec>, body: Effect.Effect<A, E, any>) =>
+  Effect.zipRight(
+    createClusterDatabase(pg, db),
+    Effect.suspend(() =>
+      body.pipe(
+        Effect.provide(
+          singleRunner(pg, db, { specs, workflow: { concurrency: 16, windowClaims: true } }).pipe(
+            Layer.provideMerge(PgStore.layer({ url: pg.url(db), migrate: true }))
+          )
+        )
+      )
+    )
+  ) as Effect.Effect<A, unknown>
+
+describe("ClusterEngine: two submissions re-admitting the same failed window (break39)", () => {
+  it.live("A's clear of the ended window lands after B started it again: B's window still runs, every row ends", () => {
+    let failing = true
+    const template = Pipeline.make(
+      "clearrace",
+      // the second time round, a takes 1 s: A's clear lands while B's window runs
+      Task.make("a", (n: number) => Effect.suspend(() => failing ? Effect.succeed(n + 1) : Effect.as(Effect.sleep("1 second"), n + 1))),
+      Task.make("b", (n: number) => Effect.suspend(() => failing ? Effect.fail(new FatalError({ message: "fails while failing" })) : Effect.succeed(n * 2)))
+    )
+    const specs = [template.bind(1), template.bind(2)]
+    return onRunner("break39_clearrace", specs, Effect.gen(function*() {
+      const store = yield* Store
+      const first = yield* submitSpecs(specs, { window: 2, maxAdmitted: 2 })
+      assert.strictEqual(first.failed, 2, JSON.stringify(first))
+      failing = false
+      const storage = yield* MessageStorage.MessageStorage
+      const aClearing = yield* Deferred.make<void>()
+      const bStarted = yield* Deferred.make<void>()
+      const late: MessageStorage.MessageStorage["Type"] = {
+        ...storage,
+        clearAddress: (address) =>
+          Deferred.succeed(aClearing, undefined).pipe(
+            Effect.zipRight(Deferred.await(bStarted)),
+            Effect.zipRight(storage.clearAddress(address))
+          )
+      }
+      const a = yield* Effect.fork(
+        submitSpecs(specs, { window: 2, maxAdmitted: 2 }).pipe(Effect.provideService(MessageStorage.MessageStorage, late))
+      )
+      yield* Deferred.await(aClearing)
+      const b = yield* Effect.fork(
+        submitSpecs(specs, { window: 2, maxAdmitted: 2, onAdmitted: () => Deferred.unsafeDone(bStarted, Exit.void) })
+      )
+      const rb = yield* Effect.either(Effect.timeoutFail(Fiber.join(b), { duration: "30 seconds", onTimeout: () => "B did not end within 30 s" }))
+      const ra = yield* Effect.either(Effect.timeoutFail(Fiber.join(a), { duration: "10 seconds", onTimeout: () => "A did not end within 10 s" }))
+      const rows = yield* Effect.forEach(specs, (s) => Effect.map(store.getPipeline(s.pipelineId), (r) => Option.map(r, (x) => `${x.state}@${x.runId}`)))
+      const facts = JSON.stringify({ a: ra, b: rb, rows })
+      assert.isTrue(rb._tag === "Right", `B: ${facts}`)
+      assert.isTrue(ra._tag === "Right", `A: ${facts}`)
+      for (const r of rows) assert.isTrue(Option.isSome(r) && r.value.startsWith("succeeded"), `rows: ${facts}`)
+      if (rb._tag === "Right") assert.strictEqual(rb.right.succeeded, 2, `B's count: ${facts}`)
+      if (ra._tag === "Right") assert.strictEqual(ra.right.withheld + ra.right.skipped, 2, `A: ${facts}`)
+    }))
+  }, 120_000)
+})

@@ -6,8 +6,11 @@
  * window again, and only then does A's clear run, deleting B's fresh start. A then loses the
  * claim and withholds the rows; B follows rows `running` under its run whose window A cleared.
  *
- * Made deterministic here: A's `clearAddress` waits until B has started its window (B's
- * `onAdmitted`). One runner (`SingleRunner`, SQL message storage) with window claims, the
+ * Made deterministic here: A is held between its look at the ended workflow and its claim of
+ * the rows (its `clearAddress` and its `claimAdmissions` both wait) until B has started the
+ * window (B's `onAdmitted`). Fixed: a submission clears an ended window's workflow only after
+ * its claim won the rows, right before it starts the window again, in the same uninterruptible
+ * step; A's claim then loses and it clears nothing. One runner (`SingleRunner`, SQL message storage) with window claims, the
  * Postgres store in the cluster's database, as `ClusterEngine.ownerCount.test.ts`.
  */
 import * as MessageStorage from "@effect/cluster/MessageStorage"
@@ -42,9 +45,11 @@ describe("ClusterEngine: two submissions re-admitting the same failed window (br
     let failing = true
     const template = Pipeline.make(
       "clearrace",
-      // the second time round, a takes 1 s: A's clear lands while B's window runs
-      Task.make("a", (n: number) => Effect.suspend(() => failing ? Effect.succeed(n + 1) : Effect.as(Effect.sleep("1 second"), n + 1))),
-      Task.make("b", (n: number) => Effect.suspend(() => failing ? Effect.fail(new FatalError({ message: "fails while failing" })) : Effect.succeed(n * 2)))
+      Task.make("a", (n: number) => Effect.succeed(n + 1)),
+      // the second time round (the re-run starts at b), b takes 1 s: a clear that lands once B
+      // started the window lands while it runs
+      Task.make("b", (n: number) =>
+        Effect.suspend(() => failing ? Effect.fail(new FatalError({ message: "fails while failing" })) : Effect.as(Effect.sleep("1 second"), n * 2)))
     )
     const specs = [template.bind(1), template.bind(2)]
     return onRunner("break39_clearrace", specs, Effect.gen(function*() {
@@ -53,20 +58,29 @@ describe("ClusterEngine: two submissions re-admitting the same failed window (br
       assert.strictEqual(first.failed, 2, JSON.stringify(first))
       failing = false
       const storage = yield* MessageStorage.MessageStorage
-      const aClearing = yield* Deferred.make<void>()
+      // A is held between its look at the ended window and its claim of the rows, wherever its
+      // clear of the ended workflow comes in that stretch, until B has started the window
+      const aWaiting = yield* Deferred.make<void>()
       const bStarted = yield* Deferred.make<void>()
+      const hold = <X, E2, R2>(effect: Effect.Effect<X, E2, R2>) =>
+        Deferred.succeed(aWaiting, undefined).pipe(Effect.zipRight(Deferred.await(bStarted)), Effect.zipRight(effect))
+      // A's clears of window workflows: a submission whose claim lost the rows must clear none
+      // (whether a late clear strands B's window depends on whether the runner read B's start
+      // first: seen 1 in 4 runs; the clear itself is what must not happen)
+      let aClears = 0
       const late: MessageStorage.MessageStorage["Type"] = {
         ...storage,
-        clearAddress: (address) =>
-          Deferred.succeed(aClearing, undefined).pipe(
-            Effect.zipRight(Deferred.await(bStarted)),
-            Effect.zipRight(storage.clearAddress(address))
-          )
+        clearAddress: (address) => hold(Effect.zipRight(Effect.sync(() => aClears++), storage.clearAddress(address)))
       }
+      const claimAdmissions = store.claimAdmissions!
+      const slowClaim: typeof store = { ...store, claimAdmissions: (op, expected) => hold(claimAdmissions(op, expected)) }
       const a = yield* Effect.fork(
-        submitSpecs(specs, { window: 2, maxAdmitted: 2 }).pipe(Effect.provideService(MessageStorage.MessageStorage, late))
+        submitSpecs(specs, { window: 2, maxAdmitted: 2 }).pipe(
+          Effect.provideService(MessageStorage.MessageStorage, late),
+          Effect.provideService(Store, slowClaim)
+        )
       )
-      yield* Deferred.await(aClearing)
+      yield* Deferred.await(aWaiting)
       const b = yield* Effect.fork(
         submitSpecs(specs, { window: 2, maxAdmitted: 2, onAdmitted: () => Deferred.unsafeDone(bStarted, Exit.void) })
       )
@@ -74,6 +88,7 @@ describe("ClusterEngine: two submissions re-admitting the same failed window (br
       const ra = yield* Effect.either(Effect.timeoutFail(Fiber.join(a), { duration: "10 seconds", onTimeout: () => "A did not end within 10 s" }))
       const rows = yield* Effect.forEach(specs, (s) => Effect.map(store.getPipeline(s.pipelineId), (r) => Option.map(r, (x) => `${x.state}@${x.runId}`)))
       const facts = JSON.stringify({ a: ra, b: rb, rows })
+      assert.strictEqual(aClears, 0, `A cleared the window it lost: ${facts}`)
       assert.isTrue(rb._tag === "Right", `B: ${facts}`)
       assert.isTrue(ra._tag === "Right", `A: ${facts}`)
       for (const r of rows) assert.isTrue(Option.isSome(r) && r.value.startsWith("succeeded"), `rows: ${facts}`)

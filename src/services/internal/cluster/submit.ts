@@ -896,25 +896,39 @@ export const submit = <SE, SR>(
       })
 
     /**
-     * Clears a window workflow that already ended, so starting it again runs it again. A
+     * Waits for a window workflow to end, and says whether it ended (then starting it again
+     * needs {@link clearEnded} first, or the start would be answered from the ended one). A
      * workflow settles its rows `failed` (or `interrupted`, on a cancel) before it ends: when a
-     * row of the window is so (`anyFailed`) and the window's workflow has a run request but no reply yet, the reply is
-     * awaited (polling every `pollInterval`), else the new start would join the ending execution
-     * and never run the pipeline again.
+     * row of the window is so (`anyFailed`) and the window's workflow has a run request but no
+     * reply yet, the reply is awaited (polling every `pollInterval`), else the new start would
+     * join the ending execution and never run the pipeline again.
      */
-    const clearEnded = (executionId: string, first: PipelineId, anyFailed: boolean) =>
+    const awaitEnded = (executionId: string, first: PipelineId, anyFailed: boolean) =>
       Effect.gen(function*() {
-        if (Option.isNone(sharding) || Option.isNone(messages)) return
-        const address = workflowAddress(sharding.value, executionId)
+        if (Option.isNone(sharding) || Option.isNone(messages)) return false
         let result = yield* ridingOut(WindowWorkflow.poll(executionId), "ask an ended window's workflow for its result")
         while (anyFailed && result === undefined) {
           // no run request stored: the rows were settled by another engine or workflow (nothing to wait for)
-          if (!(yield* hasRequest(messages.value, sharding.value, executionId, first))) return
+          if (!(yield* hasRequest(messages.value, sharding.value, executionId, first))) return false
           yield* Effect.sleep(poll)
           yield* checkRunners
           result = yield* ridingOut(WindowWorkflow.poll(executionId), "ask an ended window's workflow for its result")
         }
-        if (result === undefined || result._tag !== "Complete") return
+        return result !== undefined && result._tag === "Complete"
+      })
+
+    /**
+     * Clears a window workflow that ended ({@link awaitEnded}), so starting it again runs it
+     * again. Done only right before this submission's own start of that window, in the same
+     * uninterruptible step, after its claim won the rows: a clear between another
+     * submission's start and its runner's read of it deletes that start, leaving its rows
+     * `running` with nothing running them (break39 F1: a submission that looked at the ended
+     * workflow, then lost the rows to another that cleared and started it, cleared it again).
+     */
+    const clearEnded = (executionId: string, first: PipelineId) =>
+      Effect.gen(function*() {
+        if (Option.isNone(sharding) || Option.isNone(messages)) return
+        const address = workflowAddress(sharding.value, executionId)
         yield* ridingOut(messages.value.clearAddress(address), `clear the ended workflow of the window of ${first}`).pipe(
           Effect.mapError((e) =>
             e._tag === "StoreUnavailable"
@@ -1032,7 +1046,7 @@ export const submit = <SE, SR>(
           }
           // the windows are planned before any row is written: a window with stored rows joins
           // its live execution (in whichever lane), or first waits for an ending one of the same
-          // pipelines to end and be cleared (`clearEnded`); a stop or a Ctrl-C during that wait
+          // pipelines to end (`awaitEnded`; cleared right before its start); a stop or a Ctrl-C during that wait
           // leaves the rows as they were (failed, interrupted), never `running` with no window
           const shardsNow = yield* placementNow
           // each window goes to the runner with the least work in flight (a lane each), the
@@ -1067,17 +1081,26 @@ export const submit = <SE, SR>(
                 laneIds = ids
               }
               const executionId = laneIds?.[lane] ?? (yield* WindowWorkflow.executionId(payloadOf(specs, lane)))
-              if (anyStored) {
-                // (a row settled `interrupted` by a cancel is settled before its workflow ends, as a failed one)
-                yield* clearEnded(
+              // (a row settled `interrupted` by a cancel is settled before its workflow ends, as a
+              // failed one); the clear itself waits for the claim (`clearEnded`)
+              const ended = anyStored &&
+                (yield* awaitEnded(
                   executionId,
                   specs[0]!.pipelineId,
                   rowsOf.some((row) => row?.state === "failed" || row?.state === "interrupted")
-                )
-              }
-              return { specs, executionId, lane, runner }
+                ))
+              return { specs, executionId, lane, runner, ended }
             })
-          let started: Array<{ readonly specs: ReadonlyArray<AnySpec>; readonly executionId: string; readonly lane: number; readonly runner: string | undefined }> = []
+          let started: Array<
+            {
+              readonly specs: ReadonlyArray<AnySpec>
+              readonly executionId: string
+              readonly lane: number
+              readonly runner: string | undefined
+              /** Its workflow ended: cleared right before it starts again. */
+              readonly ended: boolean
+            }
+          > = []
           for (let i = 0; i < group.length; i += windowSize) started.push(yield* planWindow(group.slice(i, i + windowSize)))
           // a stop that came while an ending execution was awaited: nothing is written yet
           if (stopped()) {
@@ -1157,9 +1180,15 @@ export const submit = <SE, SR>(
               started = replanned
               if (group.length === 0) return
             }
+            // the rows are this submission's now (or followed as they run): an ended workflow of
+            // a window is cleared right before its start (never before the claim: break39 F1)
             yield* Effect.forEach(
               started,
-              ({ lane, specs }) => ridingOut(WindowWorkflow.execute(payloadOf(specs, lane), { discard: true }), "start the workflow of a window"),
+              ({ ended, executionId, lane, specs }) =>
+                Effect.zipRight(
+                  ended ? clearEnded(executionId, specs[0]!.pipelineId) : Effect.void,
+                  ridingOut(WindowWorkflow.execute(payloadOf(specs, lane), { discard: true }), "start the workflow of a window")
+                ),
               { concurrency: startConcurrency, discard: true }
             )
             for (const { executionId, specs } of started) {

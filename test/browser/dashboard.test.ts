@@ -189,8 +189,10 @@ describe.skipIf(!available)("dashboard in Chromium", () => {
       const store = path.join(dir, "state.db")
       // the mock's three preset endpoints (fast and flaky, steady, rate-limited), without the
       // fast endpoint's 503 storm 20-25 s after start: whether a run fell into it depended on
-      // the machine's speed (the storm is not what this test checks; test/e2e/spam-eval-cli has one)
-      const mock = start(["mock-llm", "--port", "0", "--no-storms"])
+      // the machine's speed (the storm is not what this test checks; test/e2e/spam-eval-cli has one);
+      // every endpoint answering in about 20 ms (steady's 400 ms is not what it checks either:
+      // the run and its resume waited for it)
+      const mock = start(["mock-llm", "--port", "0", "--no-storms", "--latency-ms", "20"])
       yield* Effect.addFinalizer(() => Effect.promise(async () => {
         mock.child.kill("SIGTERM")
         await mock.done

@@ -30,10 +30,15 @@ const tasksModule = [
   `  })`
 ].join("\n")
 
-const config = (dir: string, name: string, retryableOnly: boolean) =>
+/**
+ * Four rows of `slowFail` taking `ms` each (3 s by default: a Ctrl-C from the test process lands
+ * while they run on any machine; 2 s with `--stop-after 1 second`, whose stop the run's own
+ * clock fires a second before they end).
+ */
+const config = (dir: string, name: string, retryableOnly: boolean, ms = 3000) =>
   write(dir, `${name}.json`, JSON.stringify({
     run: { concurrency: 4, grace: "30 seconds" },
-    pipeline: { name, tasks: [{ use: "./tasks.mts#slowFail", args: [3000, retryableOnly] }] },
+    pipeline: { name, tasks: [{ use: "./tasks.mts#slowFail", args: [ms, retryableOnly] }] },
     source: { range: { n: 4 } }
   }))
 
@@ -61,7 +66,7 @@ describe("stopping does not fail work (issue 21 §2, C17c)", () => {
 
       // even rows fail retryably, odd rows fatally, all while the run is stopping
       const mixed = path.join(dir, "mixed.db")
-      const a = yield* assay(["run", "-c", config(dir, "mixed", false), "--store", mixed, "--stop-after", "1 second"], { env })
+      const a = yield* assay(["run", "-c", config(dir, "mixed", false, 2000), "--store", mixed, "--stop-after", "1 second"], { env })
       assert.strictEqual(a.code, 1, `two pipelines really failed\n${a.stderr}`)
       assert.deepStrictEqual(states(mixed), { failed: 2, interrupted: 2 })
       assert.include(a.stderr, "stopped early (--stop-after / run.stopAfter elapsed)")
@@ -84,7 +89,7 @@ describe("stopping does not fail work (issue 21 §2, C17c)", () => {
 
       // only retryable failures: nothing really failed, exit 0; the run stays resumable
       const retryable = path.join(dir, "retryable.db")
-      const conf = config(dir, "retryable", true)
+      const conf = config(dir, "retryable", true, 2000)
       const b = yield* assay(["run", "-c", conf, "--store", retryable, "--stop-after", "1 second"], { env })
       assert.strictEqual(b.code, 0, b.stderr)
       assert.deepStrictEqual(states(retryable), { interrupted: 4 })

@@ -429,12 +429,14 @@ describe("assay study stop", () => {
 describe("assay study status", () => {
   it.live("while a study runs: live per-trial state (running, ended) and pipeline counts; real start and end times", () =>
     Effect.promise(async () => {
-      // 12 trials of ~1.5 s: after the second, ~15 s of work is left for `status` to find it
-      // running even on a loaded machine; a stop then drains the trial under way
-      const s = studyDir({ variants: 12, repeats: 1, cases: 3, ms: 250, concurrency: 1, trialConcurrency: 1 })
+      // 12 trials, one at a time; the third one's tasks are held (at the gate) while `status`
+      // looks: two trials ended, the third running, on any machine; a stop then drains it
+      const s = studyDir({ variants: 12, repeats: 1, cases: 3, ms: 20, concurrency: 1, trialConcurrency: 1, gated: [2] })
+      s.hold()
       const run = start(["study", "run", s.file, "-q"], { cwd: s.dir })
       // two trials done (3 cases x 2 tasks each), the third under way
-      await waitFor(() => executions(s.log).length >= 13 || run.child.exitCode !== null, 60_000)
+      await s.held(run.child)
+      assert.strictEqual(executions(s.log).length, 12)
       const r = await Effect.runPromise(assay(["study", "status", s.file, "--json"], { cwd: s.dir }))
       assert.strictEqual(r.code, 0, r.stderr)
       const out = JSON.parse(r.stdout)
@@ -452,6 +454,8 @@ describe("assay study status", () => {
       assert.isTrue(trials.every((t) => t.state !== "pending" || t.pipelines.ended === 0), JSON.stringify(trials))
       const stop = await Effect.runPromise(assay(["study", "stop", s.file], { cwd: s.dir }))
       assert.strictEqual(stop.code, 0, stop.stderr)
+      await s.stopFired(run.child)
+      s.release()
       const done = await run.done
       assert.strictEqual(done.code, 0, done.stderr)
       const text = await Effect.runPromise(assay(["study", "status", s.file], { cwd: s.dir }))

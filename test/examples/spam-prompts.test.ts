@@ -3,22 +3,45 @@
  * issue states it, on its default 300 emails (at 30 the accuracy differences are all within
  * noise, so the uncertainty-aware front rightly keeps one candidate): the demo script starts `bin/assay mock-llm` with the study's model profiles, runs the
  * study through `bin/assay study run` and prints the Compare view of `bin/assay study report`.
- * Needs `npm run build` (bin/assay runs dist/).
+ * The mock answers with the study's model profiles (models.yaml: accuracies, prompt gains,
+ * chattiness, prices) at a fifth of their latencies ({@link fasterModels}): the same order of
+ * the models by latency, a fifth of the real-clock wait (the run waited about 25 s for its
+ * 5,400 answers). Needs `npm run build` (bin/assay runs dist/).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { assay, exec, root, tempDir } from "../support/cli.js"
 
 const demo = path.join(root, "examples/studies/spam-prompts/demo.ts")
 const study = path.join(root, "examples/studies/spam-prompts/study.yaml")
 const tsx = path.join(root, "node_modules/.bin/tsx")
+const models = path.join(root, "examples/studies/spam-prompts/models.yaml")
+
+/**
+ * The text of models.yaml with every latency (`baseMs`, `jitterMs`, `perKTokensMs`) divided by
+ * `factor`; everything else as written. Fails when a model has no latency to scale.
+ */
+const fasterModels = (factor: number): string => {
+  const text = fs.readFileSync(models, "utf8")
+  let scaled = 0
+  const out = text.replace(/latency: \{ baseMs: (\d+), jitterMs: (\d+), perKTokensMs: (\d+) \}/g, (_, base, jitter, perK) => {
+    scaled++
+    const f = (ms: string) => Number(ms) / factor
+    return `latency: { baseMs: ${f(base)}, jitterMs: ${f(jitter)}, perKTokensMs: ${f(perK)} }`
+  })
+  assert.strictEqual(scaled, 3, "models.yaml's three models, each with its latency")
+  return out
+}
 
 describe("the spam-prompts study demo", () => {
   it.live("300 emails x 2 prompts x 3 models x 3 repeats: the Compare view shows >= 2 Pareto candidates and paired deltas", () =>
     Effect.scoped(Effect.gen(function*() {
       const out = yield* tempDir("spam-prompts")
-      const ran = yield* exec(tsx, ["--conditions=assay-source", demo, "--out", out], {
+      const faster = path.join(yield* tempDir("spam-prompts-models"), "models.yaml")
+      fs.writeFileSync(faster, fasterModels(5))
+      const ran = yield* exec(tsx, ["--conditions=assay-source", demo, "--out", out, "--models", faster], {
         env: { SPAM_PROMPTS_EMAILS: "300" },
         killAfterMs: 420_000
       })

@@ -211,7 +211,9 @@ describe("chat task", () => {
   it.scopedLive("through the runner: usage reported to the lease, endpoint faults retried, key in no store byte", () =>
     Effect.gen(function*() {
       const server = yield* mock([
-        { name: "ok", latency: { medianMs: 2 }, errorRate: 0.3, errorStatuses: [500, 503], rps: 50, burst: 3 }
+        // its 429s (an empty bucket) say the exact wait (`retry-after-ms`: tens of ms), not
+        // `Retry-After: 1` (whole seconds, at least 1: the run waited ~13 s of real time)
+        { name: "ok", latency: { medianMs: 2 }, errorRate: 0.3, errorStatuses: [500, 503], rps: 50, burst: 3, rateLimitSignal: "retry-after-ms" }
       ])
       const dir = fs.mkdtempSync(NodePath.join(os.tmpdir(), "assay-chat-"))
       const file = NodePath.join(dir, "state.db")
@@ -332,10 +334,14 @@ const insideRetryAfter = (sent: ReadonlyArray<Sent>) => {
   return violations
 }
 
-const c5 = (keys: ReadonlyArray<{ id: string; key: string }>) =>
+/**
+ * C5: 60 chat pipelines, 20 at a time, over `keys`; the mock throttles key A for `throttleS`
+ * seconds (real time), each 429 with `Retry-After: 2`.
+ */
+const c5 = (keys: ReadonlyArray<{ id: string; key: string }>, throttleS = 10) =>
   Effect.gen(function*() {
     const server = yield* mock([
-      { name: "c5", latency: { medianMs: 5 }, throttle: { forS: 10, retryAfterS: 2, keys: ["key-A"] } }
+      { name: "c5", latency: { medianMs: 5 }, throttle: { forS: throttleS, retryAfterS: 2, keys: ["key-A"] } }
     ])
     const sent: Array<Sent> = []
     const resources = keys.map(({ id, key }) =>
@@ -376,7 +382,9 @@ const c5 = (keys: ReadonlyArray<{ id: string; key: string }>) =>
 describe("C5 against the mock server", () => {
   it.scopedLive("one throttled key: 0 failed, < 100 attempts, every 429 rate_limit, no request inside Retry-After", () =>
     Effect.gen(function*() {
-      const { attempts, log, report, sent } = yield* c5([{ id: "A", key: "key-A" }])
+      // throttled for 5 s: the run waits out two or three Retry-After windows (with 10 s, five:
+      // the same assertions, 5 s more of real time)
+      const { attempts, log, report, sent } = yield* c5([{ id: "A", key: "key-A" }], 5)
       assert.strictEqual(report.stats.byState.failed, 0)
       assert.strictEqual(report.stats.byState.succeeded, 60)
       assert.isBelow(attempts.length, 100, `${attempts.length} attempts`)

@@ -4,7 +4,8 @@
  * 1. writes a stratified, seeded sample of the SpamAssassin corpus (`--emails N`, default 300,
  *    or the environment variable `SPAM_PROMPTS_EMAILS`) to `OUT/sample.jsonl`;
  * 2. starts `bin/assay mock-llm --port 0 --models examples/studies/spam-prompts/models.yaml`
- *    (a child process on a free 127.0.0.1 port; its one JSON line on stdout gives the URL);
+ *    (or `--models FILE`, env `SPAM_PROMPTS_MODELS`: other model profiles; a child process on
+ *    a free 127.0.0.1 port; its one JSON line on stdout gives the URL);
  * 3. runs `bin/assay study run examples/studies/spam-prompts/study.yaml --output-root OUT/root`
  *    with the mock's URL, a demo key and the sample in the environment (2 prompts × 3 models ×
  *    3 repeats);
@@ -50,10 +51,10 @@ export class StudyDemoError extends Data.TaggedError("StudyDemoError")<{ readonl
 
 const Listening = Schema.parseJson(Schema.Struct({ event: Schema.Literal("listening"), url: Schema.String }))
 
-/** Starts `assay mock-llm` with the study's model profiles in the current scope. */
-const startMock = (logPath: string) =>
+/** Starts `assay mock-llm` with the model profiles `models` in the current scope. */
+const startMock = (logPath: string, models: string) =>
   Effect.gen(function*() {
-    const proc = yield* Command.make(bin, "mock-llm", "--port", "0", "--models", modelsFile, "--profile", endpointFile, "--log", logPath).pipe(
+    const proc = yield* Command.make(bin, "mock-llm", "--port", "0", "--models", models, "--profile", endpointFile, "--log", logPath).pipe(
       Command.workingDirectory(root),
       Command.stderr("inherit"),
       Command.start
@@ -75,14 +76,15 @@ const startMock = (logPath: string) =>
   })
 
 /**
- * The demo (see the module header). `emails`: the sample size; `out`: the demo's folder.
+ * The demo (see the module header). `emails`: the sample size; `out`: the demo's folder;
+ * `models`: the mock's model profiles (default `models.yaml` beside the study).
  * Fails with a {@link StudyDemoError} naming the step, the corpus' `CorpusError` or a
  * `PlatformError`.
  *
  * @since 0.6.0
  * @category program
  */
-export const demo = (options: { readonly emails: number; readonly out: string }) =>
+export const demo = (options: { readonly emails: number; readonly out: string; readonly models?: string }) =>
   Effect.scoped(Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const out = NodePath.resolve(options.out)
@@ -92,9 +94,10 @@ export const demo = (options: { readonly emails: number; readonly out: string })
     const outputRoot = NodePath.join(out, "root")
     const sample = yield* writeSample({ size: options.emails, seed: 0, out: samplePath })
     yield* Console.log(`spam-prompts demo: ${sample.emails} emails of the SpamAssassin corpus (${sample.spam} spam, ${sample.ham} ham)`)
-    const mock = yield* startMock(NodePath.join(out, "mock-requests.jsonl"))
-    yield* Console.log(`mock-llm listening on ${mock.url} (model profiles: examples/studies/spam-prompts/models.yaml)`)
     const rel = (p: string) => p.startsWith(root + NodePath.sep) ? NodePath.relative(root, p) : p
+    const models = NodePath.resolve(options.models ?? modelsFile)
+    const mock = yield* startMock(NodePath.join(out, "mock-requests.jsonl"), models)
+    yield* Console.log(`mock-llm listening on ${mock.url} (model profiles: ${rel(models)})`)
     yield* Console.log(`$ bin/assay study run ${rel(studyFile)} --output-root ${rel(outputRoot)}`)
     const env = {
       SPAM_PROMPTS_URL: `${mock.url}/v1`,
@@ -137,7 +140,15 @@ const outOption = Options.text("out").pipe(
   Options.withDescription("The demo's folder (emptied first): sample, mock log and the study's output root.")
 )
 
-const command = Cli.make("demo-study", { emails: emailsOption, out: outOption }, (o) => demo(o))
+const modelsOption = Options.text("models").pipe(
+  Options.withFallbackConfig(Config.string("SPAM_PROMPTS_MODELS")),
+  Options.withDefault(modelsFile),
+  Options.withDescription(
+    "The mock's model profiles (default examples/studies/spam-prompts/models.yaml; env SPAM_PROMPTS_MODELS): the tests give a copy whose latencies are scaled down."
+  )
+)
+
+const command = Cli.make("demo-study", { emails: emailsOption, out: outOption, models: modelsOption }, (o) => demo(o))
 
 if (process.argv[1] !== undefined && import.meta.url === `file://${NodePath.resolve(process.argv[1])}`) {
   Cli.run(command, { name: "spam-prompts demo", version: "0.6.0" })(process.argv).pipe(

@@ -320,7 +320,7 @@ layer(Built, { excludeTestServices: true })("Report", (it) => {
       assert.strictEqual(e._tag, "ConfigError")
       // JSON output shape
       assert.deepStrictEqual(Object.keys(JSON.parse(JSON.stringify(one))).sort(), [
-        "accounting", "attempts", "byState", "cache", "duplicates", "errors", "handoffsBudgeted", "handoffsTotal", "inFlightAtStop", "latencyMs", "leasesLost", "metrics", "pipelines", "repairFailures", "resources", "retries", "runs", "selection", "stores", "tasks", "walPending"
+        "accounting", "attempts", "byState", "cache", "duplicates", "errors", "handoffsBudgeted", "handoffsTotal", "inFlightAtStop", "latencyMs", "leasesLost", "metrics", "pipelines", "repairFailures", "resources", "retries", "runs", "selection", "stores", "taken", "tasks", "walPending"
       ])
     }))
 

@@ -30,5 +30,6 @@ export type {
   ReportMetric,
   ReportOptions,
   ReportResource,
-  ReportRun
+  ReportRun,
+  ReportTaken
 } from "./internal/report.js"

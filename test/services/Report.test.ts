@@ -113,6 +113,11 @@ describe("Report (a run's pipelines another run admitted again, break39 F2)", ()
       assert.strictEqual(all.pipelines, 6)
       assert.deepStrictEqual(all.byState, { pending: 0, running: 0, succeeded: 6, failed: 0, interrupted: 0 })
       assert.deepStrictEqual(all.taken, [])
+      // two copies of the store: each pipeline once
+      const twice = yield* Report.reportPaths([file, file], { runId: "A" })
+      assert.strictEqual(twice.pipelines, 6)
+      assert.deepStrictEqual(twice.byState, { pending: 0, running: 0, succeeded: 3, failed: 2, interrupted: 1 })
+      assert.deepStrictEqual(twice.taken, [{ source: file, runId: "A", filedUnder: "B", failed: 2, interrupted: 1 }])
     }).pipe(Effect.provide(StoreResolver.layerOpener())))
 })
 

@@ -212,12 +212,18 @@ export const referenceReport = (
         for (const run of s.runs) {
           const fromRows = takenPipelinesOf({ ...s.store, takenPipelines: undefined })
           for (const t of yield* fromRows(run.runId)) {
-            taken.push({ source: s.source, runId: run.runId, filedUnder: t.runId, failed: t.failed, interrupted: t.interrupted })
-            byState.failed += t.failed
-            byState.interrupted += t.interrupted
+            // copies of one store (one run id in several): the largest count, not the sum
+            const i = taken.findIndex((x) => x.runId === run.runId && x.filedUnder === t.runId)
+            const prev = taken[i]
+            if (prev === undefined) taken.push({ source: s.source, runId: run.runId, filedUnder: t.runId, failed: t.failed, interrupted: t.interrupted })
+            else taken[i] = { ...prev, failed: Math.max(prev.failed, t.failed), interrupted: Math.max(prev.interrupted, t.interrupted) }
           }
         }
       }
+    }
+    for (const t of taken) {
+      byState.failed += t.failed
+      byState.interrupted += t.interrupted
     }
 
     const resources: Array<ReportResource> = []

@@ -779,12 +779,21 @@ export const buildReport = (
     const { duplicates, errors, inScope, latencyMs } = merged
     // a selected run's pipelines that another submission admitted again (their rows filed
     // under it now): counted as what they did under the selected run, shown apart (break39 F2)
+    // One run id in several stores means copies of one store (shards have runs of their own, a
+    // merged store copies its sources' rows): their counts are of the same pipelines, so the
+    // largest is kept per (run, run filed under), not the sum (the counts carry no ids).
     const taken: Array<ReportTaken> = []
     if (!all) {
       for (const s of selected) {
         for (const r of s.runs) {
           for (const t of yield* takenPipelinesOf(s.store)(r.runId)) {
-            taken.push({ source: s.source, runId: r.runId, filedUnder: t.runId, failed: t.failed, interrupted: t.interrupted })
+            const i = taken.findIndex((x) => x.runId === r.runId && x.filedUnder === t.runId)
+            const prev = taken[i]
+            if (prev === undefined) {
+              taken.push({ source: s.source, runId: r.runId, filedUnder: t.runId, failed: t.failed, interrupted: t.interrupted })
+            } else {
+              taken[i] = { ...prev, failed: Math.max(prev.failed, t.failed), interrupted: Math.max(prev.interrupted, t.interrupted) }
+            }
           }
         }
       }

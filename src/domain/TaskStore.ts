@@ -418,6 +418,25 @@ export interface PipelineBundle {
 }
 
 /**
+ * Pipelines that ran under one run and whose rows are filed under another run now, counted
+ * per the run they are filed under (see {@link TaskStore.takenPipelines}): a failed or
+ * interrupted pipeline admitted again by another submission (a cluster run's rows move to the
+ * run that admitted them last). `interrupted` counts those the asked run stopped (it recorded
+ * a `pipeline.interrupted` event for them, or it died with them in flight and the run that
+ * claimed them recorded a `pipeline.abandoned` event naming it), `failed` the others: how the
+ * cluster submitter counts them in its own summary.
+ *
+ * @since 0.20.0
+ * @category models
+ */
+export interface TakenPipelines {
+  /** The run the rows are filed under now. */
+  readonly runId: RunId
+  readonly failed: number
+  readonly interrupted: number
+}
+
+/**
  * The store's errors on reads that take a limit.
  *
  * @since 0.1.0
@@ -571,6 +590,18 @@ export interface TaskStore {
     pipelineIds: ReadonlyArray<PipelineId>,
     options: BundleOptions
   ) => Effect.Effect<ReadonlyMap<PipelineId, PipelineBundle>, StoreUnavailable>
+  /**
+   * The pipelines that ran under `runId` (a task row, an attempt row or a
+   * `pipeline.interrupted` event of that run) and whose row is filed under another run now,
+   * counted per that run ({@link TakenPipelines}), ascending by run id; empty when none.
+   * One aggregate read over the run's rows through the run-id indexes of tasks, attempts and
+   * events, and the `pipeline.abandoned` events through the kind index (nothing decoded per
+   * pipeline). What `assay report --run-id` adds to a run's own
+   * rows so that its counts match the run's summary. Write-behind facts are flushed first.
+   * Optional: a store without it (a plugin, a suite's view) leaves it `undefined`, and callers
+   * read the run's rows instead (`Store.takenPipelinesOf`).
+   */
+  readonly takenPipelines?: ((runId: RunId) => Effect.Effect<ReadonlyArray<TakenPipelines>, StoreUnavailable>) | undefined
   /** Pipelines by createdAt then pipelineId (best-effort walk of a live store). */
   readonly streamPipelines: (options?: {
     readonly runId?: RunId | undefined
@@ -637,7 +668,8 @@ const TASK_STORE_MEMBERS = [
   "streamAttempts",
   "streamEvents",
   "streamArtifacts",
-  "traversal"
+  "traversal",
+  "takenPipelines"
 ] as const satisfies ReadonlyArray<keyof TaskStore>
 
 // fails to compile when TaskStore gains a member the list above lacks

@@ -46,7 +46,7 @@ import type {
   StoreWrite
 } from "../services/Store.js"
 import { makeWith, Store } from "../services/Store.js"
-import { PAGE_SIZE, type PipelineStateAndRun } from "../services/internal/store/shared.js"
+import { PAGE_SIZE, type PipelineStateAndRun, tallyTaken } from "../services/internal/store/shared.js"
 import { errorRowOf } from "../domain/TaskStore.js"
 import { isRetryDecision } from "../domain/internal/retries.js"
 import { addAttempt as addCacheAttempt, emptyStats as emptyCacheStats } from "../services/CallCache.js"
@@ -501,6 +501,24 @@ export const makeDriver = (options: { readonly faults?: MemoryStoreFaults | unde
             if (p !== undefined && (among === undefined || among.includes(p.state))) out.set(id, { state: p.state, runId: p.runId })
           }
           return out
+        }),
+
+      takenPipelines: (runId) =>
+        Effect.sync(() => {
+          const ran = new Set<PipelineId>()
+          const interrupted = new Set<PipelineId>()
+          for (const t of tasks.values()) if (t.runId === runId) ran.add(t.pipelineId)
+          for (const a of attempts) if (a.runId === runId) ran.add(a.pipelineId)
+          for (const e of events) {
+            if (e.pipelineId === null) continue
+            if (e.runId === runId && e.kind === "pipeline.interrupted") {
+              ran.add(e.pipelineId)
+              interrupted.add(e.pipelineId)
+            } else if (e.kind === "pipeline.abandoned" && (e.data as { readonly run?: unknown } | null)?.run === runId) {
+              interrupted.add(e.pipelineId)
+            }
+          }
+          return tallyTaken(runId, ran, interrupted, (id) => pipelines.get(id)?.runId)
         }),
 
       putArtifact: (a, placed) => tx(() => insertArtifact(a, placed)),

@@ -4,7 +4,9 @@
  * resource health with per-resource attempts / retries / rate limits, tokens and cost (per
  * resource, pool and run, and in total; see `Pricing`), reported metrics,
  * recent errors, pipelines whose terminal repair failed, and the pipelines each run that died
- * (kill -9) had in flight (`inFlightAtStop`). Several stores are merged:
+ * (kill -9) had in flight (`inFlightAtStop`). The report of one run also counts its pipelines
+ * that another run admitted again (their rows filed under that run now), as what they did under
+ * it, and says them apart (`taken`). Several stores are merged:
  * pipelines are deduplicated by id with the rules of `Merge.beats`.
  *
  * Reports only read: every store is opened read-only, and a `running` run whose heartbeat is
@@ -30,5 +32,6 @@ export type {
   ReportMetric,
   ReportOptions,
   ReportResource,
-  ReportRun
+  ReportRun,
+  ReportTaken
 } from "./internal/report.js"

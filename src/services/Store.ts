@@ -40,6 +40,7 @@ import type {
   PipelinesPageOptions,
   TaskStore,
   HandoffsOptions,
+  TakenPipelines,
   TraversalStore
 } from "../domain/TaskStore.js"
 import type { ArtifactBackend } from "./ArtifactBackend.js"
@@ -414,7 +415,8 @@ export type {
   ReadError,
   TaskStore,
   HandoffsOptions,
-  TraversalStore
+  TraversalStore,
+  TakenPipelines
 } from "../domain/TaskStore.js"
 
 /**
@@ -800,6 +802,8 @@ export interface StoreDriver extends
   readonly succeededPipelines?: StoreService["succeededPipelines"]
   /** See {@link StoreService.pipelineStates} (optional). */
   readonly pipelineStates?: StoreService["pipelineStates"]
+  /** See {@link StoreService.takenPipelines} (optional; the front flushes write-behind facts first). */
+  readonly takenPipelines?: StoreService["takenPipelines"]
   /** See {@link StoreService.consistentReads} (optional). */
   readonly consistentReads?: StoreService["consistentReads"]
   /**
@@ -903,3 +907,20 @@ export const checkLimit: (limit: Limit) => Effect.Effect<number | undefined, Con
 export const pipelineStatesOf: (
   store: Pick<StoreService, "getPipelines" | "pipelineStates">
 ) => PipelineStatesRead = shared.pipelineStatesOf
+
+/**
+ * The pipelines that ran under a run and are filed under another run now
+ * ({@link StoreService.takenPipelines}), read from the run's task rows, attempt rows and
+ * `pipeline.interrupted` events when the store lacks that method (a plugin, a suite's view).
+ * What `assay report --run-id` adds to the run's own rows.
+ *
+ * @param store - the store.
+ * @returns a function of the run id to the counts per run the rows are filed under now,
+ *   ascending by run id; fails as the store's reads do.
+ *
+ * @since 0.20.0
+ * @category reads
+ */
+export const takenPipelinesOf: (
+  store: Pick<StoreService, "takenPipelines" | "streamTasks" | "streamAttempts" | "streamEvents" | "getPipelines" | "pipelineStates">
+) => (runId: RunId) => Effect.Effect<ReadonlyArray<TakenPipelines>, StoreUnavailable | ConfigError> = shared.takenPipelinesOf

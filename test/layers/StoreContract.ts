@@ -18,7 +18,7 @@ import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import type { ArtifactBackend } from "../../src/services/ArtifactBackend.js"
 import * as CallCache from "../../src/services/CallCache.js"
 import type { LoadedArtifact, NewArtifact, NewAttempt, NewEvent, NewHandoff, StoreOptions } from "../../src/services/Store.js"
-import { pipelineStatesOf, Store } from "../../src/services/Store.js"
+import { pipelineStatesOf, Store, takenPipelinesOf } from "../../src/services/Store.js"
 import { checkpointNowOf } from "../../src/services/internal/store/front.js"
 import { pid, rid } from "../support/ids.js"
 
@@ -232,6 +232,11 @@ export interface ContractOptions {
    * `false`: the contract checks the `getPipelines` fallback of `pipelineStatesOf` instead.
    */
   readonly pipelineStates?: boolean | undefined
+  /**
+   * Whether the store answers `takenPipelines` itself (the built-in drivers: default `true`);
+   * `false`: the contract checks the fallback of `takenPipelinesOf` (the run's rows) instead.
+   */
+  readonly takenPipelines?: boolean | undefined
 }
 
 const base = { pipeline, artifact, task, attempt, event, controlled, ledgerRow, rewindFrom, controlledToRewind }
@@ -343,6 +348,60 @@ export const storeContract = (name: string, makeHarness: () => StoreHarness, con
           }]])
           assert.strictEqual((yield* states([P(stored[0]!)], [])).size, 0)
           assert.strictEqual((yield* states([])).size, 0)
+        })))
+
+    it.effect("takenPipelines: a run's pipelines filed under another run now, per that run: failed, or interrupted when the run stopped them (break39 F2)", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          if (contractOptions.takenPipelines !== false) assert.isDefined(store.takenPipelines, "every built-in store answers takenPipelines")
+          const taken = takenPipelinesOf(store)
+          const A = rid("run-A")
+          const underA = { runId: A }
+          // ran under A, failed there, admitted again by B (its row filed under B now)
+          yield* store.admit([
+            pipeline("tk-failed", { state: "succeeded", runId: rid("run-B") }),
+            pipeline("tk-stopped", { state: "running", runId: rid("run-B") }),
+            pipeline("tk-cancelled", { state: "interrupted", runId: rid("run-C") }),
+            pipeline("tk-claimed", { state: "succeeded", runId: rid("run-B") }),
+            pipeline("tk-attempt", { state: "failed", runId: rid("run-B") }),
+            pipeline("tk-own", { state: "failed", runId: A }),
+            pipeline("tk-other", { state: "failed", runId: rid("run-B") })
+          ])
+          yield* store.putTask({ ...task("tk-failed", 0, "failed"), ...underA })
+          yield* store.recordAttempt({ ...attempt("tk-failed", 0), ...underA })
+          // the run's own row: not taken
+          yield* store.putTask({ ...task("tk-own", 0, "failed"), ...underA })
+          // only an attempt row under A (its task row rewritten by B's run)
+          yield* store.recordAttempt({ ...attempt("tk-attempt", 1), ...underA })
+          yield* store.putTask({ ...task("tk-attempt", 1), runId: rid("run-B") })
+          // stopped by A: an attempt and A's interrupted event
+          yield* store.recordAttempt({ ...attempt("tk-stopped", 0), ...underA })
+          yield* store.emitEvent(event("pipeline.interrupted", "tk-stopped", 1000, "run-A"))
+          // cancelled by A before any attempt: the event alone (row filed under C now)
+          yield* store.emitEvent(event("pipeline.interrupted", "tk-cancelled", 1000, "run-A"))
+          // in flight when A died, claimed by B (B's `pipeline.abandoned` event names A)
+          yield* store.putTask({ ...task("tk-claimed", 0), ...underA })
+          yield* store.emitEvent({ ...event("pipeline.abandoned", "tk-claimed", 1100, "run-B"), data: { run: "run-A", task: "t1", seq: 1, attemptNo: 1 } })
+          // B's own pipeline, B's interrupted event, another run's abandoned event: not A's
+          yield* store.putTask({ ...task("tk-other", 0, "failed"), runId: rid("run-B") })
+          yield* store.emitEvent(event("pipeline.interrupted", "tk-other", 1000, "run-B"))
+          yield* store.emitEvent({ ...event("pipeline.abandoned", "tk-other", 1100, "run-B"), data: { run: "run-Z", task: "t0", seq: 0, attemptNo: 1 } })
+          // a task row of A whose pipeline is not admitted: nothing is filed anywhere
+          yield* store.putTask({ ...task("tk-unknown", 0, "failed"), ...underA })
+          assert.deepStrictEqual(yield* taken(A), [
+            { runId: rid("run-B"), failed: 2, interrupted: 2 },
+            { runId: rid("run-C"), failed: 0, interrupted: 1 }
+          ])
+          // B's view: its rows are its own; C, a run with no rows, and an unknown run: nothing
+          assert.deepStrictEqual(yield* taken(rid("run-B")), [])
+          assert.deepStrictEqual(yield* taken(rid("run-C")), [])
+          assert.deepStrictEqual(yield* taken(rid("run-none")), [])
+          // A admits its failed pipeline again: filed under A, no longer taken
+          yield* store.admit([pipeline("tk-failed", { state: "running", runId: A })])
+          assert.deepStrictEqual(yield* taken(A), [
+            { runId: rid("run-B"), failed: 1, interrupted: 2 },
+            { runId: rid("run-C"), failed: 0, interrupted: 1 }
+          ])
         })))
 
     it.effect("the member fields (suiteId, experimentId, localKey) are stored: read back, null by default, kept by a re-admission that lacks them", () =>

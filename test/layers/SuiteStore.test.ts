@@ -832,5 +832,5 @@ storeContract(
   "SuiteStore (byExperiment)",
   suiteHarness("byExperiment", CONTRACT_MEMBERS, ["suite.db", ...CONTRACT_MEMBERS.map((m) => `experiments/${m}/state.db`)]),
   // the router answers pipelineStates from getPipelines (pipelineStatesOf's fallback)
-  { pipelineId: contractPipelineId, pipelineStates: false }
+  { pipelineId: contractPipelineId, pipelineStates: false, takenPipelines: false }
 )

@@ -76,6 +76,51 @@ describe("Report (retries)", () => {
     }).pipe(Effect.provide(StoreResolver.layerOpener())))
 })
 
+describe("Report (a run's pipelines another run admitted again, break39 F2)", () => {
+  it.effect("--run-id A counts A's failed and interrupted pipelines filed under run B now, shown apart (text and JSON); B and all count each row once", () =>
+    Effect.gen(function*() {
+      const file = nodePath.join(dir, "taken.db")
+      // run A: 6 pipelines, p2 and p5 fail; p4 is interrupted by A (its event); then run B
+      // admits p2, p4 and p5 again and they succeed: their rows are filed under B now
+      yield* buildStore(file, [{ n: 6, runId: "A", startedAt: 1000, failEvery: 3 }], (s) =>
+        Effect.gen(function*() {
+          yield* s.emitEvent({ kind: "pipeline.interrupted", pipelineId: pid(4), runId: rid("A"), data: { reason: "user" }, ts: 1050 })
+          yield* s.updatePipeline(pid(4), { state: "interrupted", updatedAt: 1050 })
+          yield* s.openRun({ runId: rid("B"), startedAt: 2000 })
+          for (const i of [2, 4, 5]) {
+            yield* s.updatePipeline(pid(i), { runId: rid("B"), state: "succeeded", startedAt: 2000, endedAt: 2010, error: null, updatedAt: 2010 })
+          }
+          yield* s.finishRun(rid("B"), { status: "completed", endedAt: 2100 })
+        }))
+      const a = yield* Report.reportPaths([file], { runId: "A" })
+      assert.strictEqual(a.pipelines, 6)
+      assert.deepStrictEqual(a.byState, { pending: 0, running: 0, succeeded: 3, failed: 2, interrupted: 1 })
+      assert.deepStrictEqual(a.taken, [{ source: file, runId: "A", filedUnder: "B", failed: 2, interrupted: 1 }])
+      const text = Report.renderText(a)
+      assert.include(text, "Pipelines: 6 (pending 0, running 0, succeeded 3, failed 2, interrupted 1)")
+      assert.include(text, "  2 failed, 1 interrupted (admitted again by run B: filed under it now)")
+      const json = JSON.parse(JSON.stringify(a)) as { taken: unknown; byState: { failed: number } }
+      assert.deepStrictEqual(json.taken, [{ source: file, runId: "A", filedUnder: "B", failed: 2, interrupted: 1 }])
+      assert.strictEqual(json.byState.failed, 2)
+      // B's report: its three rows, nothing taken from it
+      const b = yield* Report.reportPaths([file], { runId: "B" })
+      assert.strictEqual(b.pipelines, 3)
+      assert.deepStrictEqual(b.byState, { pending: 0, running: 0, succeeded: 3, failed: 0, interrupted: 0 })
+      assert.deepStrictEqual(b.taken, [])
+      assert.notInclude(Report.renderText(b), "admitted again")
+      // every run: each row once, under the run it is filed under
+      const all = yield* Report.reportPaths([file], { runId: "all" })
+      assert.strictEqual(all.pipelines, 6)
+      assert.deepStrictEqual(all.byState, { pending: 0, running: 0, succeeded: 6, failed: 0, interrupted: 0 })
+      assert.deepStrictEqual(all.taken, [])
+      // two copies of the store: each pipeline once
+      const twice = yield* Report.reportPaths([file, file], { runId: "A" })
+      assert.strictEqual(twice.pipelines, 6)
+      assert.deepStrictEqual(twice.byState, { pending: 0, running: 0, succeeded: 3, failed: 2, interrupted: 1 })
+      assert.deepStrictEqual(twice.taken, [{ source: file, runId: "A", filedUnder: "B", failed: 2, interrupted: 1 }])
+    }).pipe(Effect.provide(StoreResolver.layerOpener())))
+})
+
 describe("Report (pipelines in flight when a run died, issue 18 F3)", () => {
   it.effect("per dead run: how many, and at most its concurrency may have had a call in progress; no attempt counted", () =>
     Effect.gen(function*() {
@@ -280,7 +325,7 @@ layer(Built, { excludeTestServices: true })("Report", (it) => {
       assert.strictEqual(e._tag, "ConfigError")
       // JSON output shape
       assert.deepStrictEqual(Object.keys(JSON.parse(JSON.stringify(one))).sort(), [
-        "accounting", "attempts", "byState", "cache", "duplicates", "errors", "handoffsBudgeted", "handoffsTotal", "inFlightAtStop", "latencyMs", "leasesLost", "metrics", "pipelines", "repairFailures", "resources", "retries", "runs", "selection", "stores", "tasks", "walPending"
+        "accounting", "attempts", "byState", "cache", "duplicates", "errors", "handoffsBudgeted", "handoffsTotal", "inFlightAtStop", "latencyMs", "leasesLost", "metrics", "pipelines", "repairFailures", "resources", "retries", "runs", "selection", "stores", "taken", "tasks", "walPending"
       ])
     }))
 

@@ -15,6 +15,7 @@ import { type Accounting, formatMetric, isStale, type ReportData, type ReportMet
 import type { AccountingFigures, ReadError, TaskStore } from "../../src/services/Store.js"
 import { roundUsd } from "../../src/domain/Pricing.js"
 import { LEASE_LOST, tallyLeasesLost } from "../../src/services/internal/leasesLost.js"
+import { takenPipelinesOf } from "../../src/services/internal/store/shared.js"
 
 /**
  * A total's cost as the report must give it: unknown (null), not $0, when no call in it had a
@@ -203,6 +204,27 @@ export const referenceReport = (
     }
     const byState: Record<PipelineState, number> = { pending: 0, running: 0, succeeded: 0, failed: 0, interrupted: 0 }
     for (const { p } of winners.values()) byState[p.state]++
+    // a selected run's pipelines filed under another run now, read from the run's rows (the
+    // store's own aggregate left out), counted as what they did under the selected run
+    const taken: Array<ReportData["taken"][number]> = []
+    if (!all) {
+      for (const s of selected) {
+        for (const run of s.runs) {
+          const fromRows = takenPipelinesOf({ ...s.store, takenPipelines: undefined })
+          for (const t of yield* fromRows(run.runId)) {
+            // copies of one store (one run id in several): the largest count, not the sum
+            const i = taken.findIndex((x) => x.runId === run.runId && x.filedUnder === t.runId)
+            const prev = taken[i]
+            if (prev === undefined) taken.push({ source: s.source, runId: run.runId, filedUnder: t.runId, failed: t.failed, interrupted: t.interrupted })
+            else taken[i] = { ...prev, failed: Math.max(prev.failed, t.failed), interrupted: Math.max(prev.interrupted, t.interrupted) }
+          }
+        }
+      }
+    }
+    for (const t of taken) {
+      byState.failed += t.failed
+      byState.interrupted += t.interrupted
+    }
 
     const resources: Array<ReportResource> = []
     const metrics: Array<ReportMetric> = []
@@ -263,8 +285,9 @@ export const referenceReport = (
       stores: stores.map((s) => s.source),
       selection: all ? "all" : options.runId ?? "latest",
       runs,
-      pipelines: winners.size,
+      pipelines: winners.size + taken.reduce((n, t) => n + t.failed + t.interrupted, 0),
       byState,
+      taken,
       duplicates,
       tasks,
       attempts,

@@ -33,6 +33,7 @@ import {
   orderPipelineAccounting,
   sumFigures,
   sumUsage,
+  takenPipelinesOf,
   usageAccumulator,
   zeroFigures,
   zeroUsage
@@ -326,8 +327,21 @@ export interface ReportData {
   /** `"latest"`, `"all"` or the explicit run id. */
   readonly selection: string
   readonly runs: ReadonlyArray<ReportRun>
+  /**
+   * The selected runs' pipelines: those filed under them, and those that ran under them and
+   * are filed under another run now ({@link ReportData.taken}, counted in `failed` or
+   * `interrupted`).
+   */
   readonly pipelines: number
   readonly byState: Readonly<Record<PipelineState, number>>
+  /**
+   * The pipelines that ran under a selected run (a task row, an attempt row or a
+   * `pipeline.interrupted` event of it) and whose rows another submission admitted again, so
+   * that they are filed under that run now (see {@link ReportTaken}): counted in `pipelines`
+   * and `byState` as what they did under the selected run, as the run's own summary counts
+   * them. Empty with `--run-id all` (every row is counted under the run it is filed under).
+   */
+  readonly taken: ReadonlyArray<ReportTaken>
   readonly duplicates: number
   readonly tasks: number
   readonly attempts: number
@@ -380,6 +394,23 @@ export interface ReportData {
    * way, and not counted in `attempts`).
    */
   readonly inFlightAtStop: ReadonlyArray<ReportInFlight>
+}
+
+/**
+ * Pipelines of a selected run (`runId`) filed under another run now (`filedUnder`: a
+ * submission admitted them again after they ended under `runId`): `failed` of them failed
+ * under `runId`, `interrupted` were stopped there (its `pipeline.interrupted` event, or claimed
+ * after it died). See `TaskStore.takenPipelines`.
+ *
+ * @since 0.20.0
+ * @category models
+ */
+export interface ReportTaken {
+  readonly source: string
+  readonly runId: string
+  readonly filedUnder: string
+  readonly failed: number
+  readonly interrupted: number
 }
 
 /**
@@ -745,7 +776,35 @@ export const buildReport = (
         latencyMs: singleLatency
       })
       : yield* mergedScopes(selected, all, errorsLimit)
-    const { byState, duplicates, errors, inScope, latencyMs, pipelines } = merged
+    const { duplicates, errors, inScope, latencyMs } = merged
+    // a selected run's pipelines that another submission admitted again (their rows filed
+    // under it now): counted as what they did under the selected run, shown apart (break39 F2)
+    // One run id in several stores means copies of one store (shards have runs of their own, a
+    // merged store copies its sources' rows): their counts are of the same pipelines, so the
+    // largest is kept per (run, run filed under), not the sum (the counts carry no ids).
+    const taken: Array<ReportTaken> = []
+    if (!all) {
+      for (const s of selected) {
+        for (const r of s.runs) {
+          for (const t of yield* takenPipelinesOf(s.store)(r.runId)) {
+            const i = taken.findIndex((x) => x.runId === r.runId && x.filedUnder === t.runId)
+            const prev = taken[i]
+            if (prev === undefined) {
+              taken.push({ source: s.source, runId: r.runId, filedUnder: t.runId, failed: t.failed, interrupted: t.interrupted })
+            } else {
+              taken[i] = { ...prev, failed: Math.max(prev.failed, t.failed), interrupted: Math.max(prev.interrupted, t.interrupted) }
+            }
+          }
+        }
+      }
+    }
+    const byState = { ...merged.byState }
+    let pipelines = merged.pipelines
+    for (const t of taken) {
+      byState.failed += t.failed
+      byState.interrupted += t.interrupted
+      pipelines += t.failed + t.interrupted
+    }
 
 
     const resources: Array<ReportResource> = []
@@ -908,6 +967,7 @@ export const buildReport = (
       runs,
       pipelines,
       byState,
+      taken,
       duplicates,
       tasks,
       attempts,
@@ -1005,6 +1065,13 @@ const inFlightText = (f: ReportInFlight, manyStores: boolean): string => {
   return `In flight when run ${f.runId}${manyStores ? ` in ${f.source}` : ""} stopped: ${n}${by}; ${bound}${recorded}`
 }
 
+/** One line of {@link ReportData.taken}: `  10 failed (admitted again by run B: filed under it now)`. */
+const takenText = (t: ReportTaken, manyRuns: boolean, manyStores: boolean): string => {
+  const what = [t.failed > 0 ? `${t.failed} failed` : "", t.interrupted > 0 ? `${t.interrupted} interrupted` : ""]
+    .filter((x) => x !== "").join(", ")
+  return `  ${what}${manyRuns ? ` under run ${t.runId}` : ""}${manyStores ? ` in ${t.source}` : ""} (admitted again by run ${t.filedUnder}: filed under it now)`
+}
+
 /**
  * The report as text (what `assay report` prints without `--json`).
  *
@@ -1025,6 +1092,7 @@ export const renderText = (r: ReportData): string => {
   }
   const states = (Object.keys(r.byState) as Array<PipelineState>).map((k) => `${k} ${r.byState[k]}`).join(", ")
   out.push(`Pipelines: ${r.pipelines} (${states})${r.duplicates > 0 ? `, ${r.duplicates} duplicate row(s) merged` : ""}`)
+  for (const t of r.taken ?? []) out.push(takenText(t, r.runs.length > 1, r.stores.length > 1))
   // control transitions only when some were committed: a plain run's text is unchanged
   out.push(`Tasks: ${r.tasks}  Attempts: ${r.attempts}  Retries: ${r.retries}${
     // (ends included, split: maxHandoffs is spent by all but `end`, tester13h finding 6)

@@ -1422,6 +1422,34 @@ export const makeDriver = (env: PgEnv, backend: ArtifactBackendService): StoreDr
           return out
         }
       ),
+    // the run's pipelines (its task rows, attempt rows, `pipeline.interrupted` events: each
+    // through its run-id index) whose row is filed under another run now, per that run; the
+    // ones it stopped (its interrupted events, and the `pipeline.abandoned` events of runs that
+    // claimed them after it died: through the kind index) are interrupted
+    takenPipelines: (runId) =>
+      Effect.map(
+        q(
+          `WITH ran AS (
+             SELECT pipeline_id FROM assay_tasks WHERE run_id = $1
+             UNION SELECT pipeline_id FROM assay_attempts WHERE run_id = $1
+             UNION SELECT pipeline_id FROM assay_events
+               WHERE run_id = $1 AND kind = 'pipeline.interrupted' AND pipeline_id IS NOT NULL
+           ), stopped AS (
+             SELECT pipeline_id FROM assay_events
+               WHERE run_id = $1 AND kind = 'pipeline.interrupted' AND pipeline_id IS NOT NULL
+             UNION SELECT pipeline_id FROM assay_events
+               WHERE kind = 'pipeline.abandoned' AND pipeline_id IS NOT NULL AND (data::jsonb)->>'run' = $1
+           )
+           SELECT p.run_id, count(*) FILTER (WHERE s.pipeline_id IS NULL) AS failed,
+             count(*) FILTER (WHERE s.pipeline_id IS NOT NULL) AS interrupted
+           FROM ran JOIN assay_pipelines p ON p.pipeline_id = ran.pipeline_id
+           LEFT JOIN stopped s ON s.pipeline_id = ran.pipeline_id
+           WHERE p.run_id <> $1
+           GROUP BY p.run_id ORDER BY p.run_id COLLATE "C"`,
+          [runId]
+        ),
+        (r) => r.map((row) => ({ runId: String(row.run_id) as RunId, failed: Number(row.failed), interrupted: Number(row.interrupted) }))
+      ),
     pipelineStates: (ids, among) =>
       Effect.map(
         Effect.forEach(

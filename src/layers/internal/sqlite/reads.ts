@@ -155,7 +155,7 @@ type AttemptFigures = {
 export const makeReads = (
   env: SqliteEnv,
   backend: ArtifactBackendService
-): Pick<StoreDriver, "getRun" | "latestRun" | "listRuns" | "getPipelines" | "getPipeline" | "pipelineStates" | "getArtifact" | "listArtifacts" | "metrics" | "resources" | "stats" | "resourceUsage" | "pipelineAccounting" | "succeededPipelines" | "errors" | "events" | "countEvents" | "pipelinesBySpec" | "pipelinesPage" | "completions" | "loadBundles" | "streamPipelines" | "streamTasks" | "streamAttempts" | "streamEvents" | "streamArtifacts"> & { readonly traversal: NonNullable<StoreDriver["traversal"]> } => {
+): Pick<StoreDriver, "getRun" | "latestRun" | "listRuns" | "getPipelines" | "getPipeline" | "pipelineStates" | "takenPipelines" | "getArtifact" | "listArtifacts" | "metrics" | "resources" | "stats" | "resourceUsage" | "pipelineAccounting" | "succeededPipelines" | "errors" | "events" | "countEvents" | "pipelinesBySpec" | "pipelinesPage" | "completions" | "loadBundles" | "streamPipelines" | "streamTasks" | "streamAttempts" | "streamEvents" | "streamArtifacts"> & { readonly traversal: NonNullable<StoreDriver["traversal"]> } => {
   const { accounting, fromSql, handoffEvents, indexed, numbered, path, sql, visits } = env
   /** Artifact columns: an older schema (read-only) has no visit columns. */
   const META = visits ? ARTIFACT_META : ARTIFACT_META_V5
@@ -732,6 +732,35 @@ export const makeReads = (
           return out
         }
       ),
+
+    // the run's pipelines (its task rows, attempt rows, `pipeline.interrupted` events: each
+    // through its run-id index) whose row is filed under another run now, per that run; the
+    // ones it stopped (its interrupted events, and the `pipeline.abandoned` events of runs that
+    // claimed them after it died: through the kind index) are interrupted
+    takenPipelines: (runId) => {
+      // schema version 3 on: by pipeline number (the run-id index of tasks covers it, and the
+      // union sorts integers: about twice as fast as by id over 10^6 rows); before, by id
+      const k = sql.literal(numbered ? "pno" : "pipeline_id")
+      return Effect.map(
+        rows(sql`WITH ran AS (
+            SELECT ${k} AS k FROM tasks WHERE run_id = ${runId}
+            UNION SELECT ${k} FROM attempts WHERE run_id = ${runId}
+            UNION SELECT ${k} FROM events WHERE run_id = ${runId} AND kind = 'pipeline.interrupted' AND pipeline_id IS NOT NULL
+          ), stopped AS (
+            SELECT ${k} AS k FROM events WHERE run_id = ${runId} AND kind = 'pipeline.interrupted' AND pipeline_id IS NOT NULL
+            UNION SELECT ${k} FROM events
+              WHERE kind = 'pipeline.abandoned' AND pipeline_id IS NOT NULL AND json_extract(data, '$.run') = ${runId}
+          )
+          SELECT p.run_id AS run_id,
+            sum(CASE WHEN s.k IS NULL THEN 1 ELSE 0 END) AS failed,
+            sum(CASE WHEN s.k IS NULL THEN 0 ELSE 1 END) AS interrupted
+          FROM ran JOIN pipelines p ON p.${k} = ran.k
+          LEFT JOIN stopped s ON s.k = ran.k
+          WHERE p.run_id <> ${runId}
+          GROUP BY p.run_id ORDER BY p.run_id`),
+        (r) => r.map((row) => ({ runId: String(row.run_id) as RunId, failed: Number(row.failed), interrupted: Number(row.interrupted) }))
+      )
+    },
 
     getArtifact: (pipelineId, seq) =>
       Effect.flatMap(

@@ -419,6 +419,8 @@ export const makeWith = (
       journal,
       succeededPipelines: driver.succeededPipelines,
       pipelineStates: driver.pipelineStates,
+      takenPipelines: driver.takenPipelines === undefined ? undefined : ((taken) => (runId) =>
+        Effect.zipRight(readFlush, taken(runId)))(driver.takenPipelines),
       consistentReads: consistentReads === undefined ? undefined : (reads) =>
         Effect.zipRight(wb.flush, consistentReads(Effect.locally(reads, inView, true))),
       claimAdmission: driver.claimAdmission === undefined ? undefined : ((claim) => (write, expected) =>

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Context, DefaultServices, Effect, Exit, Fiber, Option, type Scope, Tracer } from "effect"
+import { Context, DefaultServices, Effect, Exit, Fiber, Option, type Scope, Stream, Tracer } from "effect"
 import { ConfigError, StoreUnavailable } from "../../../domain/Errors.js"
 import { ArtifactRecord, type PipelineState, trusted } from "../../../domain/Records.js"
 import type { PipelineId, RunId } from "../../../domain/Ids.js"
@@ -22,7 +22,9 @@ import type {
   PipelineAccounting,
   PipelineAccountingOptions,
   ResourceUsage,
-  SucceededIndex
+  SucceededIndex,
+  TakenPipelines,
+  TaskStore
 } from "../../Store.js"
 import type { IdSet } from "./idSet.js"
 
@@ -1105,4 +1107,71 @@ export const pipelineStatesOf = (
       const out = new Map<PipelineId, PipelineStateAndRun>()
       for (const [id, r] of rows) if (among === undefined || among.includes(r.state)) out.set(id, { state: r.state, runId: r.runId })
       return out
+    })
+
+/**
+ * Counts the pipelines that ran under `runId` and are filed under another run now (see
+ * `TaskStore.takenPipelines`) from what a store holds of them: `ran`, the ids with a task
+ * row, an attempt row or a `pipeline.interrupted` event of `runId`; `interrupted`, those with
+ * such an event or claimed from `runId` after it died (a `pipeline.abandoned` event naming it); `filedUnder`, the run each stored one's row is filed under now. Ascending by
+ * run id.
+ */
+export const tallyTaken = (
+  runId: RunId,
+  ran: Iterable<PipelineId>,
+  interrupted: ReadonlySet<PipelineId>,
+  filedUnder: (id: PipelineId) => RunId | undefined
+): ReadonlyArray<TakenPipelines> => {
+  const byRun = new Map<RunId, { failed: number; interrupted: number }>()
+  for (const id of ran) {
+    const now = filedUnder(id)
+    if (now === undefined || now === runId) continue
+    const entry = byRun.get(now) ?? { failed: 0, interrupted: 0 }
+    if (interrupted.has(id)) entry.interrupted++
+    else entry.failed++
+    byRun.set(now, entry)
+  }
+  return Array.from(byRun, ([run, n]): TakenPipelines => ({ runId: run, ...n }))
+    .sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0))
+}
+
+/**
+ * `store.takenPipelines(runId)` when the store has it, else the same answer read from the
+ * run's rows: its task rows, attempt rows and `pipeline.interrupted` events (streams by run
+ * id) and the `pipeline.abandoned` events naming it, then the rows of those pipelines (`pipelineStatesOf`, 500 ids a read). See
+ * `TaskStore.takenPipelines`.
+ *
+ * @param store - the store (its `takenPipelines`, or the reads the answer is made of).
+ * @returns the pipelines that ran under the run and are filed under another run now, per that run.
+ */
+export const takenPipelinesOf = (
+  store: Pick<TaskStore, "takenPipelines" | "streamTasks" | "streamAttempts" | "streamEvents" | "getPipelines"> & {
+    readonly pipelineStates?: PipelineStatesRead | undefined
+  }
+) =>
+(runId: RunId): Effect.Effect<ReadonlyArray<TakenPipelines>, StoreUnavailable | ConfigError> =>
+  store.takenPipelines !== undefined
+    ? store.takenPipelines(runId)
+    : Effect.gen(function*() {
+      const ran = new Set<PipelineId>()
+      const interrupted = new Set<PipelineId>()
+      yield* Stream.runForEach(store.streamTasks({ runId }), (t) => Effect.sync(() => void ran.add(t.pipelineId)))
+      yield* Stream.runForEach(store.streamAttempts({ runId }), (a) => Effect.sync(() => void ran.add(a.pipelineId)))
+      yield* Stream.runForEach(store.streamEvents({ runId, kind: "pipeline.interrupted" }), (e) =>
+        Effect.sync(() => {
+          if (e.pipelineId === null) return
+          ran.add(e.pipelineId)
+          interrupted.add(e.pipelineId)
+        }))
+      yield* Stream.runForEach(store.streamEvents({ kind: "pipeline.abandoned" }), (e) =>
+        Effect.sync(() => {
+          if (e.pipelineId !== null && (e.data as { readonly run?: unknown } | null)?.run === runId) interrupted.add(e.pipelineId)
+        }))
+      const ids = Array.from(ran)
+      const rows = new Map<PipelineId, RunId>()
+      const states = pipelineStatesOf(store)
+      for (let i = 0; i < ids.length; i += 500) {
+        for (const [id, r] of yield* states(ids.slice(i, i + 500))) rows.set(id, r.runId)
+      }
+      return tallyTaken(runId, ran, interrupted, (id) => rows.get(id))
     })

@@ -2,12 +2,15 @@
  * The submitter's watch on the runners (newuser37 F4): which runner left while windows of the
  * submission were in flight on it, and when that work ran again.
  *
- * A runner that stops answering keeps its shards for a while, and its windows wait: with
- * advisory locks (the default) until its database session ends (at once when its process died;
- * for a host cut off, after the TCP keepalives) or, for a process paused (SIGSTOP) or hung, until
- * it answers again; with lock rows (`SHARD_LOCK_DISABLE_ADVISORY`) until its locks expire
- * (@effect/cluster's `shardLockExpiration`, `SHARD_LOCK_EXPIRATION`, 35 s by default) (break39
- * F4). Without a word the submitter looks hung for that long. The watch tells, once per event:
+ * A runner that stops answering keeps its windows for a while, and they wait. With advisory
+ * shard locks (the default) its shards stay with it until its database session ends (at once
+ * when its process died; for a host cut off, after the TCP keepalives) or, for a process paused
+ * (SIGSTOP) or hung, until it answers again: no expiry bounds that; once the shards are free,
+ * its windows' claims still expire first (`SHARD_LOCK_EXPIRATION` after its last renewal). With
+ * lock rows (`SHARD_LOCK_DISABLE_ADVISORY`) its shard locks expire `SHARD_LOCK_EXPIRATION`
+ * (@effect/cluster's `shardLockExpiration`, 35 s by default) after it last renewed them, whatever
+ * the process does (break39 F4). Without a word the submitter looks hung for that long. The
+ * watch tells, once per event:
  *
  * - `RunnerLeft`: a runner that was up left, either unregistered (stopped, marked unhealthy, its
  *   heartbeat expired: no longer among the healthy runners of the cluster's `RunnerStorage`) or
@@ -40,9 +43,11 @@ import type { PipelineId } from "../../../domain/Ids.js"
  * A runner left while the submission had work on it (see the module's doc): `runner` as
  * `host:port`; `reason` `unregistered` (no longer among the cluster's healthy runners) or
  * `unanswered` (registered still, but two pings in a row got no answer); `windows` and
- * `pipelines` of this submission in flight on it; `resumeInMs`: with lock rows, about how long until its shard
- * locks expire (`unanswered`), `0` when they are released or expired already; with advisory
- * locks `0` (no expiry bounds the wait: see the module's doc, and `message`).
+ * `pipelines` of this submission in flight on it; `resumeInMs`: about how long until its shard
+ * locks (lock rows) or its windows' claims (advisory locks, a process that died) expire
+ * (`unanswered`), `0` when they are released or expired already. With advisory locks a runner
+ * paused or hung keeps its shards until it answers again or its database session ends: no
+ * expiry bounds that wait (the module's doc; `message` says so).
  *
  * @internal
  */
@@ -171,17 +176,20 @@ export const make = (options: WatchOptions): Effect.Effect<RunnerWatch> =>
       const runner = hostPort(k.address)
       pending.push({ runner, leftAt: input.now, ids })
       const others = input.runners.filter(([r, healthy]) => healthy && String(r.address) !== key).length
-      const resumeInMs = reason === "unanswered" && !advisory ? Math.max(0, k.answeredAt + lockMs - input.now) : 0
+      const resumeInMs = reason === "unanswered" ? Math.max(0, k.answeredAt + lockMs - input.now) : 0
       const where = others === 0 ? "on the next runner that is up" : "on the other runners"
       const lockS = Math.round(lockMs / 1000)
       // what the lock mode makes true (break39 F4): advisory locks are held by the runner's
-      // database session, which a paused or hung process keeps open; lock rows expire
+      // database session, which a paused or hung process keeps open (no bound); a dead one's
+      // shards are freed at once, its windows' claims expire SHARD_LOCK_EXPIRATION after its last
+      // renewal; lock rows expire whatever the process does
+      const paused = "a runner paused or hung keeps its shards (advisory locks) until it answers again or its database session ends"
       const when = advisory
         ? reason === "unanswered"
-          ? "once its shards are freed: at once if its process died (its database session ends with it); " +
-            "a runner paused or hung keeps them (advisory locks) until it answers again or its database session ends: nothing is lost, they wait"
-          : "once their shards are taken over: soon for a runner that stopped or died (it released them, or its database session ended); " +
-            "a runner paused or hung keeps them (advisory locks) until it answers again or its database session ends"
+          ? `if its process died, once its windows' claims expire, in ~${Math.ceil(resumeInMs / 1000)} s (SHARD_LOCK_EXPIRATION ${lockS} s after it last answered); ` +
+            `${paused}: nothing is lost, they wait`
+          : `once their shards are taken over: soon for a runner that stopped (it released them); for one that died, once its windows' claims expire ` +
+            `(SHARD_LOCK_EXPIRATION, ${lockS} s, after it last renewed them); ${paused}`
         : reason === "unanswered"
         ? `once its shard locks expire, within ~${Math.ceil(resumeInMs / 1000)} s (SHARD_LOCK_EXPIRATION ${lockS} s after it last answered): nothing is lost, they wait`
         : `once their shards are taken over (soon for a runner that released them; within SHARD_LOCK_EXPIRATION, ${lockS} s, for one that did not)`

@@ -884,30 +884,113 @@ export const suiteHosted = (loaded: SuiteConfig.LoadedSuite): Hosted => ({
 export type Shown = Omit<InternalSubmit.SubmitReport, "stopReason"> & { readonly stopReason: string | null }
 
 /**
+ * A submission's outcome as {@link withStopSignals} gives it: the report, whether a stop signal
+ * stopped it (`stopped`), what `gather` gave (`None` when a signal cut it short) and whether a
+ * signal came after the submission had ended (`late`: the summary is printed, the exit is 130).
+ *
+ * @internal
+ */
+export interface StopOutcome<G> {
+  readonly report: Shown
+  readonly stopped: boolean
+  readonly gathered: Option.Option<G>
+  readonly late: boolean
+}
+
+/**
  * Runs `submit` with the stop signals claimed: the first one interrupts it (admission stops,
  * the run is closed `interrupted`; its admitted pipelines go on on the runners), and the
  * submitter then prints what it had seen, as the embedded run prints its report on Ctrl-C
- * (tester17ad F4). Succeeds with the report, or, after a signal, with the report the
- * submission gave `onInterrupted` (its `stopReason` the signal's name) and `stopped: true`;
- * any other failure or interruption is the submission's own.
+ * (tester17ad F4). The claim is held until `show` has printed the summary (break39 F3): the
+ * client layer's teardown comes after it, and a signal there (a second Ctrl-C) still ends the
+ * process (the main program's claim, exit 130), with the summary printed already.
+ *
+ * - `gather(report)` (optional: the suite's members' outcomes, read from the store) runs under
+ *   the claim; a signal during it cuts it short (`gathered` `None`) and the summary is printed
+ *   with what is known;
+ * - `show(outcome)` prints; a signal then waits for it (printing takes no time);
+ * - `onClaimed` is told once the signals are claimed (before anything is submitted: a signal
+ *   before it interrupts the program, and nothing was submitted, break39 F5);
+ * - `onNotAdmitted` is told when a signal stopped the submission before it admitted anything
+ *   (no report: its run was being opened), then the interruption goes on.
+ *
+ * Succeeds with {@link StopOutcome}, or, after a signal, with the report the submission gave
+ * `onInterrupted` (its `stopReason` the signal's name) and `stopped: true`; any other failure or
+ * interruption is the submission's own.
+ *
+ * @internal
  */
-const withStopSignals = <E, R>(
-  submit: (onInterrupted: (r: InternalSubmit.SubmitReport) => Effect.Effect<void>) => Effect.Effect<InternalSubmit.SubmitReport, E, R>
-): Effect.Effect<{ readonly report: Shown; readonly stopped: boolean }, E, R> =>
+export const withStopSignals = <G, E, R, E2, R2>(
+  submit: (onInterrupted: (r: InternalSubmit.SubmitReport) => Effect.Effect<void>) => Effect.Effect<InternalSubmit.SubmitReport, E, R>,
+  options: {
+    readonly gather?: ((report: Shown) => Effect.Effect<G, E2, R2>) | undefined
+    readonly show: (outcome: StopOutcome<G>) => Effect.Effect<void, never, R2>
+    readonly onClaimed?: (() => void) | undefined
+    readonly onNotAdmitted?: Effect.Effect<void> | undefined
+  }
+): Effect.Effect<StopOutcome<G>, E | E2, R | R2> =>
   Effect.scoped(Effect.gen(function*() {
     let signal: Signals.StopSignal | undefined
     let partial: InternalSubmit.SubmitReport | undefined
-    const fiber = yield* Effect.fork(submit((r) => Effect.sync(() => void (partial = r))))
+    /** What a signal interrupts: the submission, then `gather`; none while `show` prints. */
+    let target: Fiber.RuntimeFiber<unknown, unknown> | undefined
+    /** A signal came after the submission ended. */
+    let late = false
+    let ended = false
     yield* (yield* Signals.Signals).handle((s) =>
-      Effect.zipRight(Effect.sync(() => void (signal ??= s)), Effect.asVoid(Fiber.interrupt(fiber)))
+      Effect.suspend(() => {
+        if (ended) late = true
+        else signal ??= s
+        // a second signal while the submission winds down (its run closed, its report made)
+        // has nothing more to stop: the summary follows at once
+        return target === undefined ? Effect.void : Fiber.interruptFork(target)
+      })
     )
+    options.onClaimed?.()
+    const fiber = yield* Effect.fork(submit((r) => Effect.sync(() => void (partial = r))))
+    target = fiber
+    // a signal that came before the fork (its handler ran first)
+    if (signal !== undefined) yield* Fiber.interruptFork(fiber)
     const exit = yield* Fiber.await(fiber)
-    if (Exit.isSuccess(exit)) return { report: exit.value, stopped: false }
-    if (signal !== undefined && partial !== undefined && Exit.isInterrupted(exit)) {
-      return { report: { ...partial, stopReason: signal.toLowerCase() }, stopped: true }
+    ended = true
+    target = undefined
+    let outcome: { readonly report: Shown; readonly stopped: boolean }
+    if (Exit.isSuccess(exit)) outcome = { report: exit.value, stopped: false }
+    else if (signal !== undefined && partial !== undefined && Exit.isInterrupted(exit)) {
+      outcome = { report: { ...partial, stopReason: signal.toLowerCase() }, stopped: true }
+    } else {
+      if (signal !== undefined && partial === undefined && Exit.isInterrupted(exit) && options.onNotAdmitted !== undefined) {
+        yield* options.onNotAdmitted
+      }
+      return yield* Effect.failCause(exit.cause)
     }
-    return yield* Effect.failCause(exit.cause)
+    let gathered = Option.none<G>()
+    if (options.gather !== undefined && !late) {
+      const gather = yield* Effect.fork(options.gather(outcome.report))
+      target = gather
+      if (late) yield* Fiber.interruptFork(gather)
+      const g = yield* Fiber.await(gather)
+      target = undefined
+      if (Exit.isSuccess(g)) gathered = Option.some(g.value)
+      else if (!(late && Exit.isInterrupted(g))) return yield* Effect.failCause(g.cause)
+    }
+    const done: StopOutcome<G> = { ...outcome, gathered, late }
+    yield* options.show(done)
+    return { ...done, late }
   }))
+
+/**
+ * What a stop signal before the submission claimed the signals says (break39 F5): start-up
+ * (the file, the database, the cluster's client) had not submitted anything yet.
+ */
+const NOTHING_SUBMITTED_MESSAGE = "stopped before anything was submitted: no run was created."
+
+/**
+ * What a stop signal that came while the submission was opening its run says: nothing was
+ * admitted (the run's row, if it was written, has no pipeline).
+ */
+const notAdmittedMessage = (runId: RunId) =>
+  `stopped before anything was admitted (run ${runId} was being opened): nothing was submitted. Run the same command again to submit.`
 
 /** What Ctrl-C on a submitter says (an experiment's or a suite's). */
 const STOPPED_MESSAGE =
@@ -1148,7 +1231,10 @@ const stopSaid = (
  * @category commands
  */
 export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
-  Effect.gen(function*() {
+  Effect.suspend(() => {
+  /** The submission claimed the stop signals: a signal before it finds nothing submitted (break39 F5). */
+  let claimed = false
+  return Effect.gen(function*() {
     const database = yield* checkDatabase(args.database)
     const experiment = yield* Experiment.load(args.config, { strictEnv: args.strictEnv })
     yield* refuseRunFields(experiment.run)
@@ -1162,8 +1248,10 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
       args.summary === "json"
         ? Console.log(JSON.stringify(clusterJson(report, storeShown)))
         : Console.log(summaryLine(report))
-    const { report, stopped } = yield* withStopSignals((onInterrupted) =>
+    const runId = yield* InternalSubmit.makeRunId(yield* Clock.currentTimeMillis)
+    const { late, report, stopped } = yield* withStopSignals((onInterrupted) =>
       ClusterEngine.submit(experiment.pipelines(Option.getOrUndefined(args.limit)), {
+        runId,
         maxAdmitted,
         label: Option.getOrElse(args.label, () => experiment.run.label),
         notes: experiment.run.notes,
@@ -1175,21 +1263,26 @@ export const submitRun = (args: SubmitArgs): Effect.Effect<void, unknown, FileSy
         // runners refused pipelines: the summary (as the run's row closes it), then the refusal (exit 2)
         onRefused: (r) => summarize({ ...r, stopReason: "submit_failed" }),
         ...followProgress(args, database)
-      })
-    ).pipe(
-      Effect.onInterrupt(() => Console.error(STOPPED_MESSAGE)),
+      }), {
+      onClaimed: () => void (claimed = true),
+      onNotAdmitted: Console.error(notAdmittedMessage(runId)),
+      // printed while the signals are still claimed: before the client layer's teardown
+      // (break39 F3: a second Ctrl-C there lost the summary)
+      show: ({ report, stopped }) =>
+        Effect.gen(function*() {
+          yield* summarize(report)
+          for (const cause of report.causes) yield* Console.error(`  ${cause}`)
+          // a stop signal: what was seen is printed above, then the stop is said (exit 130)
+          if (stopped) yield* Console.error(STOPPED_MESSAGE)
+        })
+    }).pipe(
       Effect.provide(Layer.merge(ClusterEngine.clientLayer().pipe(Layer.provide(pgLayer(database))), store))
     )
-    yield* summarize(report)
-    for (const cause of report.causes) yield* Console.error(`  ${cause}`)
-    // a stop signal: what was seen is printed above, then the stop is said (exit 130)
-    if (stopped) {
-      yield* Console.error(STOPPED_MESSAGE)
-      return yield* Effect.fail(new ExitWith(ExitCode.Interrupted))
-    }
+    if (stopped || late) return yield* Effect.fail(new ExitWith(ExitCode.Interrupted))
     yield* stopSaid(report, stopAfterFailures, stopAfter)
     // a followed pipeline of an earlier run that failed is a failure of the experiment too
     if (report.failed > 0 || report.followed.failed > 0) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
+  }).pipe(Effect.onInterrupt(() => claimed ? Effect.void : Console.error(NOTHING_SUBMITTED_MESSAGE)))
   })
 
 // ---------------------------------------------------------------------------------------------
@@ -1266,7 +1359,10 @@ const refuseChangedRows = (loaded: SuiteConfig.LoadedSuite, selected: ReadonlyAr
  * @category commands
  */
 export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown, FileSystem.FileSystem> =>
-  Effect.gen(function*() {
+  Effect.suspend(() => {
+  /** The submission claimed the stop signals: a signal before it finds nothing submitted (break39 F5). */
+  let claimed = false
+  return Effect.gen(function*() {
     const database = yield* checkDatabase(args.database)
     const selection = args.experiments.length === 0 ? undefined : args.experiments
     const loaded = yield* SuiteConfig.load(args.config, {
@@ -1443,7 +1539,7 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
         ...(limit === undefined ? {} : { limit }),
         ...(budgetOf.size === 0 ? {} : { failuresReached: memberReached })
       }).pipe(Stream.provideService(SuiteCatalog, catalog))
-      const { report, stopped } = yield* withStopSignals((onInterrupted) => ClusterEngine.submit(specs, {
+      return yield* withStopSignals((onInterrupted) => ClusterEngine.submit(specs, {
         runId,
         onInterrupted,
         maxAdmitted,
@@ -1485,26 +1581,43 @@ export const submitSuite = (args: SuiteSubmitArgs): Effect.Effect<void, unknown,
             Effect.flatMap((members) => summarize({ ...r, stopReason: "submit_failed" }, members))
           ),
         ...followProgress(args, database)
-      })).pipe(Effect.onInterrupt(() => Console.error(STOPPED_MESSAGE)))
-      return { report, stopped, members: yield* closeMembers(report.runId) }
+      }), {
+        onClaimed: () => void (claimed = true),
+        onNotAdmitted: Console.error(notAdmittedMessage(runId)),
+        // the members' outcomes, recorded and read under the signals' claim: a second signal
+        // cuts it short, and the run's own line is printed (break39 F3)
+        gather: (report) => closeMembers(report.runId),
+        // printed before the client layer's teardown (break39 F3)
+        show: ({ gathered, report, stopped }) =>
+          Effect.gen(function*() {
+            if (Option.isSome(gathered)) yield* summarize(report, gathered.value)
+            else {
+              yield* args.summary === "json"
+                ? Console.log(JSON.stringify({ ...clusterJson(report, target.url), suiteId: loaded.id }))
+                : Console.log(summaryLine(report))
+              yield* Console.error(
+                "the members' outcomes were not recorded: a second stop signal cut it short (submitting again records them for the new run)"
+              )
+            }
+            for (const cause of report.causes) yield* Console.error(`  ${cause}`)
+            // a stop signal: what was seen is printed above, then the stop is said (exit 130)
+            if (stopped) yield* Console.error(STOPPED_MESSAGE)
+          })
+      })
     })
-    const { members, report, stopped } = yield* body.pipe(
+    const { gathered, late, report, stopped } = yield* body.pipe(
       Effect.provide(Layer.mergeAll(
         ClusterEngine.clientLayer().pipe(Layer.provide(pgLayer(database))),
         store,
         pgLayer(target.url)
       ))
     )
-    yield* summarize(report, members)
-    for (const cause of report.causes) yield* Console.error(`  ${cause}`)
-    // a stop signal: what was seen is printed above, then the stop is said (exit 130)
-    if (stopped) {
-      yield* Console.error(STOPPED_MESSAGE)
-      return yield* Effect.fail(new ExitWith(ExitCode.Interrupted))
-    }
+    if (stopped || late) return yield* Effect.fail(new ExitWith(ExitCode.Interrupted))
+    const members = Option.getOrElse(gathered, () => [] as ReadonlyArray<PgSuites.ClusterMembership>)
     yield* stopSaid(report, stopAfterFailures, stopAfter)
     for (const m of members) {
       if (m.sourceError !== null) yield* Console.error(`error: member ${m.experimentId}: its source failed: ${m.sourceError}`)
     }
     if (report.failed > 0 || members.some((m) => m.sourceError !== null)) return yield* Effect.fail(new ExitWith(ExitCode.Failures))
+  }).pipe(Effect.onInterrupt(() => claimed ? Effect.void : Console.error(NOTHING_SUBMITTED_MESSAGE)))
   })

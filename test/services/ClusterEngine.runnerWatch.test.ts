@@ -48,7 +48,13 @@ describe("ClusterEngine: the submitter's watch on the runners (newuser37 F4)", (
     Effect.gen(function*() {
       const dead = new Set<string>()
       const runners = yield* Effect.provide(Runners.Runners, pinging(dead))
-      const watch = yield* RunnerWatch.make({ runners: Option.some(runners), lockExpiration: "35 seconds", pingEvery: "1 second" })
+      // lock rows (SHARD_LOCK_DISABLE_ADVISORY): the locks expire, so the wait has a bound
+      const watch = yield* RunnerWatch.make({
+        runners: Option.some(runners),
+        lockExpiration: "35 seconds",
+        pingEvery: "1 second",
+        advisoryLocks: false
+      })
       const ids = ["p1", "p2", "p3", "p4"].map((id) => id as PipelineId)
       const running = new Set<PipelineId>(ids)
       // two windows on b, one on a (by execution id)
@@ -104,6 +110,104 @@ describe("ClusterEngine: the submitter's watch on the runners (newuser37 F4)", (
         yield* TestClock.adjust("1 second")
         now += 1000
       }
+    }))
+
+  it.effect("break39 F4 (b): a frozen runner (connection up, no answer, a ping's interruption that never ends) is told as not answering after two ping timeouts", () =>
+    Effect.gen(function*() {
+      const frozen = new Set<string>()
+      let toFrozen = 0
+      let ended = 0
+      // a frozen peer: the ping never answers, and its interruption (the scoped RPC client's
+      // teardown over a connection nobody reads) never ends either
+      const runners = {
+        ping: (address: RunnerAddress.RunnerAddress) =>
+          Effect.suspend(() => {
+            if (frozen.has(String(address))) toFrozen++
+            return frozen.has(String(address))
+              ? Effect.never.pipe(Effect.onInterrupt(() => Effect.never), Effect.ensuring(Effect.sync(() => void ended++)))
+              : Effect.void
+          })
+      } as unknown as Runners.Runners["Type"]
+      const watch = yield* RunnerWatch.make({
+        runners: Option.some(runners),
+        lockExpiration: "35 seconds",
+        pingEvery: "1 second",
+        pingTimeout: "3 seconds"
+      })
+      const running = new Set<PipelineId>(["p1" as PipelineId])
+      const windows = [{ executionId: "w1", ids: ["p1" as PipelineId] }]
+      const assignment = [String(b)]
+      const all = [[runnerA, true], [runnerB, true]] as const
+      let now = 0
+      const check = () => watch.check({ now, runners: all, assignment, windows, running, runnerOf: (asg) => asg[0] })
+      for (let i = 0; i < 4; i++) {
+        assert.deepStrictEqual(yield* check(), [])
+        yield* TestClock.adjust("500 millis")
+        now += 500
+      }
+      frozen.add(String(b))
+      const frozenAt = now
+      let told: RunnerWatch.RunnerLeft | undefined
+      for (let i = 0; i < 40 && told === undefined; i++) {
+        const events = yield* check()
+        told = events.find((e): e is RunnerWatch.RunnerLeft => e._tag === "RunnerLeft")
+        yield* TestClock.adjust("500 millis")
+        now += 500
+      }
+      assert.isDefined(told, "never told: the timed-out ping waited for its interruption")
+      assert.strictEqual(told!.reason, "unanswered")
+      assert.strictEqual(told!.runner, "10.0.0.2:34431")
+      // two ping timeouts and a round apart (no wall-clock figure: the TestClock's)
+      assert.isAtMost(now - frozenAt, 10_000, `told after ${now - frozenAt} ms`)
+      // with advisory locks (the default) no bound is promised for a paused runner: it keeps its shards
+      assert.notMatch(told!.message, /within/)
+      assert.match(told!.message, /a runner paused or hung keeps its shards \(advisory locks\) until it answers again or its database session ends/)
+      // no pile of hanging pings to the frozen runner: one at a time
+      assert.strictEqual(toFrozen, 1, "a second ping to the frozen runner started while the first still hung")
+      assert.strictEqual(ended, 0)
+    }))
+
+  it.effect("break39 F4 (a): the resume promise follows the lock mode (advisory: no bound for a paused runner; lock rows: the expiry)", () =>
+    Effect.gen(function*() {
+      const say = (advisoryLocks: boolean | undefined, reason: "unregistered" | "unanswered", config?: Partial<ShardingConfig.ShardingConfig["Type"]>) =>
+        Effect.gen(function*() {
+          const dead = new Set<string>()
+          const runners = yield* Effect.provide(Runners.Runners, pinging(dead))
+          const watch = yield* RunnerWatch.make({ runners: Option.some(runners), lockExpiration: "10 seconds", advisoryLocks }).pipe(
+            config === undefined ? (x) => x : Effect.provide(ShardingConfig.layer(config))
+          )
+          const running = new Set<PipelineId>(["p1" as PipelineId])
+          const windows = [{ executionId: "w1", ids: ["p1" as PipelineId] }]
+          let now = 0
+          const check = (runners: ReadonlyArray<readonly [Runner.Runner, boolean]>) =>
+            watch.check({ now, runners, assignment: [String(b)], windows, running, runnerOf: (asg) => asg[0] })
+          yield* check([[runnerA, true], [runnerB, true]])
+          if (reason === "unregistered") return (yield* check([[runnerA, true]]))[0] as RunnerWatch.RunnerLeft
+          dead.add(String(b))
+          for (let i = 0; i < 20; i++) {
+            yield* TestClock.adjust("500 millis")
+            now += 500
+            const events = yield* check([[runnerA, true], [runnerB, true]])
+            if (events.length > 0) return events[0] as RunnerWatch.RunnerLeft
+          }
+          return undefined
+        })
+      const advisoryUnanswered = yield* say(undefined, "unanswered")
+      // advisory locks: a bound only for a process that died (its windows' claims expire)
+      assert.notMatch(advisoryUnanswered!.message, /within/)
+      assert.match(
+        advisoryUnanswered!.message,
+        /if its process died, once its windows' claims expire, in ~\d+ s \(SHARD_LOCK_EXPIRATION 10 s after it last answered\); a runner paused or hung keeps its shards \(advisory locks\) until it answers again or its database session ends/
+      )
+      const advisoryLeft = yield* say(undefined, "unregistered")
+      assert.notMatch(advisoryLeft!.message, /within/)
+      assert.match(advisoryLeft!.message, /left the cluster .*soon for a runner that stopped .*a runner paused or hung keeps its shards \(advisory locks\)/)
+      // lock rows, from the context's ShardingConfig (SHARD_LOCK_DISABLE_ADVISORY=true)
+      const rowsUnanswered = yield* say(undefined, "unanswered", { shardLockDisableAdvisory: true })
+      assert.match(rowsUnanswered!.message, /once its shard locks expire, within ~\d+ s \(SHARD_LOCK_EXPIRATION 10 s after it last answered\)/)
+      assert.isAbove(rowsUnanswered!.resumeInMs, 0)
+      const rowsLeft = yield* say(false, "unregistered")
+      assert.match(rowsLeft!.message, /within SHARD_LOCK_EXPIRATION, 10 s, for one that did not/)
     }))
 
   it.effect("a runner that unregisters (stopped) is told as having left the cluster; one with no window of the run is not told", () =>

@@ -2,29 +2,40 @@
  * The submitter's watch on the runners (newuser37 F4): which runner left while windows of the
  * submission were in flight on it, and when that work ran again.
  *
- * A runner that stops answering (`kill -9`, its host gone) keeps its shard locks until they
- * expire (@effect/cluster's `shardLockExpiration`, `SHARD_LOCK_EXPIRATION`, 35 s by default):
- * only then does another runner take its windows over. Without a word the submitter looks
- * hung for that long. The watch tells, once per event:
+ * A runner that stops answering keeps its windows for a while, and they wait. With advisory
+ * shard locks (the default) its shards stay with it until its database session ends (at once
+ * when its process died; for a host cut off, after the TCP keepalives) or, for a process paused
+ * (SIGSTOP) or hung, until it answers again: no expiry bounds that; once the shards are free,
+ * its windows' claims still expire first (`SHARD_LOCK_EXPIRATION` after its last renewal). With
+ * lock rows (`SHARD_LOCK_DISABLE_ADVISORY`) its shard locks expire `SHARD_LOCK_EXPIRATION`
+ * (@effect/cluster's `shardLockExpiration`, 35 s by default) after it last renewed them, whatever
+ * the process does (break39 F4). Without a word the submitter looks hung for that long. The
+ * watch tells, once per event:
  *
  * - `RunnerLeft`: a runner that was up left, either unregistered (stopped, marked unhealthy, its
  *   heartbeat expired: no longer among the healthy runners of the cluster's `RunnerStorage`) or
  *   no longer answering two pings in a row (`Runners.ping`, every `pingEvery`, when the
  *   cluster's `Runners` is in context): which runner, how many windows and pipelines of the
- *   submission it had in flight (by the shard assignment seen while it was up), and in about
- *   how long its shard locks expire (from the last time it answered);
+ *   submission it had in flight (by the shard assignment seen while it was up), and when they
+ *   resume as far as the lock mode says it (lock rows: in about how long its shard locks
+ *   expire, from the last time it answered);
  * - `RunnerResumed`: a pipeline of those windows ended after the leave: their work runs again
  *   (on the other runners, or on the same runner started again), and how long after the leave.
  *
  * A runner that left is told again only once it answered again (it came back, then left again).
  * The pings run in a fiber of their own (at most one round at a time): a runner that does not
- * answer never holds up the follow that calls {@link RunnerWatch.check}.
+ * answer never holds up the follow that calls {@link RunnerWatch.check}. A ping that times out is
+ * counted unanswered at its timeout (break39 F4): its interruption goes on in the background
+ * (`Effect.disconnect`), since against a runner that holds the connection open and never
+ * answers (paused, hung) the RPC client's teardown does not end; such a runner is not pinged
+ * again (counted unanswered) until that ping has ended.
  *
  * @internal
  */
 import type * as Runner from "@effect/cluster/Runner"
 import type * as RunnerAddress from "@effect/cluster/RunnerAddress"
 import type * as Runners from "@effect/cluster/Runners"
+import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import { Duration, Effect, Fiber, Option } from "effect"
 import type { PipelineId } from "../../../domain/Ids.js"
 
@@ -33,7 +44,10 @@ import type { PipelineId } from "../../../domain/Ids.js"
  * `host:port`; `reason` `unregistered` (no longer among the cluster's healthy runners) or
  * `unanswered` (registered still, but two pings in a row got no answer); `windows` and
  * `pipelines` of this submission in flight on it; `resumeInMs`: about how long until its shard
- * locks expire (`unanswered`), `0` when they are released or expired already.
+ * locks (lock rows) or its windows' claims (advisory locks, a process that died) expire
+ * (`unanswered`), `0` when they are released or expired already. With advisory locks a runner
+ * paused or hung keeps its shards until it answers again or its database session ends: no
+ * expiry bounds that wait (the module's doc; `message` says so).
  *
  * @internal
  */
@@ -94,6 +108,12 @@ export interface WatchOptions {
   readonly pingEvery?: Duration.DurationInput | undefined
   /** How long a ping may take before it counts as unanswered (default 3 s). */
   readonly pingTimeout?: Duration.DurationInput | undefined
+  /**
+   * Whether the shard locks are advisory locks (held by the runner's database session) rather
+   * than rows that expire; default: the context's `ShardingConfig.shardLockDisableAdvisory`
+   * negated, else `true` (@effect/cluster's default).
+   */
+  readonly advisoryLocks?: boolean | undefined
 }
 
 interface Known {
@@ -104,6 +124,8 @@ interface Known {
   answeredAt: number
   /** When it was told to have left (ms), while it has not answered since. */
   leftAt: number | undefined
+  /** A ping of it has not ended yet (timed out, its interruption still under way). */
+  pinging: boolean
 }
 
 interface Pending {
@@ -121,7 +143,8 @@ const hostPort = (address: RunnerAddress.RunnerAddress): string => `${address.ho
  * @internal
  */
 export const make = (options: WatchOptions): Effect.Effect<RunnerWatch> =>
-  Effect.sync(() => {
+  Effect.map(Effect.serviceOption(ShardingConfig.ShardingConfig), (config) => {
+    const advisory = options.advisoryLocks ?? Option.match(config, { onNone: () => true, onSome: (c) => !c.shardLockDisableAdvisory })
     const lockMs = Duration.toMillis(Duration.decode(options.lockExpiration))
     const pingEveryMs = Duration.toMillis(Duration.decode(options.pingEvery ?? Duration.seconds(1)))
     const pingTimeout = Duration.decode(options.pingTimeout ?? Duration.seconds(3))
@@ -155,13 +178,21 @@ export const make = (options: WatchOptions): Effect.Effect<RunnerWatch> =>
       const others = input.runners.filter(([r, healthy]) => healthy && String(r.address) !== key).length
       const resumeInMs = reason === "unanswered" ? Math.max(0, k.answeredAt + lockMs - input.now) : 0
       const where = others === 0 ? "on the next runner that is up" : "on the other runners"
-      const when = reason === "unanswered"
-        ? `once its shard locks expire, within ~${Math.ceil(resumeInMs / 1000)} s (SHARD_LOCK_EXPIRATION ${
-          Math.round(lockMs / 1000)
-        } s after it last answered): nothing is lost, they wait`
-        : `once their shards are taken over (soon for a runner that released them; within SHARD_LOCK_EXPIRATION, ${
-          Math.round(lockMs / 1000)
-        } s, for one that did not)`
+      const lockS = Math.round(lockMs / 1000)
+      // what the lock mode makes true (break39 F4): advisory locks are held by the runner's
+      // database session, which a paused or hung process keeps open (no bound); a dead one's
+      // shards are freed at once, its windows' claims expire SHARD_LOCK_EXPIRATION after its last
+      // renewal; lock rows expire whatever the process does
+      const paused = "a runner paused or hung keeps its shards (advisory locks) until it answers again or its database session ends"
+      const when = advisory
+        ? reason === "unanswered"
+          ? `if its process died, once its windows' claims expire, in ~${Math.ceil(resumeInMs / 1000)} s (SHARD_LOCK_EXPIRATION ${lockS} s after it last answered); ` +
+            `${paused}: nothing is lost, they wait`
+          : `once their shards are taken over: soon for a runner that stopped (it released them); for one that died, once its windows' claims expire ` +
+            `(SHARD_LOCK_EXPIRATION, ${lockS} s, after it last renewed them); ${paused}`
+        : reason === "unanswered"
+        ? `once its shard locks expire, within ~${Math.ceil(resumeInMs / 1000)} s (SHARD_LOCK_EXPIRATION ${lockS} s after it last answered): nothing is lost, they wait`
+        : `once their shards are taken over (soon for a runner that released them; within SHARD_LOCK_EXPIRATION, ${lockS} s, for one that did not)`
       const what = reason === "unanswered" ? "stopped answering (its process stopped, or its host is unreachable)" : "left the cluster"
       return {
         _tag: "RunnerLeft",
@@ -198,7 +229,7 @@ export const make = (options: WatchOptions): Effect.Effect<RunnerWatch> =>
           }
         }
         for (const [key, address] of healthy) {
-          if (!known.has(key)) known.set(key, { address, misses: 0, answeredAt: input.now, leftAt: undefined })
+          if (!known.has(key)) known.set(key, { address, misses: 0, answeredAt: input.now, leftAt: undefined, pinging: false })
         }
         for (const [key, k] of known) {
           if (k.leftAt !== undefined) {
@@ -232,15 +263,24 @@ export const make = (options: WatchOptions): Effect.Effect<RunnerWatch> =>
         if (Option.isSome(options.runners) && round === undefined && input.now - roundAt >= pingEveryMs && known.size > 0) {
           roundAt = input.now
           const runners = options.runners.value
-          const targets = Array.from(known, ([key, k]) => [key, k.address] as const)
+          const targets = Array.from(known)
           round = yield* Effect.forkDaemon(Effect.forEach(
             targets,
-            ([key, address]) =>
-              runners.ping(address).pipe(
-                Effect.timeout(pingTimeout),
-                Effect.isSuccess,
-                Effect.map((answered) => [key, answered] as const)
-              ),
+            ([key, k]) =>
+              Effect.suspend(() => {
+                // its last ping has not even ended: unanswered again, and no second one piles up
+                if (k.pinging) return Effect.succeed([key, false] as const)
+                k.pinging = true
+                return runners.ping(k.address).pipe(
+                  Effect.ensuring(Effect.sync(() => void (k.pinging = false))),
+                  // the timeout does not wait for the ping's interruption: against a runner that
+                  // never answers, the RPC client's teardown does not end (break39 F4)
+                  Effect.disconnect,
+                  Effect.timeout(pingTimeout),
+                  Effect.isSuccess,
+                  Effect.map((answered) => [key, answered] as const)
+                )
+              }),
             { concurrency: "unbounded" }
           ))
         }

@@ -467,6 +467,9 @@ const firstOf = <A>(set: ReadonlySet<A>, n: number): Array<A> => {
  */
 const runnersReadTimeout = Duration.seconds(2)
 
+/** How long a follow waits for a window's workflow to answer a poll before asking it again later. */
+const windowPollTimeout = Duration.seconds(2)
+
 /** How long the submitter's calls into the cluster's storage ride out a lost database. */
 const submitBudget = Duration.seconds(60)
 
@@ -709,6 +712,8 @@ export const submit = <SE, SR>(
         }
       })
 
+    /** Windows whose poll timed out and has not ended yet (its runner does not answer). */
+    const hanging = new Set<Window>()
     /**
      * Asks a window's workflow whether it ended, and settles its pipelines still running: a
      * pipeline whose row is not terminal when its window ended (a runner refused the window, or
@@ -721,7 +726,20 @@ export const submit = <SE, SR>(
      */
     const checkWindow = (w: Window) =>
       Effect.gen(function*() {
-        const ended = endedOf(yield* ridingOut(WindowWorkflow.poll(w.executionId), "ask a window's workflow for its result"))
+        // a window whose runner does not answer (paused, hung: the connection stays up) is asked
+        // again at a later follow: its poll would hold up the follow, and with it the runner
+        // watch's pings and progress lines, until the runner answers or its registration lapses
+        // (break39 F4 b: told only at +18 s as "left the cluster"); at most one poll per window
+        // hangs at a time (the timed-out one's interruption goes on in the background)
+        if (hanging.has(w)) return
+        hanging.add(w)
+        const polled = yield* ridingOut(WindowWorkflow.poll(w.executionId), "ask a window's workflow for its result").pipe(
+          Effect.ensuring(Effect.sync(() => void hanging.delete(w))),
+          Effect.disconnect,
+          Effect.timeoutOption(windowPollTimeout)
+        )
+        if (Option.isNone(polled)) return
+        const ended = endedOf(polled.value)
         if (ended === undefined) return
         windows.delete(w)
         const live = w.ids.filter((id) => running.has(id))

@@ -510,6 +510,28 @@ export const submit = <SE, SR>(
   specs: Stream.Stream<AnySpec, SE, SR>,
   options: SubmitOptions = {}
 ): Effect.Effect<SubmitReport, SE | StoreUnavailable | ConfigError, Store | WorkflowEngine | SR> =>
+  Effect.suspend(() => {
+    /**
+     * The run this submission opened, until it is closed: a stop between `openRun` and the
+     * submission's own close (the run's start event, the set-up before the body: ux39) closes
+     * it too, never leaving its row `running` with nothing submitting.
+     */
+    const life: { opened?: { readonly store: StoreService; readonly runId: RunId }; closed: boolean } = { closed: false }
+    return Effect.onExit(submitting(specs, options, life), (exit) =>
+      Exit.isSuccess(exit) || life.opened === undefined || life.closed ? Effect.void : Effect.flatMap(Clock.currentTimeMillis, (endedAt) =>
+        life.opened!.store.finishRun(life.opened!.runId, {
+          status: "interrupted",
+          endedAt,
+          stopReason: Exit.isInterrupted(exit) ? "user" : "submit_failed"
+        }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not close the run: ${e.message}`)))))
+  })
+
+/** {@link submit}'s body; `life` says which run it opened and whether it closed it. */
+const submitting = <SE, SR>(
+  specs: Stream.Stream<AnySpec, SE, SR>,
+  options: SubmitOptions,
+  life: { opened?: { readonly store: StoreService; readonly runId: RunId }; closed: boolean }
+): Effect.Effect<SubmitReport, SE | StoreUnavailable | ConfigError, Store | WorkflowEngine | SR> =>
   Effect.gen(function*() {
     const store = yield* Store
     /** The states of stored pipelines (`StoreService.pipelineStates`, or the rows' states). */
@@ -528,6 +550,7 @@ export const submit = <SE, SR>(
     const messages = yield* Effect.serviceOption(MessageStorage.MessageStorage)
     const startedAt = yield* Clock.currentTimeMillis
     const runId = options.runId ?? (yield* makeRunId(startedAt))
+    life.opened = { store, runId }
     yield* store.openRun({
       runId,
       label: options.label ?? null,
@@ -1307,6 +1330,7 @@ export const submit = <SE, SR>(
       // with no stop of its own, the caller may close the run interrupted (`closeAs`)
       const closedAs = stopReason === null && options.closeAs !== undefined ? yield* options.closeAs : undefined
       const status = stopReason === null && closedAs === undefined ? "completed" as const : "interrupted" as const
+      life.closed = true
       yield* store.finishRun(runId, { status, endedAt, stopReason: stopReason ?? closedAs ?? null })
       yield* emit("run.finished", { status, stopReason: stopReason ?? closedAs ?? null, counters: progress(), ...(yield* cacheFigures) })
       return { ...progress(), status, stopReason, durationMs: endedAt - startedAt, causes }
@@ -1314,7 +1338,9 @@ export const submit = <SE, SR>(
     // interrupted or failed: admission stops; the run is closed, its admitted pipelines go on
     return yield* Effect.onExit(body, (exit) =>
       Exit.isSuccess(exit) ? Effect.void : Effect.flatMap(Clock.currentTimeMillis, (endedAt) =>
-        store.finishRun(runId, {
+        Effect.suspend(() => {
+          life.closed = true
+          return store.finishRun(runId, {
           status: "interrupted",
           endedAt,
           stopReason: Exit.isInterrupted(exit) ? "user" : "submit_failed"
@@ -1332,5 +1358,6 @@ export const submit = <SE, SR>(
               ? options.onInterrupted({ ...progress(), status: "interrupted", stopReason: null, durationMs: endedAt - startedAt, causes })
               : Effect.void
           )
-        )))
+        )
+        })))
   })

@@ -5,32 +5,17 @@
  * `pollInterval` later; the rest of the follow (`onProgress`, the heartbeat) keeps to
  * `pollInterval`. In one process (`TestRunner`, memory store), on the `TestClock`.
  */
-import { NodeContext } from "@effect/platform-node"
-import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as RunnerStorage from "@effect/cluster/RunnerStorage"
 import * as ShardingConfig from "@effect/cluster/ShardingConfig"
-import * as TestRunner from "@effect/cluster/TestRunner"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Option, Stream, TestClock } from "effect"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
-import * as MemoryStore from "../../src/layers/MemoryStore.js"
-import * as Pool from "../../src/services/Pool.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
-import type { AnySpec } from "../support/clusterRunner.js"
+import { type AnySpec, inProcessHost } from "../support/clusterRunner.js"
 
-/** A runner host in this process over a memory store (as `wrap` changes it), for `specs`. */
-const hostOf = (specs: ReadonlyArray<AnySpec>, wrap: (s: StoreService) => StoreService = (s) => s) => {
-  const engine = ClusterWorkflowEngine.layer.pipe(Layer.provideMerge(TestRunner.layer))
-  const store = Layer.effect(Store, Effect.map(Store, wrap)).pipe(Layer.provide(MemoryStore.layer()))
-  const services = Layer.mergeAll(store, Pool.layer([]), NodeContext.layer)
-  return ClusterEngine.workflowLayer({ concurrency: 8, resourcesEvery: "1 hour" }).pipe(
-    Layer.provideMerge(engine),
-    Layer.provideMerge(services),
-    Layer.provide(ClusterEngine.catalogLayer(specs))
-  )
-}
+const hostOf = inProcessHost
 
 describe("ClusterEngine: admission pace (in process, TestClock)", () => {
   it.scoped("a window waiting for room is admitted within roomPollInterval of the pipelines ending, though pollInterval is 5 s; progress keeps to pollInterval", () => {

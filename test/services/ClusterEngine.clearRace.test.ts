@@ -15,30 +15,17 @@
  */
 import * as MessageStorage from "@effect/cluster/MessageStorage"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Layer, Option } from "effect"
+import { Deferred, Effect, Exit, Fiber, Option } from "effect"
 import { FatalError } from "../../src/domain/Errors.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
-import * as PgStore from "../../src/layers/PgStore.js"
 import { Store } from "../../src/services/Store.js"
-import { type AnySpec, createClusterDatabase, singleRunner, submitSpecs } from "../support/clusterRunner.js"
+import { type AnySpec, onPgRunner, submitSpecs } from "../support/clusterRunner.js"
 import { usePostgres } from "../support/postgres.js"
 
 const pg = usePostgres()
 
-const onRunner = <A, E>(db: string, specs: ReadonlyArray<AnySpec>, body: Effect.Effect<A, E, any>) =>
-  Effect.zipRight(
-    createClusterDatabase(pg, db),
-    Effect.suspend(() =>
-      body.pipe(
-        Effect.provide(
-          singleRunner(pg, db, { specs, workflow: { concurrency: 16, windowClaims: true } }).pipe(
-            Layer.provideMerge(PgStore.layer({ url: pg.url(db), migrate: true }))
-          )
-        )
-      )
-    )
-  ) as Effect.Effect<A, unknown>
+const onRunner = <A, E>(db: string, specs: ReadonlyArray<AnySpec>, body: Effect.Effect<A, E, any>) => onPgRunner(pg, db, specs, body)
 
 describe("ClusterEngine: two submissions re-admitting the same failed window (break39)", () => {
   it.live("A's clear of the ended window lands after B started it again: B's window still runs, every row ends", () => {

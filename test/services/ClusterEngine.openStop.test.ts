@@ -4,31 +4,16 @@
  * nothing submitting it: `report` and `watch` showed a live run forever. The run is closed
  * `interrupted` on every exit once it is opened. In process (`TestRunner` over a memory store).
  */
-import { NodeContext } from "@effect/platform-node"
-import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
-import * as TestRunner from "@effect/cluster/TestRunner"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Option, Stream } from "effect"
+import { Deferred, Effect, Fiber, Option, Stream } from "effect"
 import type { RunId } from "../../src/domain/Ids.js"
 import * as Pipeline from "../../src/domain/Pipeline.js"
 import * as Task from "../../src/domain/Task.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
-import * as MemoryStore from "../../src/layers/MemoryStore.js"
-import * as Pool from "../../src/services/Pool.js"
 import { Store, type StoreService } from "../../src/services/Store.js"
-import type { AnySpec } from "../support/clusterRunner.js"
+import { type AnySpec, inProcessHost } from "../support/clusterRunner.js"
 
-/** A runner host in this process over a memory store (as `wrap` changes it), for `specs`. */
-const hostOf = (specs: ReadonlyArray<AnySpec>, wrap: (s: StoreService) => StoreService) => {
-  const engine = ClusterWorkflowEngine.layer.pipe(Layer.provideMerge(TestRunner.layer))
-  const store = Layer.effect(Store, Effect.map(Store, wrap)).pipe(Layer.provide(MemoryStore.layer()))
-  const services = Layer.mergeAll(store, Pool.layer([]), NodeContext.layer)
-  return ClusterEngine.workflowLayer({ concurrency: 8, resourcesEvery: "1 hour" }).pipe(
-    Layer.provideMerge(engine),
-    Layer.provideMerge(services),
-    Layer.provide(ClusterEngine.catalogLayer(specs))
-  )
-}
+const hostOf = inProcessHost
 
 describe("ClusterEngine: a stop right after the run is opened", () => {
   it.scoped("interrupted while the run's start event is written: the run is closed interrupted, not left running", () => {

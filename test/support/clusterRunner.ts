@@ -8,6 +8,7 @@
  */
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as SingleRunner from "@effect/cluster/SingleRunner"
+import * as TestRunner from "@effect/cluster/TestRunner"
 import { NodeContext } from "@effect/platform-node"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -17,6 +18,7 @@ import type { PipelineId, RunId } from "../../src/domain/Ids.js"
 import type * as Pipeline from "../../src/domain/Pipeline.js"
 import * as ArtifactBackends from "../../src/layers/ArtifactBackends.js"
 import * as ClusterEngine from "../../src/layers/ClusterEngine.js"
+import * as MemoryStore from "../../src/layers/MemoryStore.js"
 import * as PgStore from "../../src/layers/PgStore.js"
 import * as InFlight from "../../src/services/internal/cluster/inflight.js"
 import * as WindowClaims from "../../src/services/internal/cluster/windowClaims.js"
@@ -194,3 +196,19 @@ export const onPgRunner = <A, E>(pg: PgServer, db: string, specs: ReadonlyArray<
       )
     )
   ) as Effect.Effect<A, unknown>
+
+/**
+ * A runner host in this process (`TestRunner`, @effect/cluster's in-memory runner and storages)
+ * over a memory store as `wrap` changes it, serving `specs` (concurrency 8): what the in-process
+ * submission tests (TestClock) run on.
+ */
+export const inProcessHost = (specs: ReadonlyArray<AnySpec>, wrap: (s: StoreService) => StoreService = (s) => s) => {
+  const engine = ClusterWorkflowEngine.layer.pipe(Layer.provideMerge(TestRunner.layer))
+  const store = Layer.effect(Store, Effect.map(Store, wrap)).pipe(Layer.provide(MemoryStore.layer()))
+  const services = Layer.mergeAll(store, Pool.layer([]), NodeContext.layer)
+  return ClusterEngine.workflowLayer({ concurrency: 8, resourcesEvery: "1 hour" }).pipe(
+    Layer.provideMerge(engine),
+    Layer.provideMerge(services),
+    Layer.provide(ClusterEngine.catalogLayer(specs))
+  )
+}

@@ -96,6 +96,16 @@ describe("a suite on --engine cluster", () => {
       // both runners registered before the submission, so that the windows spread over them
       const up = yield* until(() => pg.psql("suite", "SELECT count(*) FROM cluster_runners").trim() === "2", 90_000)
       assert.isTrue(up, logs())
+      // and both holding shards (their advisory locks, each runner on its own session): a runner
+      // registered but still waiting for the shards the first one gives up gets no window, and
+      // on a loaded machine that took long enough for every window to land on the first one
+      const holders = () =>
+        pg.psql(
+          "suite",
+          "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = 'suite')"
+        ).trim()
+      const sharded = yield* until(() => holders() === "2", 90_000)
+      assert.isTrue(sharded, `advisory lock holders: ${holders()}; ${logs()}`)
       const sub = yield* assay(["run", "-c", suite, "--engine", "cluster", "--database", url, "--quiet", "--max-admitted", "4"])
       assert.strictEqual(sub.code, 0, sub.stdout + sub.stderr + logs())
       assert.match(sub.stdout, /8 succeeded, 0 failed, 0 already done/)
